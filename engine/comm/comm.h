@@ -1,0 +1,90 @@
+/* The communicator interface: collectives enqueued on a stream, NCCL-style.
+ * Backends: local (ranks are threads of one process, shared memory, sums in rank order
+ * 0..W-1 so results are deterministic), mpi (ranks are processes), nccl (GPUs), sim (no data;
+ * duration from the collective cost model).
+ *
+ * Semantics (identical on every backend):
+ *  - all_gather: recv[r*count .. (r+1)*count) = send of rank r. `count` is per rank.
+ *  - reduce_scatter: recv (count elements) = sum over ranks of send[rank*count ..). `count` is
+ *    per rank; send holds world*count elements.
+ *  - all_reduce: recv[i] = sum over ranks of send[i]; any count (no divisibility needed).
+ *  - broadcast: buf of every rank = buf of root. reduce: recv of root = sum of send.
+ *  - In-place use is allowed (send == recv for all_reduce/reduce; for all_gather, send may be
+ *    recv + rank*count; for reduce_scatter, recv may be send + rank*count).
+ *  - count 0 and world 1 work. Sums are in rank order on local (bitwise reproducible).
+ *  - Every rank must issue the same collectives in the same order (as with NCCL).
+ *  - A collective waiting longer than the communicator's timeout fails the stream with
+ *    FB_ETIMEOUT naming the rank and the collective.
+ * Supported dtypes: FB_F32, FB_F64, FB_U64 (sums of u64 are exact), FB_BF16 (nccl, sim).
+ * Calls return once the work is enqueued; completion is observed through events/syncs on the
+ * stream. This header does not record timings: the fb_comm_* wrappers do. */
+#ifndef FB_COMM_H
+#define FB_COMM_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../device/device.h"
+
+typedef struct fb_comm fb_comm;
+
+typedef struct fb_comm_ops {
+  const char *name; /* "local", "mpi", "nccl", "sim" */
+  fb_status (*all_gather)(fb_comm *c, fb_stream *s, const void *send, void *recv, size_t count,
+                          fb_dtype t);
+  fb_status (*reduce_scatter)(fb_comm *c, fb_stream *s, const void *send, void *recv,
+                              size_t count, fb_dtype t);
+  fb_status (*all_reduce)(fb_comm *c, fb_stream *s, const void *send, void *recv, size_t count,
+                          fb_dtype t);
+  fb_status (*broadcast)(fb_comm *c, fb_stream *s, void *buf, size_t count, fb_dtype t, int root);
+  fb_status (*reduce)(fb_comm *c, fb_stream *s, const void *send, void *recv, size_t count,
+                      fb_dtype t, int root);
+  fb_status (*barrier)(fb_comm *c, fb_stream *s);
+  void (*destroy)(fb_comm *c);
+} fb_comm_ops;
+
+struct fb_comm {
+  const fb_comm_ops *ops;
+  void *impl;
+  int rank, world;
+  fb_device *dev;    /* this rank's device (streams belong to it) */
+  double timeout_s;  /* collective wait limit */
+};
+
+/* Registry by name: "local", "mpi", "nccl", "sim"; NULL when unknown or not built. */
+const fb_comm_ops *fb_comm_lookup(const char *name);
+
+/* local: one group shared by the W rank threads of this process, then one fb_comm per rank. */
+typedef struct fb_local_group fb_local_group;
+fb_status fb_local_group_create(int world, double timeout_s, fb_local_group **out);
+void fb_local_group_destroy(fb_local_group *g);
+fb_status fb_comm_local_create(fb_local_group *g, int rank, fb_device *dev, fb_comm **out);
+
+/* mpi: rank and world come from MPI_COMM_WORLD (fb_mpi_init must have run). */
+fb_status fb_mpi_init(int *argc, char ***argv, int *rank, int *world);
+void fb_mpi_finalize(void);
+fb_status fb_comm_mpi_create(fb_device *dev, double timeout_s, fb_comm **out);
+
+/* sim: no data moves; durations come from dev->hw (see engine/sim/). */
+fb_status fb_comm_sim_create(fb_device *dev, int rank, int world, fb_comm **out);
+
+/* nccl: one process per GPU; bootstrap over MPI when under mpirun, else RANK/WORLD_SIZE/
+ * MASTER_ADDR/MASTER_PORT (TCP rendezvous, like torchrun). */
+fb_status fb_comm_nccl_create(fb_device *dev, double timeout_s, fb_comm **out);
+
+void fb_comm_destroy(fb_comm *c);
+
+/* Recording wrappers: stamp marks on the stream around the collective, account its cost on
+ * sim, add the bytes to the rank's ledger. `unit` is the unit it serves (-1 for none). */
+fb_status fb_all_gather(fb_comm *c, fb_stream *s, int unit, const void *send, void *recv,
+                        size_t count, fb_dtype t);
+fb_status fb_reduce_scatter(fb_comm *c, fb_stream *s, int unit, const void *send, void *recv,
+                            size_t count, fb_dtype t);
+fb_status fb_all_reduce(fb_comm *c, fb_stream *s, int unit, const void *send, void *recv,
+                        size_t count, fb_dtype t);
+fb_status fb_broadcast(fb_comm *c, fb_stream *s, int unit, void *buf, size_t count, fb_dtype t,
+                       int root);
+fb_status fb_reduce(fb_comm *c, fb_stream *s, int unit, const void *send, void *recv,
+                    size_t count, fb_dtype t, int root);
+fb_status fb_barrier(fb_comm *c, fb_stream *s);
+
+#endif

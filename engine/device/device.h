@@ -1,0 +1,173 @@
+/* The device interface: tagged memory, streams, events, timing marks and a kernel table.
+ * Three backends implement it: cpu (real math, a stream is the caller or a worker thread),
+ * cuda (cudaStream_t / cudaEvent_t, cuBLAS) and sim (no memory, no math; every op advances
+ * its stream's virtual clock by a cost model). One fb_device exists per rank.
+ *
+ * Rules every caller relies on:
+ *  - Memory is accounted in host program order (the way a stream-ordered caching allocator
+ *    counts it): fb_alloc counts at the call, fb_free counts at the call, while the physical
+ *    release waits until the given stream has finished the work issued before the free.
+ *  - Device pointers are never dereferenced by host code; use copy_d2h. On sim, pointers are
+ *    opaque non-NULL tokens (nothing is allocated).
+ *  - Kernels run in issue order on their stream; events order streams.
+ * This header does not define the kernels: see kernels.h. */
+#ifndef FB_DEVICE_H
+#define FB_DEVICE_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/status.h"
+#include "../core/types.h"
+
+typedef struct fb_device fb_device;
+typedef struct fb_stream fb_stream; /* backend-defined */
+typedef struct fb_event fb_event;   /* backend-defined */
+struct fb_kernels;
+struct fb_recorder;
+struct fb_hardware;
+
+typedef enum fb_stream_kind { FB_STREAM_COMPUTE = 0, FB_STREAM_COMM = 1 } fb_stream_kind;
+
+/* What an op costs; filled by the kernel and collective wrappers, consumed by the sim device's
+ * cost model and by the recorder. */
+typedef enum fb_op_kind {
+  FB_OP_GEMM = 0,   /* dense matrix product: m, n, k, batch set */
+  FB_OP_ATTN,       /* attention core: flops of its products + bytes */
+  FB_OP_MEM,        /* memory-bound elementwise / reduction / copy */
+  FB_OP_OPTIM,      /* optimizer update (memory-bound) */
+  FB_OP_COLL,       /* a collective: coll, count, dtype, world set */
+  FB_OP_NKIND
+} fb_op_kind;
+
+typedef enum fb_coll {
+  FB_COLL_ALL_GATHER = 0, FB_COLL_REDUCE_SCATTER, FB_COLL_ALL_REDUCE, FB_COLL_BROADCAST,
+  FB_COLL_REDUCE, FB_COLL_BARRIER, FB_NCOLL
+} fb_coll;
+const char *fb_coll_name(fb_coll c);
+
+typedef struct fb_op_cost {
+  const char *name;   /* static string: "matmul_fwd", "all_gather", ... */
+  fb_op_kind kind;
+  fb_dtype dtype;     /* compute / element type */
+  double flops;       /* floating-point operations (multiply-add = 2) */
+  double bytes;       /* bytes read + written from device memory (kernels); for collectives the
+                         logical size of the full tensor, see fb_coll_bytes */
+  int64_t m, n, k, batch;     /* GEMM shape (batch = number of independent products) */
+  fb_coll coll; int64_t count; int world; /* collectives: elements per rank (AG/RS) or total */
+} fb_op_cost;
+
+typedef struct fb_device_ops {
+  const char *name; /* "cpu", "cuda", "sim" */
+  fb_status (*init)(fb_device *d);
+  void (*fini)(fb_device *d);
+
+  /* Raw memory. alloc never counts (the wrapper does). free releases after `s` drains. */
+  fb_status (*alloc)(fb_device *d, size_t bytes, fb_mem_cat cat, void **out);
+  void (*free)(fb_device *d, void *p, size_t bytes, fb_mem_cat cat, fb_stream *s);
+  fb_status (*memset0)(fb_device *d, fb_stream *s, void *dst, size_t bytes);
+  fb_status (*copy_d2d)(fb_device *d, fb_stream *s, void *dst, const void *src, size_t bytes);
+  /* Host -> device: returns once `src` may be reused. Device -> host: returns once `dst` holds
+   * the data (waits for the stream). On sim: no-ops (dst untouched). */
+  fb_status (*copy_h2d)(fb_device *d, fb_stream *s, void *dst, const void *src, size_t bytes);
+  fb_status (*copy_d2h)(fb_device *d, fb_stream *s, void *dst, const void *src, size_t bytes);
+
+  fb_status (*stream_create)(fb_device *d, fb_stream_kind kind, fb_stream **out);
+  void (*stream_destroy)(fb_device *d, fb_stream *s);
+  fb_status (*stream_sync)(fb_device *d, fb_stream *s); /* host waits for all work on s */
+  fb_status (*event_create)(fb_device *d, fb_event **out);
+  void (*event_destroy)(fb_device *d, fb_event *e);
+  fb_status (*event_record)(fb_device *d, fb_event *e, fb_stream *s);
+  fb_status (*stream_wait)(fb_device *d, fb_stream *s, fb_event *e); /* s waits for e */
+  fb_status (*event_sync)(fb_device *d, fb_event *e);                 /* host waits for e */
+  /* Runs fn(arg) when the stream reaches this point, in stream order (cudaLaunchHostFunc).
+   * A failing fn poisons the stream: the next sync returns its status. May be NULL on sim. */
+  fb_status (*host_task)(fb_device *d, fb_stream *s, fb_status (*fn)(void *arg), void *arg);
+
+  /* Time. now(): seconds since the device's epoch at the host's current program point
+   * (cpu/cuda: wall clock; sim: the compute stream's virtual clock). mark() returns a ticket
+   * stamped when stream s reaches it; mark_time() resolves a ticket to seconds once the stream
+   * has passed it (after a sync). */
+  double (*now)(fb_device *d);
+  uint64_t (*mark)(fb_device *d, fb_stream *s);
+  double (*mark_time)(fb_device *d, uint64_t ticket);
+  void (*marks_reset)(fb_device *d); /* forget resolved tickets (after the recorder flushed) */
+
+  /* sim only: advance stream s by the modelled duration of c. NULL elsewhere. */
+  void (*account)(fb_device *d, fb_stream *s, const fb_op_cost *c);
+
+  const struct fb_kernels *kernels; /* all entries NULL on sim */
+} fb_device_ops;
+
+struct fb_device {
+  const fb_device_ops *ops;
+  void *impl;                  /* backend state */
+  int rank, world;
+  int threads;                 /* CPU threads a kernel may use (cpu backend) */
+  int64_t mem_limit;           /* bytes; 0 = no limit. Exceeding it fails fb_alloc */
+  fb_mem_stats mem;            /* live accounting, host program order */
+  struct fb_recorder *rec;     /* may be NULL */
+  const struct fb_hardware *hw;/* cost model profile (sim), peak figures (all) */
+  bool simulated;              /* true for sim: no data anywhere */
+};
+
+/* Registry: "cpu", "cuda", "sim". Returns NULL when the name is unknown or not built. */
+const fb_device_ops *fb_device_lookup(const char *name);
+/* Whether a backend can run here (cuda: a GPU is present). Fills why when it cannot. */
+bool fb_device_available(const char *name, char *why, size_t why_len);
+
+/* Creates and initialises a device for one rank. */
+fb_status fb_device_open(const fb_device_ops *ops, int rank, int world, int threads,
+                         int64_t mem_limit, const struct fb_hardware *hw, fb_device **out);
+void fb_device_close(fb_device *d);
+
+/* A tagged allocation. */
+typedef struct fb_buf {
+  void *ptr;
+  size_t bytes;
+  fb_mem_cat cat;
+  int64_t id;         /* allocation id for the memory timeline / snapshot */
+  const char *label;  /* static string naming the owner (e.g. "fsdp.gather") */
+} fb_buf;
+
+/* Allocates and counts `bytes` under `cat`; refuses with FB_ENOMEM (message names the category,
+ * the request and the limit) when mem_limit would be exceeded. bytes == 0 gives ptr == NULL. */
+fb_status fb_alloc(fb_device *d, size_t bytes, fb_mem_cat cat, const char *label, fb_buf *out);
+/* Uncounts now; physically releases after `after` (NULL = immediately) drains. Idempotent on
+ * an empty buffer. */
+void fb_free(fb_device *d, fb_buf *b, fb_stream *after);
+
+/* Thin wrappers over the ops table. */
+static inline fb_status fb_memset0(fb_device *d, fb_stream *s, void *p, size_t n) {
+  return n ? d->ops->memset0(d, s, p, n) : FB_OK;
+}
+static inline fb_status fb_copy_d2d(fb_device *d, fb_stream *s, void *dst, const void *src,
+                                    size_t n) {
+  return n ? d->ops->copy_d2d(d, s, dst, src, n) : FB_OK;
+}
+static inline fb_status fb_copy_h2d(fb_device *d, fb_stream *s, void *dst, const void *src,
+                                    size_t n) {
+  return n ? d->ops->copy_h2d(d, s, dst, src, n) : FB_OK;
+}
+static inline fb_status fb_copy_d2h(fb_device *d, fb_stream *s, void *dst, const void *src,
+                                    size_t n) {
+  return n ? d->ops->copy_d2h(d, s, dst, src, n) : FB_OK;
+}
+static inline fb_status fb_event_record(fb_device *d, fb_event *e, fb_stream *s) {
+  return d->ops->event_record(d, e, s);
+}
+static inline fb_status fb_stream_wait(fb_device *d, fb_stream *s, fb_event *e) {
+  return d->ops->stream_wait(d, s, e);
+}
+static inline fb_status fb_event_sync(fb_device *d, fb_event *e) { return d->ops->event_sync(d, e); }
+static inline fb_status fb_stream_sync(fb_device *d, fb_stream *s) { return d->ops->stream_sync(d, s); }
+static inline double fb_now(fb_device *d) { return d->ops->now(d); }
+
+/* Bytes a collective's logical tensor has (the ledger's unit): all-gather and reduce-scatter
+ * count*world*size (the full buffer), all-reduce 2*count*size (reduce-scatter + all-gather),
+ * broadcast and reduce count*size. bus bytes (what one rank sends on a ring) are
+ * fb_coll_wire_bytes. */
+double fb_coll_bytes(fb_coll c, int64_t count, fb_dtype t, int world);
+double fb_coll_wire_bytes(fb_coll c, int64_t count, fb_dtype t, int world);
+
+#endif

@@ -1,0 +1,171 @@
+/* The kernel table every executing device provides, and the wrappers the model calls.
+ * A wrapper (fb_k_*) fills an fb_op_cost from the shapes, stamps start/end marks on the
+ * stream, runs the device's kernel (or, on sim, lets the device account the cost) and hands
+ * the record to the recorder. Kernels never allocate: scratch is passed in.
+ *
+ * Conventions (the same on every device, checked by the gradient tests):
+ *  - Activations are row-major [N, C] with N = B*T tokens; weights are [out, in] (PyTorch).
+ *  - "dinp" of layernorm/rmsnorm ACCUMULATES (+=) — it is the residual stream's gradient.
+ *    "dinp" of matmul and every other d-activation is OVERWRITTEN (=).
+ *  - Every weight / bias gradient ACCUMULATES (+=) into a buffer the caller zeroed.
+ *  - `act` pointers have the context's compute dtype (fp32 on cpu; fp32 or bf16 on cuda);
+ *    statistics (mean, rstd, lse), losses and optimizer state are fp32 / fp64 as typed.
+ * What this file does not do: decide where buffers live or when they are freed. */
+#ifndef FB_KERNELS_H
+#define FB_KERNELS_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "device.h"
+
+#define FB_NORM_BINS 256 /* one bin per fp32 exponent; see sumsq_bins */
+
+typedef struct fb_kctx {
+  fb_device *dev;
+  fb_stream *s;
+  fb_dtype act; /* compute dtype of activations and gathered parameters */
+  int unit;     /* unit being computed (for the record), -1 outside units */
+} fb_kctx;
+
+typedef struct fb_adamw_args {
+  float lr, beta1, beta2, eps, weight_decay;
+  float bias_corr1, bias_corr2; /* 1 - beta^t */
+  float grad_scale;             /* multiplies g before use (clipping coefficient) */
+} fb_adamw_args;
+
+typedef struct fb_sgd_args {
+  float lr, momentum, weight_decay, grad_scale;
+} fb_sgd_args;
+
+#define FB_KARGS const fb_kctx *k
+typedef struct fb_kernels {
+  /* out[B,T,C] = wte[tok] (+ wpe[t]); wpe may be NULL (Llama). */
+  fb_status (*encoder_fwd)(FB_KARGS, void *out, const int32_t *tok, const void *wte,
+                           const void *wpe, int B, int T, int C);
+  /* dwte[tok] += dout, dwpe[t] += dout (dwpe may be NULL); tokens in order (deterministic). */
+  fb_status (*encoder_bwd)(FB_KARGS, void *dwte, void *dwpe, const void *dout,
+                           const int32_t *tok, int B, int T, int C);
+  fb_status (*layernorm_fwd)(FB_KARGS, void *out, float *mean, float *rstd, const void *inp,
+                             const void *w, const void *b, int N, int C, float eps);
+  fb_status (*layernorm_bwd)(FB_KARGS, void *dinp, void *dw, void *db, const void *dout,
+                             const void *inp, const void *w, const float *mean,
+                             const float *rstd, int N, int C);
+  fb_status (*rmsnorm_fwd)(FB_KARGS, void *out, float *rstd, const void *inp, const void *w,
+                           int N, int C, float eps);
+  fb_status (*rmsnorm_bwd)(FB_KARGS, void *dinp, void *dw, const void *dout, const void *inp,
+                           const void *w, const float *rstd, int N, int C);
+  /* out[N,OC] = inp[N,C] @ w[OC,C]^T + bias[OC] (bias may be NULL). */
+  fb_status (*matmul_fwd)(FB_KARGS, void *out, const void *inp, const void *w, const void *bias,
+                          int N, int C, int OC);
+  /* dinp = dout @ w (skipped when dinp == NULL); dw += dout^T @ inp; dbias += sum_rows dout. */
+  fb_status (*matmul_bwd)(FB_KARGS, void *dinp, void *dw, void *dbias, const void *dout,
+                          const void *inp, const void *w, int N, int C, int OC);
+  /* Causal grouped-query attention. q[B,T,H,hd] rows of stride ldq, k and v [B,T,KVH,hd] rows
+   * of stride ldkv (so q/k/v may live inside one fused qkv buffer). out[B,T,H*hd] dense.
+   * Saves only lse[B,H,T] (log-sum-exp of each query's scaled scores) for backward.
+   * scratch: fb_attention_scratch_bytes() bytes. */
+  fb_status (*attention_fwd)(FB_KARGS, void *out, float *lse, const void *q, const void *kk,
+                             const void *v, int B, int T, int H, int KVH, int hd, int ldq,
+                             int ldkv, void *scratch);
+  /* dq, dk, dv (same layouts/strides as q, k, v) are OVERWRITTEN. */
+  fb_status (*attention_bwd)(FB_KARGS, void *dq, void *dk, void *dv, const void *dout,
+                             const void *q, const void *kk, const void *v, const void *out,
+                             const float *lse, int B, int T, int H, int KVH, int hd, int ldq,
+                             int ldkv, void *scratch);
+  /* Rotary embedding in place on x[B,T,nh,hd] (row stride ld): pairs (i, i+hd/2) (Llama's
+   * "rotate half"), angle t * theta^(-2i/hd). bwd applies the inverse rotation to dx. */
+  fb_status (*rope_fwd)(FB_KARGS, void *x, int B, int T, int nh, int hd, int ld, float theta);
+  fb_status (*rope_bwd)(FB_KARGS, void *dx, int B, int T, int nh, int hd, int ld, float theta);
+  /* GELU, tanh approximation (GPT-2). */
+  fb_status (*gelu_fwd)(FB_KARGS, void *out, const void *inp, size_t n);
+  fb_status (*gelu_bwd)(FB_KARGS, void *dinp, const void *inp, const void *dout, size_t n);
+  /* out = silu(a) * b (Llama FFN: a = w1 x, b = w3 x). */
+  fb_status (*swiglu_fwd)(FB_KARGS, void *out, const void *a, const void *b, size_t n);
+  fb_status (*swiglu_bwd)(FB_KARGS, void *da, void *db, const void *dout, const void *a,
+                          const void *b, size_t n);
+  /* out = a + b (out may alias a or b). */
+  fb_status (*add)(FB_KARGS, void *out, const void *a, const void *b, size_t n);
+  /* Softmax cross-entropy on logits[N,V] in place: logits become dlogits * dscale
+   * (softmax - onehot) * dscale; loss_sum[0] += sum over rows of -log p[target] (fp64,
+   * rows in order). Rows whose target is -1 are ignored (zero gradient, no loss). */
+  fb_status (*xent_fwd_bwd)(FB_KARGS, void *logits, double *loss_sum, const int32_t *targets,
+                            int N, int V, float dscale);
+
+  /* fp32 vectors: parameters, gradients, optimizer state. */
+  fb_status (*acc_f32)(FB_KARGS, float *y, const float *x, size_t n);       /* y += x */
+  fb_status (*scale_f32)(FB_KARGS, float *y, float a, size_t n);            /* y *= a */
+  fb_status (*adamw)(FB_KARGS, float *p, const float *g, float *m, float *v, size_t n,
+                     const fb_adamw_args *a);
+  fb_status (*sgd)(FB_KARGS, float *p, const float *g, float *mom, size_t n,
+                   const fb_sgd_args *a);
+  /* Exact sum of squares: for each nonzero g, with g = mant * 2^(e-150) (mant < 2^24), adds
+   * mant^2 into bin e: bins[2e] += low 32 bits, bins[2e+1] += high bits. Integer sums are
+   * order-free, so the global norm is bit-identical however the gradient is sharded.
+   * See fb_norm_from_bins. */
+  fb_status (*sumsq_bins)(FB_KARGS, uint64_t *bins, const float *g, size_t n);
+  /* out[0] += sum of x in index order, accumulated in fp64. */
+  fb_status (*sum_f64)(FB_KARGS, double *out, const float *x, size_t n);
+  /* dst = (dt) src; fp32 <-> bf16 (round to nearest even). */
+  fb_status (*cast)(FB_KARGS, void *dst, fb_dtype dt, const void *src, fb_dtype st, size_t n);
+} fb_kernels;
+#undef FB_KARGS
+
+/* Scratch attention needs (bytes), for either direction, on the given device. */
+size_t fb_attention_scratch_bytes(const fb_device *d, int B, int T, int H, int KVH, int hd);
+/* sqrt of the exact sum of squares held in merged bins (2*FB_NORM_BINS words). */
+double fb_norm_from_bins(const uint64_t *bins);
+
+/* Wrappers: same arguments as the table, plus recording and cost. */
+fb_status fb_k_encoder_fwd(const fb_kctx *k, void *out, const int32_t *tok, const void *wte,
+                           const void *wpe, int B, int T, int C);
+fb_status fb_k_encoder_bwd(const fb_kctx *k, void *dwte, void *dwpe, const void *dout,
+                           const int32_t *tok, int B, int T, int C);
+fb_status fb_k_layernorm_fwd(const fb_kctx *k, void *out, float *mean, float *rstd,
+                             const void *inp, const void *w, const void *b, int N, int C,
+                             float eps);
+fb_status fb_k_layernorm_bwd(const fb_kctx *k, void *dinp, void *dw, void *db, const void *dout,
+                             const void *inp, const void *w, const float *mean,
+                             const float *rstd, int N, int C);
+fb_status fb_k_rmsnorm_fwd(const fb_kctx *k, void *out, float *rstd, const void *inp,
+                           const void *w, int N, int C, float eps);
+fb_status fb_k_rmsnorm_bwd(const fb_kctx *k, void *dinp, void *dw, const void *dout,
+                           const void *inp, const void *w, const float *rstd, int N, int C);
+fb_status fb_k_matmul_fwd(const fb_kctx *k, void *out, const void *inp, const void *w,
+                          const void *bias, int N, int C, int OC);
+fb_status fb_k_matmul_bwd(const fb_kctx *k, void *dinp, void *dw, void *dbias, const void *dout,
+                          const void *inp, const void *w, int N, int C, int OC);
+fb_status fb_k_attention_fwd(const fb_kctx *k, void *out, float *lse, const void *q,
+                             const void *kk, const void *v, int B, int T, int H, int KVH, int hd,
+                             int ldq, int ldkv, void *scratch);
+fb_status fb_k_attention_bwd(const fb_kctx *k, void *dq, void *dk, void *dv, const void *dout,
+                             const void *q, const void *kk, const void *v, const void *out,
+                             const float *lse, int B, int T, int H, int KVH, int hd, int ldq,
+                             int ldkv, void *scratch);
+fb_status fb_k_rope_fwd(const fb_kctx *k, void *x, int B, int T, int nh, int hd, int ld,
+                        float theta);
+fb_status fb_k_rope_bwd(const fb_kctx *k, void *dx, int B, int T, int nh, int hd, int ld,
+                        float theta);
+fb_status fb_k_gelu_fwd(const fb_kctx *k, void *out, const void *inp, size_t n);
+fb_status fb_k_gelu_bwd(const fb_kctx *k, void *dinp, const void *inp, const void *dout,
+                        size_t n);
+fb_status fb_k_swiglu_fwd(const fb_kctx *k, void *out, const void *a, const void *b, size_t n);
+fb_status fb_k_swiglu_bwd(const fb_kctx *k, void *da, void *db, const void *dout, const void *a,
+                          const void *b, size_t n);
+fb_status fb_k_add(const fb_kctx *k, void *out, const void *a, const void *b, size_t n);
+fb_status fb_k_xent_fwd_bwd(const fb_kctx *k, void *logits, double *loss_sum,
+                            const int32_t *targets, int N, int V, float dscale);
+fb_status fb_k_acc_f32(const fb_kctx *k, float *y, const float *x, size_t n);
+fb_status fb_k_scale_f32(const fb_kctx *k, float *y, float a, size_t n);
+fb_status fb_k_adamw(const fb_kctx *k, float *p, const float *g, float *m, float *v, size_t n,
+                     const fb_adamw_args *a);
+fb_status fb_k_sgd(const fb_kctx *k, float *p, const float *g, float *mom, size_t n,
+                   const fb_sgd_args *a);
+fb_status fb_k_sumsq_bins(const fb_kctx *k, uint64_t *bins, const float *g, size_t n);
+fb_status fb_k_sum_f64(const fb_kctx *k, double *out, const float *x, size_t n);
+fb_status fb_k_cast(const fb_kctx *k, void *dst, fb_dtype dt, const void *src, fb_dtype st,
+                    size_t n);
+/* Records a zero/copy done through the device ops as a memory-bound op (name static). */
+fb_status fb_k_memset0(const fb_kctx *k, const char *name, void *p, size_t bytes);
+fb_status fb_k_copy(const fb_kctx *k, const char *name, void *dst, const void *src, size_t bytes);
+
+#endif

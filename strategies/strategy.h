@@ -1,0 +1,97 @@
+/* The strategy plug-in table and the per-rank state the hooks work on.
+ *
+ * The executor (engine/exec/executor.c) runs, for every micro-step:
+ *   pre_forward(0)  encoder forward               post_forward(0)
+ *   pre_forward(u)  block u forward               post_forward(u)     u = 1..L
+ *   pre_backward(0) final norm + head + loss (forward and backward, chunked)
+ *   pre_backward(u) block u backward              post_backward(u)    u = L..1
+ *                   encoder backward              post_backward(0)
+ * and after the last micro-step optimizer_step(). Between pre_X(u) and post_X(u) the hook
+ * guarantees r->view[u].params holds the full flat parameters of unit u (compute dtype) on
+ * the compute stream; between pre_backward(u) and post_backward(u) r->view[u].grads is a full
+ * flat fp32 gradient buffer, zeroed, that the backward kernels accumulate into.
+ * Hooks talk only to the device (r->dev) and communicator (r->comm) interfaces.
+ * This header does not schedule anything itself. */
+#ifndef FB_STRATEGY_H
+#define FB_STRATEGY_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../engine/comm/comm.h"
+#include "../engine/config/config.h"
+#include "../engine/device/kernels.h"
+#include "../engine/model/model.h"
+
+struct fb_recorder;
+
+typedef struct fb_unit_view {
+  void *params;  /* full flat unit parameters, valid between pre_* and post_* */
+  float *grads;  /* full flat unit gradients, valid between pre_backward and post_backward */
+} fb_unit_view;
+
+typedef struct fb_rank fb_rank;
+
+typedef struct fb_strategy {
+  const char *name;
+  const char *summary; /* one line for --help */
+  fb_status (*setup)(fb_rank *r);   /* persistent state, initialised in place (shards only) */
+  void (*teardown)(fb_rank *r);
+  fb_status (*pre_forward)(fb_rank *r, int unit);
+  fb_status (*post_forward)(fb_rank *r, int unit);
+  fb_status (*pre_backward)(fb_rank *r, int unit);
+  fb_status (*post_backward)(fb_rank *r, int unit);
+  fb_status (*optimizer_step)(fb_rank *r);
+  /* Collective: every rank calls it; on return host_full (unit numel floats) holds the unit's
+   * full parameters on rank 0 (other ranks may pass NULL). */
+  fb_status (*read_params)(fb_rank *r, int unit, float *host_full);
+} fb_strategy;
+
+/* Registry. */
+const fb_strategy *fb_strategy_lookup(const char *name);
+const char *fb_strategy_names(void); /* "single, ddp, zero3, fsdp, yafsdp" */
+int fb_strategy_count(void);
+const fb_strategy *fb_strategy_at(int i);
+
+/* Per-rank state shared by the executor and the hooks. */
+struct fb_rank {
+  const fb_run_config *cfg;
+  const fb_model *model;
+  int rank, world;
+  fb_device *dev;
+  fb_comm *comm;
+  fb_stream *compute;   /* the compute stream */
+  fb_stream *commst;    /* the communication stream */
+  struct fb_recorder *rec;
+  fb_unit_view *view;   /* [model->nunits] */
+  const fb_strategy *strategy;
+  void *st;             /* the strategy's private state */
+  /* schedule of the current step */
+  int step;             /* 0-based */
+  int micro, n_micro;   /* current micro-step of n_micro on this rank */
+  /* optimizer inputs for this step (set by the executor before optimizer_step) */
+  float lr;
+  /* optimizer outputs (set by optimizer_step) */
+  double grad_norm;     /* global norm before clipping */
+  float clip_coef;      /* 1 when not clipped */
+  /* persistent bytes per category after setup (params + grads + optimizer) */
+  int64_t persistent_bytes;
+  double zero3_imbalance; /* max/mean owned elements (zero3), 1 otherwise */
+};
+
+/* Forward/backward order helpers: the unit computed after u in the forward pass
+ * (0 -> 1 -> ... -> L -> head stage which is unit 0 in pre_backward), and in backward
+ * (0 (head) -> L -> ... -> 1 -> 0 (encoder)). Return -1 at the end. */
+static inline int fb_next_fwd_unit(const fb_model *m, int u) {
+  return (u + 1 < m->nunits) ? u + 1 : -1;
+}
+static inline int fb_next_bwd_unit(const fb_model *m, int u) {
+  if (u == 0) return m->nunits - 1 >= 1 ? m->nunits - 1 : -1;
+  return u - 1 >= 1 ? u - 1 : -1;
+}
+
+static inline fb_kctx fb_rank_kctx(const fb_rank *r, fb_stream *s, int unit) {
+  fb_kctx k = {.dev = r->dev, .s = s, .act = FB_F32, .unit = unit};
+  return k;
+}
+
+#endif
