@@ -1,0 +1,47 @@
+/* One run of the product: build the model, open one device + communicator per rank (threads
+ * for local/sim, this process for mpi/nccl), set up the strategy, run the steps through the
+ * executor, gather the results. The result is what the report, the CSV/JSON records, the
+ * trace writer, `compare` and `plan` consume. It prints nothing unless cfg->quiet is false
+ * (then: the per-step log lines). */
+#ifndef FB_RUNNER_H
+#define FB_RUNNER_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../config/config.h"
+#include "../model/model.h"
+#include "../obs/recorder.h"
+
+typedef struct fb_rank_result {
+  int rank;
+  fb_step_stats *steps;       /* [nsteps] */
+  fb_mem_stats mem;           /* at the end of the run, peaks over the whole run */
+  int64_t persistent_bytes;   /* params + grads + optimizer state owned after setup */
+  double zero3_imbalance;     /* max / mean owned elements (zero3), else 1 */
+  struct fb_recorder *rec;    /* kept for the trace writer; owned by the result */
+} fb_rank_result;
+
+typedef struct fb_run_result {
+  fb_run_config cfg;          /* copy, finalized */
+  fb_model model;             /* owned */
+  char backend[16], comm[16], hardware[64];
+  bool predicted;             /* sim: every time figure is a prediction, no loss values */
+  int world;                  /* ranks in the run (all processes) */
+  int nsteps;
+  double *loss;               /* [nsteps] global mean token loss (NaN when predicted) */
+  double *grad_norm;          /* [nsteps] before clipping (NaN when predicted) */
+  double *lr;                 /* [nsteps] */
+  double param_sum;           /* final, full params, model order, fp64 (NaN when predicted) */
+  fb_rank_result *ranks;      /* ranks held by this process */
+  int nranks;
+  double peak_flops;          /* per rank: measured GEMM ceiling (cpu) or profile peak (sim) */
+  int64_t tokens_per_step;    /* global */
+  double model_flops_per_step;/* global: 3 x forward matmul FLOPs */
+  char blas[128];             /* library and kernel actually running */
+  double wall_s;              /* whole run, host clock */
+} fb_run_result;
+
+fb_status fb_run(const fb_run_config *cfg, fb_run_result *res);
+void fb_run_result_free(fb_run_result *res);
+
+#endif
