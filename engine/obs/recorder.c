@@ -1,0 +1,352 @@
+/* The per-rank recorder (recorder.h): collects ops with their device timing tickets, host-side
+ * spans and memory events; at each step end it resolves the tickets through the device, turns
+ * the step's intervals into statistics (compute / comm unions, exposed communication, FLOPs,
+ * the collective ledger) and keeps the events of traced steps for the Chrome trace.
+ * It does not format anything and does not know about files.
+ *
+ * Conventions:
+ *  - A track whose name starts with "compute" counts as compute, one starting with "comm" as
+ *    communication; any other track (e.g. the "host" track of spans) counts as neither.
+ *  - Spans (fb_recorder_span) go to a track of their own named "host", created on first use,
+ *    so they never break the nesting of the device tracks; they are kept with
+ *    kind == FB_OP_NKIND and never enter the statistics.
+ *  - Ops recorded outside a step (before the first step_begin, or after a step_end) carry
+ *    step -1: their tickets are resolved at the next step end, they are not counted and not
+ *    traced.
+ *  - Memory events are kept all (cfg.mem_timeline) or only inside traced steps; in the latter
+ *    case each traced step opens with one "baseline" event per non-empty category (delta 0,
+ *    id -1) so counters start from the right level. */
+#include "recorder.h"
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FB_REC_MAX_STREAMS 16
+#define FB_REC_NAME 32
+
+typedef struct rec_track {
+  fb_stream *s;     /* NULL for the host span track */
+  char name[FB_REC_NAME];
+  bool compute, comm;
+} rec_track;
+
+typedef struct rec_pending {
+  fb_rec_op op;
+  uint64_t k0, k1;
+  bool resolved;    /* spans: times already in op.t0/op.t1 */
+  int world;        /* collectives: the op's world */
+  int64_t count;
+  fb_dtype dtype;
+} rec_pending;
+
+struct fb_recorder {
+  fb_device *dev;
+  fb_rec_config cfg;
+  pthread_mutex_t mu;
+  rec_track tracks[FB_REC_MAX_STREAMS];
+  int ntracks;
+  int host_track;   /* -1 until the first span */
+  rec_pending *pend;
+  int64_t npend, cappend;
+  fb_rec_op *ops;
+  int64_t nops, capops;
+  fb_rec_mem *mems;
+  int64_t nmems, capmems;
+  int step, micro;  /* step -1 outside steps */
+  double step_t0;
+  /* scratch for the interval unions */
+  double (*iv)[2];
+  int64_t capiv;
+};
+
+/* ---- small helpers ------------------------------------------------------------------------ */
+
+static bool grow(void **p, int64_t *cap, int64_t need, size_t elt) {
+  if (need <= *cap) return true;
+  int64_t nc = *cap ? *cap : 64;
+  while (nc < need) nc *= 2;
+  void *q = realloc(*p, (size_t)nc * elt);
+  if (!q) return false;
+  *p = q;
+  *cap = nc;
+  return true;
+}
+
+static bool step_traced(const fb_rec_config *c, int step) {
+  if (!c->trace || step < 0) return false;
+  int first = (c->trace_wait > 0 ? c->trace_wait : 0) + (c->trace_warmup > 0 ? c->trace_warmup : 0);
+  if (step < first) return false;
+  return c->trace_active <= 0 || step < first + c->trace_active;
+}
+
+static int cmp_iv(const void *a, const void *b) {
+  const double *x = a, *y = b;
+  if (x[0] != y[0]) return x[0] < y[0] ? -1 : 1;
+  return (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+/* Measure of the union of n intervals (sorted in place). */
+static double union_measure(double (*iv)[2], int64_t n) {
+  if (n == 0) return 0;
+  qsort(iv, (size_t)n, sizeof iv[0], cmp_iv);
+  double total = 0, lo = iv[0][0], hi = iv[0][1];
+  for (int64_t i = 1; i < n; i++) {
+    if (iv[i][0] > hi) {
+      total += hi - lo;
+      lo = iv[i][0];
+      hi = iv[i][1];
+    } else if (iv[i][1] > hi) {
+      hi = iv[i][1];
+    }
+  }
+  return total + (hi - lo);
+}
+
+/* ---- lifetime ----------------------------------------------------------------------------- */
+
+fb_status fb_recorder_create(fb_device *dev, const fb_rec_config *cfg, fb_recorder **out) {
+  assert(dev && out);
+  fb_recorder *r = calloc(1, sizeof *r);
+  if (!r) return FB_ERR(FB_ENOMEM, "recorder: out of host memory");
+  if (pthread_mutex_init(&r->mu, NULL) != 0) {
+    free(r);
+    return FB_ERR(FB_EINTERNAL, "recorder: pthread_mutex_init failed");
+  }
+  r->dev = dev;
+  if (cfg) r->cfg = *cfg;
+  r->host_track = -1;
+  r->step = -1;
+  *out = r;
+  return FB_OK;
+}
+
+void fb_recorder_destroy(fb_recorder *r) {
+  if (!r) return;
+  pthread_mutex_destroy(&r->mu);
+  free(r->pend);
+  free(r->ops);
+  free(r->mems);
+  free(r->iv);
+  free(r);
+}
+
+/* ---- tracks ------------------------------------------------------------------------------- */
+
+static int add_track_locked(fb_recorder *r, fb_stream *s, const char *name) {
+  assert(r->ntracks < FB_REC_MAX_STREAMS && "too many recorder tracks");
+  rec_track *t = &r->tracks[r->ntracks];
+  t->s = s;
+  snprintf(t->name, sizeof t->name, "%s", name ? name : "stream");
+  t->compute = !strncmp(t->name, "compute", 7);
+  t->comm = !strncmp(t->name, "comm", 4);
+  return r->ntracks++;
+}
+
+static int find_track_locked(fb_recorder *r, fb_stream *s) {
+  for (int i = 0; i < r->ntracks; i++)
+    if (r->tracks[i].s == s && i != r->host_track) return i;
+  return -1;
+}
+
+int fb_recorder_stream(fb_recorder *r, fb_stream *s, const char *name) {
+  pthread_mutex_lock(&r->mu);
+  int id = find_track_locked(r, s);
+  if (id < 0) id = add_track_locked(r, s, name);
+  pthread_mutex_unlock(&r->mu);
+  return id;
+}
+
+/* ---- events ------------------------------------------------------------------------------- */
+
+void fb_recorder_op(fb_recorder *r, fb_stream *s, const fb_op_cost *c, int unit, uint64_t t0,
+                    uint64_t t1) {
+  assert(r && c);
+  pthread_mutex_lock(&r->mu);
+  int id = find_track_locked(r, s);
+  if (id < 0) {
+    char nm[FB_REC_NAME];
+    snprintf(nm, sizeof nm, "stream%d", r->ntracks);
+    id = add_track_locked(r, s, nm);
+  }
+  bool ok = grow((void **)&r->pend, &r->cappend, r->npend + 1, sizeof *r->pend);
+  assert(ok && "recorder: out of host memory");
+  (void)ok;
+  rec_pending *p = &r->pend[r->npend++];
+  memset(p, 0, sizeof *p);
+  p->op = (fb_rec_op){.name = c->name ? c->name : "op", .stream = id, .unit = unit,
+                      .step = r->step, .micro = r->micro, .kind = c->kind, .coll = c->coll,
+                      .bytes = c->bytes, .flops = c->flops};
+  p->k0 = t0;
+  p->k1 = t1;
+  p->world = c->world;
+  p->count = c->count;
+  p->dtype = c->dtype;
+  pthread_mutex_unlock(&r->mu);
+}
+
+void fb_recorder_span(fb_recorder *r, const char *name, double t0, double t1) {
+  pthread_mutex_lock(&r->mu);
+  if (r->host_track < 0) r->host_track = add_track_locked(r, NULL, "host");
+  bool ok = grow((void **)&r->pend, &r->cappend, r->npend + 1, sizeof *r->pend);
+  assert(ok && "recorder: out of host memory");
+  (void)ok;
+  rec_pending *p = &r->pend[r->npend++];
+  memset(p, 0, sizeof *p);
+  p->op = (fb_rec_op){.t0 = t0, .t1 = t1 < t0 ? t0 : t1, .name = name ? name : "span",
+                      .stream = r->host_track, .unit = -1, .step = r->step, .micro = r->micro,
+                      .kind = FB_OP_NKIND, .coll = FB_NCOLL};
+  p->resolved = true;
+  pthread_mutex_unlock(&r->mu);
+}
+
+static void push_mem_locked(fb_recorder *r, const fb_rec_mem *m) {
+  bool ok = grow((void **)&r->mems, &r->capmems, r->nmems + 1, sizeof *r->mems);
+  assert(ok && "recorder: out of host memory");
+  (void)ok;
+  r->mems[r->nmems++] = *m;
+}
+
+void fb_recorder_mem(fb_recorder *r, double t, const fb_buf *b, int64_t delta,
+                     const fb_mem_stats *after) {
+  assert(r && b && after);
+  pthread_mutex_lock(&r->mu);
+  if (r->cfg.mem_timeline || step_traced(&r->cfg, r->step)) {
+    fb_rec_mem m = {.t = t, .id = b->id, .delta = delta, .cat = b->cat,
+                    .label = b->label ? b->label : fb_mem_cat_name(b->cat),
+                    .total_after = after->cur_total, .cat_after = after->cur[b->cat]};
+    push_mem_locked(r, &m);
+  }
+  pthread_mutex_unlock(&r->mu);
+}
+
+/* ---- steps -------------------------------------------------------------------------------- */
+
+void fb_recorder_step_begin(fb_recorder *r, int step, int micro) {
+  double now = fb_now(r->dev);
+  pthread_mutex_lock(&r->mu);
+  r->step = step;
+  r->micro = micro;
+  r->step_t0 = now;
+  if (!r->cfg.mem_timeline && step_traced(&r->cfg, step)) {
+    const fb_mem_stats *ms = &r->dev->mem;
+    for (int c = 0; c < FB_MEM_NCAT; c++) {
+      if (ms->cur[c] == 0) continue;
+      fb_rec_mem m = {.t = now, .id = -1, .delta = 0, .cat = (fb_mem_cat)c, .label = "baseline",
+                      .total_after = ms->cur_total, .cat_after = ms->cur[c]};
+      push_mem_locked(r, &m);
+    }
+  }
+  pthread_mutex_unlock(&r->mu);
+}
+
+void fb_recorder_micro(fb_recorder *r, int micro) {
+  pthread_mutex_lock(&r->mu);
+  r->micro = micro;
+  pthread_mutex_unlock(&r->mu);
+}
+
+/* Collects the intervals of this step's ops on tracks of one class into r->iv. */
+static int64_t gather_iv(fb_recorder *r, int step, bool want_compute, bool want_comm) {
+  int64_t n = 0;
+  for (int64_t i = 0; i < r->npend; i++) {
+    const fb_rec_op *o = &r->pend[i].op;
+    if (o->step != step || o->kind == FB_OP_NKIND) continue;
+    const rec_track *t = &r->tracks[o->stream];
+    if (!((want_compute && t->compute) || (want_comm && t->comm))) continue;
+    r->iv[n][0] = o->t0;
+    r->iv[n][1] = o->t1;
+    n++;
+  }
+  return n;
+}
+
+fb_status fb_recorder_step_end(fb_recorder *r, fb_step_stats *out) {
+  assert(r && out);
+  fb_device *d = r->dev;
+  double now = fb_now(d);
+  fb_status st = FB_OK;
+  pthread_mutex_lock(&r->mu);
+  const int step = r->step;
+  memset(out, 0, sizeof *out);
+  out->step = step;
+  out->t_start = r->step_t0;
+  double t_end = now;
+
+  /* Resolve every ticket, then let the device forget them. */
+  for (int64_t i = 0; i < r->npend; i++) {
+    rec_pending *p = &r->pend[i];
+    if (p->resolved) continue;
+    p->op.t0 = d->ops->mark_time(d, p->k0);
+    p->op.t1 = d->ops->mark_time(d, p->k1);
+    if (p->op.t1 < p->op.t0) p->op.t1 = p->op.t0;
+    p->resolved = true;
+  }
+  if (d->ops->marks_reset) d->ops->marks_reset(d);
+
+  for (int64_t i = 0; i < r->npend; i++) {
+    const rec_pending *p = &r->pend[i];
+    const fb_rec_op *o = &p->op;
+    if (o->step != step || o->kind == FB_OP_NKIND) continue;
+    if (o->t1 > t_end) t_end = o->t1;
+    out->n_ops++;
+    out->flops += o->flops;
+    if (o->kind == FB_OP_COLL && o->coll >= 0 && o->coll < FB_NCOLL) {
+      out->coll_bytes[o->coll] += fb_coll_bytes(o->coll, p->count, p->dtype, p->world);
+      out->wire_bytes[o->coll] += fb_coll_wire_bytes(o->coll, p->count, p->dtype, p->world);
+      out->coll_time[o->coll] += o->t1 - o->t0;
+    }
+  }
+  out->t_end = t_end;
+  out->wall = t_end - out->t_start;
+  if (out->wall < 0) out->wall = 0;
+
+  /* Unions: exposed comm = |comm u compute| - |compute|. */
+  if (!grow((void **)&r->iv, &r->capiv, r->npend, sizeof r->iv[0])) {
+    st = FB_ERR(FB_ENOMEM, "recorder: out of host memory (%lld intervals)", (long long)r->npend);
+    goto out;
+  }
+  out->compute = union_measure(r->iv, gather_iv(r, step, true, false));
+  out->comm = union_measure(r->iv, gather_iv(r, step, false, true));
+  double both = union_measure(r->iv, gather_iv(r, step, true, true));
+  out->exposed_comm = both - out->compute;
+  if (out->exposed_comm < 0) out->exposed_comm = 0;
+  if (out->exposed_comm > out->comm) out->exposed_comm = out->comm;
+
+  /* Keep the traced events. */
+  if (step_traced(&r->cfg, step)) {
+    if (!grow((void **)&r->ops, &r->capops, r->nops + r->npend, sizeof *r->ops)) {
+      st = FB_ERR(FB_ENOMEM, "recorder: out of host memory keeping trace events");
+      goto out;
+    }
+    for (int64_t i = 0; i < r->npend; i++)
+      if (r->pend[i].op.step == step) r->ops[r->nops++] = r->pend[i].op;
+  }
+out:
+  r->npend = 0;
+  r->step = -1;
+  pthread_mutex_unlock(&r->mu);
+  return st;
+}
+
+/* ---- accessors ---------------------------------------------------------------------------- */
+
+const fb_rec_op *fb_recorder_ops(const fb_recorder *r, int64_t *n) {
+  *n = r->nops;
+  return r->ops;
+}
+
+const fb_rec_mem *fb_recorder_mems(const fb_recorder *r, int64_t *n) {
+  *n = r->nmems;
+  return r->mems;
+}
+
+const char *fb_recorder_stream_name(const fb_recorder *r, int id) {
+  return (id >= 0 && id < r->ntracks) ? r->tracks[id].name : "?";
+}
+
+int fb_recorder_nstreams(const fb_recorder *r) { return r->ntracks; }
+
+int fb_recorder_rank(const fb_recorder *r) { return r->dev->rank; }
