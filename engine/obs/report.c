@@ -1,0 +1,542 @@
+/* The run report (report.h): per-rank summaries over the measured steps, the fixed-column
+ * tables, and the CSV / JSON records. Column meanings are documented in report.h.
+ * It does not measure anything: every figure comes from the fb_run_result. */
+#include "report.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../traces/json_out.h"
+
+#define MIB (1024.0 * 1024.0)
+
+/* Stable column names for the collective types (CSV headers documented in report.h). */
+static const char *const coll_col[FB_NCOLL] = {
+    [FB_COLL_ALL_GATHER] = "all_gather", [FB_COLL_REDUCE_SCATTER] = "reduce_scatter",
+    [FB_COLL_ALL_REDUCE] = "all_reduce", [FB_COLL_BROADCAST] = "broadcast",
+    [FB_COLL_REDUCE] = "reduce",         [FB_COLL_BARRIER] = "barrier"};
+
+/* ---- figures ------------------------------------------------------------------------------ */
+
+static int first_measured(int nsteps) { return nsteps > 2 ? 1 : 0; }
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median_wall(const fb_step_stats *s, int nsteps) {
+  int first = first_measured(nsteps), n = nsteps - first;
+  if (n <= 0) return NAN;
+  double *v = malloc((size_t)n * sizeof *v);
+  assert(v && "report: out of host memory");
+  for (int i = 0; i < n; i++) v[i] = s[first + i].wall;
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  double m = (n % 2) ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  free(v);
+  return m;
+}
+
+static void derive_rates(const fb_run_result *r, fb_rank_summary *o) {
+  double t = o->step_s;
+  int world = r->world > 0 ? r->world : 1;
+  bool ok = t > 0 && isfinite(t);
+  o->tokens_per_s = ok ? (double)r->tokens_per_step / t : NAN;
+  o->tokens_per_s_rank = ok ? o->tokens_per_s / world : NAN;
+  o->tflops = ok ? r->model_flops_per_step / world / t / 1e12 : NAN;
+  o->peak_pct = (ok && r->peak_flops > 0) ? 100.0 * o->tflops * 1e12 / r->peak_flops : NAN;
+  o->overlap = o->comm_s > 0 ? 1.0 - o->exposed_s / o->comm_s : NAN;
+  if (o->overlap < 0) o->overlap = 0;
+  if (o->overlap > 1) o->overlap = 1;
+}
+
+static void rank_summary(const fb_run_result *r, const fb_rank_result *rk, fb_rank_summary *o) {
+  memset(o, 0, sizeof *o);
+  int first = first_measured(r->nsteps), n = r->nsteps - first;
+  o->step_s = median_wall(rk->steps, r->nsteps);
+  for (int i = first; i < r->nsteps; i++) {
+    o->compute_s += rk->steps[i].compute;
+    o->comm_s += rk->steps[i].comm;
+    o->exposed_s += rk->steps[i].exposed_comm;
+  }
+  if (n > 0) {
+    o->compute_s /= n;
+    o->comm_s /= n;
+    o->exposed_s /= n;
+  }
+  for (int i = 0; i < r->nsteps; i++)
+    for (int c = 0; c < FB_NCOLL; c++) {
+      o->coll_bytes[c] += rk->steps[i].coll_bytes[c];
+      o->wire_bytes[c] += rk->steps[i].wire_bytes[c];
+      o->coll_time_s[c] += rk->steps[i].coll_time[c];
+    }
+  if (r->nsteps > 0)
+    for (int c = 0; c < FB_NCOLL; c++) {
+      o->coll_bytes[c] /= r->nsteps;
+      o->wire_bytes[c] /= r->nsteps;
+      o->coll_time_s[c] /= r->nsteps;
+    }
+  derive_rates(r, o);
+}
+
+void fb_report_summary(const fb_run_result *r, int i, fb_rank_summary *out) {
+  assert(i >= -1 && i < r->nranks);
+  if (i >= 0) {
+    rank_summary(r, &r->ranks[i], out);
+    return;
+  }
+  memset(out, 0, sizeof *out);
+  for (int k = 0; k < r->nranks; k++) {
+    fb_rank_summary s;
+    rank_summary(r, &r->ranks[k], &s);
+    out->step_s += s.step_s;
+    out->compute_s += s.compute_s;
+    out->comm_s += s.comm_s;
+    out->exposed_s += s.exposed_s;
+    for (int c = 0; c < FB_NCOLL; c++) {
+      out->coll_bytes[c] += s.coll_bytes[c];
+      out->wire_bytes[c] += s.wire_bytes[c];
+      out->coll_time_s[c] += s.coll_time_s[c];
+    }
+  }
+  if (r->nranks > 0) {
+    double n = r->nranks;
+    out->step_s /= n;
+    out->compute_s /= n;
+    out->comm_s /= n;
+    out->exposed_s /= n;
+    for (int c = 0; c < FB_NCOLL; c++) {
+      out->coll_bytes[c] /= n;
+      out->wire_bytes[c] /= n;
+      out->coll_time_s[c] /= n;
+    }
+  } else {
+    out->step_s = NAN;
+  }
+  derive_rates(r, out);
+}
+
+static double sum_colls(const double *v) {
+  double s = 0;
+  for (int c = 0; c < FB_NCOLL; c++) s += v[c];
+  return s;
+}
+
+static double psi_bytes(const fb_run_result *r) {
+  return (double)r->model.numel * (double)fb_dtype_size(r->cfg.param_dtype);
+}
+
+/* ---- the tables --------------------------------------------------------------------------- */
+
+/* A fixed-width cell: the number, or "-" when it does not exist. */
+static void cell(FILE *f, int w, int prec, double x) {
+  if (isfinite(x)) fprintf(f, " %*.*f", w, prec, x);
+  else fprintf(f, " %*s", w, "-");
+}
+
+static void print_time_row(FILE *f, const char *label, const fb_rank_summary *s) {
+  fprintf(f, "  %6s", label);
+  cell(f, 10, 3, s->step_s * 1e3);
+  cell(f, 12, 1, s->tokens_per_s);
+  cell(f, 12, 1, s->tokens_per_s_rank);
+  cell(f, 9, 4, s->tflops);
+  cell(f, 7, 2, s->peak_pct);
+  cell(f, 10, 3, s->compute_s * 1e3);
+  cell(f, 10, 3, s->comm_s * 1e3);
+  cell(f, 10, 3, s->exposed_s * 1e3);
+  cell(f, 8, 1, s->overlap * 100);
+  fputc('\n', f);
+}
+
+static void print_time_table(FILE *f, const fb_run_result *r, const char *pred) {
+  fprintf(f, "#\n# Time per step%s: step time is the median, compute/comm/exposed the mean over "
+             "steps %d..%d\n", pred, first_measured(r->nsteps), r->nsteps - 1);
+  fprintf(f, "# %6s %10s %12s %12s %9s %7s %10s %10s %10s %8s\n", "rank", "step", "tokens/s",
+          "tokens/s", "TFLOP/s", "peak", "compute", "comm", "exposed", "overlap");
+  fprintf(f, "# %6s %10s %12s %12s %9s %7s %10s %10s %10s %8s\n", "", "(ms)", "(global)",
+          "(per rank)", "(rank)", "(%)", "(ms)", "(ms)", "(ms)", "(%)");
+  char lab[16];
+  for (int i = 0; i < r->nranks; i++) {
+    fb_rank_summary s;
+    fb_report_summary(r, i, &s);
+    snprintf(lab, sizeof lab, "%d", r->ranks[i].rank);
+    print_time_row(f, lab, &s);
+  }
+  fb_rank_summary m;
+  fb_report_summary(r, -1, &m);
+  print_time_row(f, "mean", &m);
+}
+
+static void print_mem_table(FILE *f, const fb_run_result *r, const char *pred) {
+  fprintf(f, "#\n# Memory per rank%s: 'at-peak' = each category at the moment of the total "
+             "peak, 'own-peak' = each category's own peak\n", pred);
+  fprintf(f, "# %6s %8s", "rank", "row");
+  for (int c = 0; c < FB_MEM_NCAT; c++) fprintf(f, " %11s", fb_mem_cat_name((fb_mem_cat)c));
+  fprintf(f, " %11s %11s\n", "total", "persistent");
+  fprintf(f, "# %6s %8s", "", "");
+  for (int c = 0; c < FB_MEM_NCAT + 2; c++) fprintf(f, " %11s", "(MiB)");
+  fputc('\n', f);
+  for (int i = 0; i < r->nranks; i++) {
+    const fb_rank_result *rk = &r->ranks[i];
+    fprintf(f, "  %6d %8s", rk->rank, "at-peak");
+    for (int c = 0; c < FB_MEM_NCAT; c++) cell(f, 11, 2, rk->mem.at_peak[c] / MIB);
+    cell(f, 11, 2, rk->mem.peak_total / MIB);
+    cell(f, 11, 2, rk->persistent_bytes / MIB);
+    fputc('\n', f);
+    fprintf(f, "  %6d %8s", rk->rank, "own-peak");
+    for (int c = 0; c < FB_MEM_NCAT; c++) cell(f, 11, 2, rk->mem.peak[c] / MIB);
+    fprintf(f, " %11s %11s\n", "", "");
+  }
+}
+
+static void print_ledger(FILE *f, const fb_run_result *r, const char *pred) {
+  double psi = psi_bytes(r);
+  fprintf(f, "#\n# Collective ledger per rank and step%s (mean over all steps; psi = %.0f "
+             "params x %zu B = %.0f B)\n", pred, (double)r->model.numel,
+          fb_dtype_size(r->cfg.param_dtype), psi);
+  fprintf(f, "# %6s %-15s %16s %16s %10s %8s\n", "rank", "collective", "bytes", "wire", "time",
+          "ratio");
+  fprintf(f, "# %6s %-15s %16s %16s %10s %8s\n", "", "", "(B/step)", "(B/step)", "(ms)",
+          "(x psi)");
+  for (int i = 0; i < r->nranks; i++) {
+    fb_rank_summary s;
+    fb_report_summary(r, i, &s);
+    int rows = 0;
+    for (int c = 0; c < FB_NCOLL; c++) {
+      if (s.coll_bytes[c] == 0 && s.coll_time_s[c] == 0) continue;
+      fprintf(f, "  %6d %-15s %16.0f %16.0f", r->ranks[i].rank, coll_col[c], s.coll_bytes[c],
+              s.wire_bytes[c]);
+      cell(f, 10, 3, s.coll_time_s[c] * 1e3);
+      cell(f, 8, 4, psi > 0 ? s.coll_bytes[c] / psi : NAN);
+      fputc('\n', f);
+      rows++;
+    }
+    double tb = sum_colls(s.coll_bytes);
+    fprintf(f, "  %6d %-15s %16.0f %16.0f", r->ranks[i].rank, rows ? "total" : "total (none)",
+            tb, sum_colls(s.wire_bytes));
+    cell(f, 10, 3, sum_colls(s.coll_time_s) * 1e3);
+    cell(f, 8, 4, psi > 0 ? tb / psi : NAN);
+    fputc('\n', f);
+  }
+}
+
+static void print_scalar(FILE *f, double x, bool predicted) {
+  if (isfinite(x)) fprintf(f, "%.6g", x);
+  else fputs(predicted ? "n/a (predicted run)" : "n/a", f);
+}
+
+void fb_report_print(FILE *f, const fb_run_result *r) {
+  const char *pred = r->predicted ? " (pred)" : "";
+  const fb_run_config *c = &r->cfg;
+  fprintf(f, "# fsdpbench report: model %s, strategy %s, backend %s, comm %s, world %d\n",
+          c->model, c->strategy, r->backend, r->comm, r->world);
+  fprintf(f, "# batch %d x seq %d (%lld tokens/step), micro-batch %d, %d steps, params %s, "
+             "reduce %s, hardware %s, peak %.3f TFLOP/s per rank\n",
+          c->batch, c->seq, (long long)r->tokens_per_step, c->micro_batch, r->nsteps,
+          fb_dtype_name(c->param_dtype), fb_dtype_name(c->reduce_dtype),
+          r->hardware[0] ? r->hardware : "-", r->peak_flops / 1e12);
+  if (r->predicted)
+    fprintf(f, "# PREDICTED: simulated backend; every time, rate and FLOP/s figure below is a "
+               "prediction of the cost model (memory is exact by construction)\n");
+  print_time_table(f, r, pred);
+  print_mem_table(f, r, pred);
+  print_ledger(f, r, pred);
+  fprintf(f, "#\n");
+  if (r->nsteps > 0) {
+    int last = r->nsteps - 1;
+    fprintf(f, "loss: first ");
+    print_scalar(f, r->loss ? r->loss[0] : NAN, r->predicted);
+    fprintf(f, " (step 0), last ");
+    print_scalar(f, r->loss ? r->loss[last] : NAN, r->predicted);
+    fprintf(f, " (step %d)\ngrad norm: first ", last);
+    print_scalar(f, r->grad_norm ? r->grad_norm[0] : NAN, r->predicted);
+    fprintf(f, ", last ");
+    print_scalar(f, r->grad_norm ? r->grad_norm[last] : NAN, r->predicted);
+    fputc('\n', f);
+  }
+  if (isfinite(r->param_sum)) fprintf(f, "final param sum: %.17g\n", r->param_sum);
+  else fprintf(f, "final param sum: n/a (predicted run)\n");
+}
+
+/* ---- files -------------------------------------------------------------------------------- */
+
+/* CSV number: empty when not finite. */
+static void csv_num(FILE *f, double x) {
+  if (isfinite(x)) fprintf(f, ",%.9g", x);
+  else fputs(",", f);
+}
+
+static void csv_summary_row(FILE *f, const fb_run_result *r, const fb_rank_summary *s,
+                            double peak, double persistent) {
+  csv_num(f, s->step_s * 1e3);
+  csv_num(f, s->tokens_per_s);
+  csv_num(f, s->tokens_per_s_rank);
+  csv_num(f, s->tflops);
+  csv_num(f, s->peak_pct);
+  csv_num(f, s->compute_s * 1e3);
+  csv_num(f, s->comm_s * 1e3);
+  csv_num(f, s->exposed_s * 1e3);
+  csv_num(f, s->overlap);
+  fprintf(f, ",%.0f,%.0f,%.0f,%.0f,%d\n", peak, persistent, sum_colls(s->coll_bytes),
+          sum_colls(s->wire_bytes), r->predicted ? 1 : 0);
+}
+
+static fb_status write_summary_csv(const char *dir, const fb_run_result *r) {
+  FILE *f;
+  FB_TRY(fb_json_open(dir, "summary.csv", &f));
+  fputs("rank,step_ms,tokens_per_s,tokens_per_s_rank,tflops,peak_pct,compute_ms,comm_ms,"
+        "exposed_ms,overlap,peak_bytes,persistent_bytes,coll_bytes,wire_bytes,predicted\n", f);
+  double peak = 0, pers = 0;
+  for (int i = 0; i < r->nranks; i++) {
+    fb_rank_summary s;
+    fb_report_summary(r, i, &s);
+    fprintf(f, "%d", r->ranks[i].rank);
+    csv_summary_row(f, r, &s, (double)r->ranks[i].mem.peak_total,
+                    (double)r->ranks[i].persistent_bytes);
+    peak += (double)r->ranks[i].mem.peak_total;
+    pers += (double)r->ranks[i].persistent_bytes;
+  }
+  fb_rank_summary m;
+  fb_report_summary(r, -1, &m);
+  fputs("mean", f);
+  csv_summary_row(f, r, &m, r->nranks ? peak / r->nranks : 0, r->nranks ? pers / r->nranks : 0);
+  return fb_json_close(f, "summary.csv");
+}
+
+static double step_tflops(const fb_run_result *r, double wall) {
+  int world = r->world > 0 ? r->world : 1;
+  return wall > 0 ? r->model_flops_per_step / world / wall / 1e12 : NAN;
+}
+
+static fb_status write_steps_csv(const char *dir, const fb_run_result *r) {
+  FILE *f;
+  FB_TRY(fb_json_open(dir, "steps.csv", &f));
+  fputs("rank,step,wall_ms,compute_ms,comm_ms,exposed_ms,tflops,loss,grad_norm,lr", f);
+  for (int c = 0; c < FB_NCOLL; c++) fprintf(f, ",%s_bytes", coll_col[c]);
+  fputc('\n', f);
+  for (int i = 0; i < r->nranks; i++)
+    for (int k = 0; k < r->nsteps; k++) {
+      const fb_step_stats *s = &r->ranks[i].steps[k];
+      fprintf(f, "%d,%d", r->ranks[i].rank, k);
+      csv_num(f, s->wall * 1e3);
+      csv_num(f, s->compute * 1e3);
+      csv_num(f, s->comm * 1e3);
+      csv_num(f, s->exposed_comm * 1e3);
+      csv_num(f, step_tflops(r, s->wall));
+      csv_num(f, r->loss ? r->loss[k] : NAN);
+      csv_num(f, r->grad_norm ? r->grad_norm[k] : NAN);
+      csv_num(f, r->lr ? r->lr[k] : NAN);
+      for (int c = 0; c < FB_NCOLL; c++) fprintf(f, ",%.0f", s->coll_bytes[c]);
+      fputc('\n', f);
+    }
+  return fb_json_close(f, "steps.csv");
+}
+
+static fb_status write_memory_csv(const char *dir, const fb_run_result *r) {
+  FILE *f;
+  FB_TRY(fb_json_open(dir, "memory.csv", &f));
+  fputs("rank,category,peak_bytes,at_peak_bytes,final_bytes\n", f);
+  for (int i = 0; i < r->nranks; i++) {
+    const fb_mem_stats *m = &r->ranks[i].mem;
+    for (int c = 0; c < FB_MEM_NCAT; c++)
+      fprintf(f, "%d,%s,%lld,%lld,%lld\n", r->ranks[i].rank, fb_mem_cat_name((fb_mem_cat)c),
+              (long long)m->peak[c], (long long)m->at_peak[c], (long long)m->cur[c]);
+    fprintf(f, "%d,total,%lld,%lld,%lld\n", r->ranks[i].rank, (long long)m->peak_total,
+            (long long)m->peak_total, (long long)m->cur_total);
+  }
+  return fb_json_close(f, "memory.csv");
+}
+
+static fb_status write_ledger_csv(const char *dir, const fb_run_result *r) {
+  FILE *f;
+  FB_TRY(fb_json_open(dir, "ledger.csv", &f));
+  fputs("rank,coll,bytes_per_step,wire_bytes_per_step,time_ms_per_step,psi_ratio\n", f);
+  double psi = psi_bytes(r);
+  for (int i = 0; i < r->nranks; i++) {
+    fb_rank_summary s;
+    fb_report_summary(r, i, &s);
+    for (int c = 0; c < FB_NCOLL; c++) {
+      if (s.coll_bytes[c] == 0 && s.coll_time_s[c] == 0) continue;
+      fprintf(f, "%d,%s,%.0f,%.0f", r->ranks[i].rank, coll_col[c], s.coll_bytes[c],
+              s.wire_bytes[c]);
+      csv_num(f, s.coll_time_s[c] * 1e3);
+      csv_num(f, psi > 0 ? s.coll_bytes[c] / psi : NAN);
+      fputc('\n', f);
+    }
+  }
+  return fb_json_close(f, "ledger.csv");
+}
+
+/* JSON "key": value helpers (a leading comma unless first). */
+static void jkey(FILE *f, bool *first, const char *k) {
+  if (!*first) fputc(',', f);
+  *first = false;
+  fb_json_str(f, k);
+  fputc(':', f);
+}
+static void jnum(FILE *f, bool *first, const char *k, double x) {
+  jkey(f, first, k);
+  fb_json_num(f, x);
+}
+static void jstr(FILE *f, bool *first, const char *k, const char *v) {
+  jkey(f, first, k);
+  fb_json_str(f, v);
+}
+
+static void json_summary_fields(FILE *f, bool *first, const fb_rank_summary *s) {
+  jnum(f, first, "step_ms", s->step_s * 1e3);
+  jnum(f, first, "tokens_per_s", s->tokens_per_s);
+  jnum(f, first, "tokens_per_s_rank", s->tokens_per_s_rank);
+  jnum(f, first, "tflops", s->tflops);
+  jnum(f, first, "peak_pct", s->peak_pct);
+  jnum(f, first, "compute_ms", s->compute_s * 1e3);
+  jnum(f, first, "comm_ms", s->comm_s * 1e3);
+  jnum(f, first, "exposed_ms", s->exposed_s * 1e3);
+  jnum(f, first, "overlap", s->overlap);
+  jnum(f, first, "coll_bytes", sum_colls(s->coll_bytes));
+  jnum(f, first, "wire_bytes", sum_colls(s->wire_bytes));
+}
+
+static void json_array(FILE *f, bool *first, const char *k, const double *v, int n) {
+  jkey(f, first, k);
+  fputc('[', f);
+  for (int i = 0; i < n; i++) {
+    if (i) fputc(',', f);
+    fb_json_num(f, v ? v[i] : NAN);
+  }
+  fputc(']', f);
+}
+
+static void json_config(FILE *f, const fb_run_result *r) {
+  const fb_run_config *c = &r->cfg;
+  bool first = true;
+  fputc('{', f);
+  jstr(f, &first, "model", c->model);
+  jstr(f, &first, "strategy", c->strategy);
+  jstr(f, &first, "backend", r->backend);
+  jstr(f, &first, "comm", r->comm);
+  jstr(f, &first, "hardware", r->hardware);
+  jnum(f, &first, "world", r->world);
+  jnum(f, &first, "batch", c->batch);
+  jnum(f, &first, "micro_batch", c->micro_batch);
+  jnum(f, &first, "seq", c->seq);
+  jnum(f, &first, "steps", r->nsteps);
+  jstr(f, &first, "param_dtype", fb_dtype_name(c->param_dtype));
+  jstr(f, &first, "reduce_dtype", fb_dtype_name(c->reduce_dtype));
+  jstr(f, &first, "optimizer", c->optimizer);
+  jnum(f, &first, "lr", c->lr);
+  jnum(f, &first, "seed", (double)c->seed);
+  jnum(f, &first, "threads", c->threads);
+  jstr(f, &first, "blas", r->blas);
+  jnum(f, &first, "params", (double)r->model.numel);
+  jnum(f, &first, "peak_flops", r->peak_flops);
+  jnum(f, &first, "tokens_per_step", (double)r->tokens_per_step);
+  jnum(f, &first, "model_flops_per_step", r->model_flops_per_step);
+  jkey(f, &first, "predicted");
+  fputs(r->predicted ? "true" : "false", f);
+  fputc('}', f);
+}
+
+static void json_rank(FILE *f, const fb_run_result *r, int i) {
+  const fb_rank_result *rk = &r->ranks[i];
+  fb_rank_summary s;
+  fb_report_summary(r, i, &s);
+  bool first = true;
+  fputc('{', f);
+  jnum(f, &first, "rank", rk->rank);
+  json_summary_fields(f, &first, &s);
+  jnum(f, &first, "peak_bytes", (double)rk->mem.peak_total);
+  jnum(f, &first, "persistent_bytes", (double)rk->persistent_bytes);
+  jnum(f, &first, "zero3_imbalance", rk->zero3_imbalance);
+  jkey(f, &first, "memory");
+  fputc('{', f);
+  bool f2 = true;
+  for (int c = 0; c < FB_MEM_NCAT; c++) {
+    jkey(f, &f2, fb_mem_cat_name((fb_mem_cat)c));
+    fprintf(f, "{\"peak\":%lld,\"at_peak\":%lld,\"final\":%lld}", (long long)rk->mem.peak[c],
+            (long long)rk->mem.at_peak[c], (long long)rk->mem.cur[c]);
+  }
+  jkey(f, &f2, "total");
+  fprintf(f, "{\"peak\":%lld,\"at_peak\":%lld,\"final\":%lld}", (long long)rk->mem.peak_total,
+          (long long)rk->mem.peak_total, (long long)rk->mem.cur_total);
+  fputc('}', f);
+  jkey(f, &first, "ledger");
+  fputc('{', f);
+  f2 = true;
+  for (int c = 0; c < FB_NCOLL; c++) {
+    jkey(f, &f2, coll_col[c]);
+    bool f3 = true;
+    fputc('{', f);
+    jnum(f, &f3, "bytes_per_step", s.coll_bytes[c]);
+    jnum(f, &f3, "wire_bytes_per_step", s.wire_bytes[c]);
+    jnum(f, &f3, "time_ms_per_step", s.coll_time_s[c] * 1e3);
+    fputc('}', f);
+  }
+  fputc('}', f);
+  jkey(f, &first, "steps");
+  fputc('[', f);
+  for (int k = 0; k < r->nsteps; k++) {
+    const fb_step_stats *st = &rk->steps[k];
+    bool f3 = true;
+    fputs(k ? ",{" : "{", f);
+    jnum(f, &f3, "step", k);
+    jnum(f, &f3, "wall_ms", st->wall * 1e3);
+    jnum(f, &f3, "compute_ms", st->compute * 1e3);
+    jnum(f, &f3, "comm_ms", st->comm * 1e3);
+    jnum(f, &f3, "exposed_ms", st->exposed_comm * 1e3);
+    jnum(f, &f3, "flops", st->flops);
+    jnum(f, &f3, "n_ops", st->n_ops);
+    jkey(f, &f3, "coll_bytes");
+    fputc('{', f);
+    bool f4 = true;
+    for (int c = 0; c < FB_NCOLL; c++) jnum(f, &f4, coll_col[c], st->coll_bytes[c]);
+    fputc('}', f);
+    fputc('}', f);
+  }
+  fputs("]}", f);
+}
+
+static fb_status write_report_json(const char *dir, const fb_run_result *r) {
+  FILE *f;
+  FB_TRY(fb_json_open(dir, "report.json", &f));
+  bool first = true;
+  fputc('{', f);
+  jkey(f, &first, "config");
+  json_config(f, r);
+  jkey(f, &first, "predicted");
+  fputs(r->predicted ? "true" : "false", f);
+  jnum(f, &first, "world", r->world);
+  jnum(f, &first, "nsteps", r->nsteps);
+  jnum(f, &first, "wall_s", r->wall_s);
+  jnum(f, &first, "param_sum", r->param_sum);
+  json_array(f, &first, "loss", r->loss, r->nsteps);
+  json_array(f, &first, "grad_norm", r->grad_norm, r->nsteps);
+  json_array(f, &first, "lr", r->lr, r->nsteps);
+  fb_rank_summary m;
+  fb_report_summary(r, -1, &m);
+  jkey(f, &first, "mean");
+  fputc('{', f);
+  bool f2 = true;
+  json_summary_fields(f, &f2, &m);
+  fputc('}', f);
+  jkey(f, &first, "ranks");
+  fputc('[', f);
+  for (int i = 0; i < r->nranks; i++) {
+    if (i) fputc(',', f);
+    json_rank(f, r, i);
+  }
+  fputs("]}\n", f);
+  return fb_json_close(f, "report.json");
+}
+
+fb_status fb_report_write(const char *dir, const fb_run_result *r) {
+  FB_TRY(fb_mkdir_p(dir));
+  FB_TRY(write_summary_csv(dir, r));
+  FB_TRY(write_steps_csv(dir, r));
+  FB_TRY(write_memory_csv(dir, r));
+  FB_TRY(write_ledger_csv(dir, r));
+  FB_TRY(write_report_json(dir, r));
+  return FB_OK;
+}
