@@ -1,0 +1,222 @@
+/* Device registry and the backend-independent half of the device interface: opening and
+ * closing a device, tagged allocations with per-category accounting (host program order),
+ * collective names and byte counts. It does not implement any backend (device_cpu.c,
+ * device_sim.c, device_cuda.c) nor move data. */
+#include "device.h"
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+
+#include "../obs/recorder.h"
+#include "device_cpu.h"
+
+extern const fb_device_ops fb_sim_device_ops;
+#ifdef FB_HAVE_CUDA
+extern const fb_device_ops fb_cuda_device_ops;
+bool fb_cuda_present(char *why, size_t n);
+#endif
+
+/* What fb_device_open really allocates: the public struct plus the allocator's private
+ * state. fb_device is always the first member, so the two pointers convert freely. */
+typedef struct device_priv {
+  fb_device pub;
+  pthread_mutex_t mu;   /* guards pub.mem and next_id */
+  int64_t next_id;
+} device_priv;
+
+static device_priv *priv_of(fb_device *d) { return (device_priv *)d; }
+
+const fb_device_ops *fb_device_lookup(const char *name) {
+  if (!name) return NULL;
+  if (!strcmp(name, "cpu")) return &fb_cpu_device_ops;
+  if (!strcmp(name, "sim")) return &fb_sim_device_ops;
+#ifdef FB_HAVE_CUDA
+  if (!strcmp(name, "cuda")) return &fb_cuda_device_ops;
+#endif
+  return NULL;
+}
+
+static void set_why(char *why, size_t n, const char *msg) {
+  if (why && n) snprintf(why, n, "%s", msg);
+}
+
+bool fb_device_available(const char *name, char *why, size_t why_len) {
+  if (!name) {
+    set_why(why, why_len, "no device name given (allowed: cpu, cuda, sim)");
+    return false;
+  }
+  if (!strcmp(name, "cpu") || !strcmp(name, "sim")) return true;
+  if (!strcmp(name, "cuda")) {
+#ifdef FB_HAVE_CUDA
+    return fb_cuda_present(why, why_len);
+#else
+    set_why(why, why_len,
+            "this build has no CUDA (configure with nvcc present or -DFSDPB_CUDA=ON)");
+    return false;
+#endif
+  }
+  if (why && why_len) snprintf(why, why_len, "unknown device '%s' (allowed: cpu, cuda, sim)", name);
+  return false;
+}
+
+fb_status fb_device_open(const fb_device_ops *ops, int rank, int world, int threads,
+                         int64_t mem_limit, const struct fb_hardware *hw, fb_device **out) {
+  *out = NULL;
+  if (!ops) return FB_ERR(FB_EUSAGE, "device: no backend given (allowed: cpu, cuda, sim)");
+  if (world < 1) return FB_ERR(FB_EUSAGE, "device %s: world %d must be >= 1", ops->name, world);
+  if (rank < 0 || rank >= world)
+    return FB_ERR(FB_EUSAGE, "device %s: rank %d out of range 0..%d", ops->name, rank, world - 1);
+  if (threads < 1)
+    return FB_ERR(FB_EUSAGE, "device %s: threads %d must be >= 1", ops->name, threads);
+  if (mem_limit < 0)
+    return FB_ERR(FB_EUSAGE, "device %s: mem_limit %lld must be >= 0 (0 = none)", ops->name,
+                  (long long)mem_limit);
+  device_priv *p = calloc(1, sizeof *p);
+  if (!p) return FB_ERR(FB_ENOMEM, "device %s: out of host memory", ops->name);
+  fb_status st = FB_OK;
+  if (pthread_mutex_init(&p->mu, NULL) != 0) {
+    st = FB_ERR(FB_EINTERNAL, "device %s: pthread_mutex_init failed", ops->name);
+    goto fail_free;
+  }
+  fb_device *d = &p->pub;
+  d->ops = ops;
+  d->rank = rank;
+  d->world = world;
+  d->threads = threads;
+  d->mem_limit = mem_limit;
+  d->hw = hw;
+  d->simulated = !strcmp(ops->name, "sim"); /* the backend's init may say otherwise */
+  if (ops->init) FB_CHECK_GOTO(st, ops->init(d), fail_mutex);
+  *out = d;
+  return FB_OK;
+
+fail_mutex:
+  pthread_mutex_destroy(&p->mu);
+fail_free:
+  free(p);
+  return st;
+}
+
+void fb_device_close(fb_device *d) {
+  if (!d) return;
+  if (d->ops->fini) d->ops->fini(d);
+  device_priv *p = priv_of(d);
+  pthread_mutex_destroy(&p->mu);
+  free(p);
+}
+
+static double mib(int64_t b) { return (double)b / (1024.0 * 1024.0); }
+
+fb_status fb_alloc(fb_device *d, size_t bytes, fb_mem_cat cat, const char *label, fb_buf *out) {
+  assert(d && out);
+  assert(cat >= 0 && cat < FB_MEM_NCAT);
+  *out = (fb_buf){.ptr = NULL, .bytes = 0, .cat = cat, .id = -1, .label = label};
+  if (bytes == 0) return FB_OK;
+  if (bytes > (size_t)INT64_MAX)
+    return FB_ERR(FB_ENOMEM, "rank %d: %s allocation '%s' of %zu bytes is too large", d->rank,
+                  fb_mem_cat_name(cat), label ? label : "?", bytes);
+  device_priv *p = priv_of(d);
+  const int64_t b = (int64_t)bytes;
+  pthread_mutex_lock(&p->mu);
+  const int64_t in_use = d->mem.cur_total;
+  if (d->mem_limit > 0 && in_use + b > d->mem_limit) {
+    pthread_mutex_unlock(&p->mu);
+    return FB_ERR(FB_ENOMEM,
+                  "rank %d: out of device memory: %s allocation '%s' of %.2f MiB would exceed "
+                  "the limit (%.2f MiB in use, limit %.2f MiB)",
+                  d->rank, fb_mem_cat_name(cat), label ? label : "?", mib(b), mib(in_use),
+                  mib(d->mem_limit));
+  }
+  void *ptr = NULL;
+  fb_status st = d->ops->alloc(d, bytes, cat, &ptr);
+  if (st != FB_OK) {
+    pthread_mutex_unlock(&p->mu);
+    return st;
+  }
+  assert(ptr != NULL);
+  fb_mem_stats *m = &d->mem;
+  m->cur[cat] += b;
+  if (m->cur[cat] > m->peak[cat]) m->peak[cat] = m->cur[cat];
+  m->cur_total += b;
+  if (m->cur_total > m->peak_total) {
+    m->peak_total = m->cur_total;
+    memcpy(m->at_peak, m->cur, sizeof m->at_peak);
+  }
+  m->n_alloc++;
+  out->ptr = ptr;
+  out->bytes = bytes;
+  out->id = p->next_id++;
+  if (d->rec) fb_recorder_mem(d->rec, fb_now(d), out, b, m);
+  pthread_mutex_unlock(&p->mu);
+  return FB_OK;
+}
+
+void fb_free(fb_device *d, fb_buf *b, fb_stream *after) {
+  assert(d && b);
+  if (b->bytes == 0) {
+    b->ptr = NULL;
+    return;
+  }
+  device_priv *p = priv_of(d);
+  const int64_t n = (int64_t)b->bytes;
+  pthread_mutex_lock(&p->mu);
+  fb_mem_stats *m = &d->mem;
+  assert(m->cur[b->cat] >= n && m->cur_total >= n);
+  m->cur[b->cat] -= n;
+  m->cur_total -= n;
+  m->n_free++;
+  if (d->rec) fb_recorder_mem(d->rec, fb_now(d), b, -n, m);
+  pthread_mutex_unlock(&p->mu);
+  d->ops->free(d, b->ptr, b->bytes, b->cat, after);
+  b->ptr = NULL;
+  b->bytes = 0;
+}
+
+const char *fb_coll_name(fb_coll c) {
+  static const char *const n[FB_NCOLL] = {
+      [FB_COLL_ALL_GATHER] = "all_gather", [FB_COLL_REDUCE_SCATTER] = "reduce_scatter",
+      [FB_COLL_ALL_REDUCE] = "all_reduce", [FB_COLL_BROADCAST] = "broadcast",
+      [FB_COLL_REDUCE] = "reduce",         [FB_COLL_BARRIER] = "barrier"};
+  return (c >= 0 && c < FB_NCOLL) ? n[c] : "?";
+}
+
+double fb_coll_bytes(fb_coll c, int64_t count, fb_dtype t, int world) {
+  const double e = (double)count * (double)fb_dtype_size(t);
+  switch (c) {
+  case FB_COLL_ALL_GATHER:
+  case FB_COLL_REDUCE_SCATTER: return e * world;
+  case FB_COLL_ALL_REDUCE: return 2.0 * e;
+  case FB_COLL_BROADCAST:
+  case FB_COLL_REDUCE: return e;
+  case FB_COLL_BARRIER:
+  case FB_NCOLL: break;
+  }
+  return 0.0;
+}
+
+/* Bytes one rank puts on the wire, assuming ring algorithms (NCCL's default and the bus
+ * bandwidth convention of nccl-tests):
+ *  - all-gather / reduce-scatter: W-1 steps of one shard each = (W-1)/W of the full buffer
+ *    (count*W*size), i.e. (W-1)*count*size;
+ *  - all-reduce: a reduce-scatter then an all-gather of the whole tensor: 2(W-1)/W*count*size;
+ *  - broadcast / reduce: a pipelined ring (chain) where every rank but one forwards the whole
+ *    tensor; averaged over ranks that is (W-1)/W*count*size;
+ *  - barrier: nothing measurable. World 1 sends nothing. */
+double fb_coll_wire_bytes(fb_coll c, int64_t count, fb_dtype t, int world) {
+  if (world <= 1) return 0.0;
+  const double e = (double)count * (double)fb_dtype_size(t);
+  const double f = (double)(world - 1) / (double)world;
+  switch (c) {
+  case FB_COLL_ALL_GATHER:
+  case FB_COLL_REDUCE_SCATTER: return f * e * world;
+  case FB_COLL_ALL_REDUCE: return 2.0 * f * e;
+  case FB_COLL_BROADCAST:
+  case FB_COLL_REDUCE: return f * e;
+  case FB_COLL_BARRIER:
+  case FB_NCOLL: break;
+  }
+  return 0.0;
+}
