@@ -77,4 +77,69 @@ const char *fb_data_root(void);
 /* Resolves `name` inside root/sub with extension .yaml, or returns name if it is a path. */
 fb_status fb_resolve_yaml(const char *sub, const char *name, char *out, size_t n);
 
+/* ---- additions: the option table, one setter, the CLI with --version, shared YAML reader ---- */
+#define FB_VERSION "0.1.0"
+
+typedef enum fb_opt_kind {
+  FB_OPT_STR = 0,    /* text; `choices` ("a|b|c") restricts it when set */
+  FB_OPT_INT,        /* int in [min, max] */
+  FB_OPT_U64,        /* unsigned 64-bit (seed) */
+  FB_OPT_F64,        /* finite double in [min, max] (bounds open where min_open / max_open) */
+  FB_OPT_BOOL,       /* true|false (CLI: --x, --no-x, --x=true|false) */
+  FB_OPT_BYTES,      /* int64 bytes: 123, 512K, 512M, 8G, 1.5GiB (K/M/G/T are powers of 1024) */
+  FB_OPT_MB,         /* a size in MiB stored as int64 bytes */
+  FB_OPT_DTYPE,      /* fp32 | bf16 */
+  FB_OPT_ACCUM,      /* reduce | no-reshard | no-reduce */
+  FB_OPT_TRACE_STEPS,/* WAIT,WARMUP,ACTIVE */
+  FB_OPT_CONFIG,     /* --config FILE (CLI only) */
+  FB_OPT_HELP,       /* --help (CLI only) */
+  FB_OPT_VERSION     /* --version (CLI only) */
+} fb_opt_kind;
+
+typedef struct fb_option {
+  const char *name;    /* long flag name without "--"; YAML key with '-' or '_' */
+  const char *group;   /* heading in --help */
+  fb_opt_kind kind;
+  size_t off, size;    /* field in fb_run_config */
+  const char *metavar; /* shown after the flag in --help */
+  const char *choices; /* "a|b|c" for FB_OPT_STR with a fixed set (NULL = free text) */
+  double min, max;
+  int min_open, max_open;
+  const char *dflt;    /* default as shown in --help (NULL = formatted from fb_config_defaults) */
+  const char *help;
+} fb_option;
+
+int fb_config_option_count(void);
+const fb_option *fb_config_option_at(int i);
+/* The option named `name` ('-' and '_' alike, no leading "--"); NULL when unknown. */
+const fb_option *fb_config_option(const char *name);
+/* Sets one option from text. origin NULL: a command-line flag (errors read "--steps: ...");
+ * else the prefix of a file position, e.g. "run.yaml:12: " (errors read "run.yaml:12: steps: ..."). */
+fb_status fb_config_set(fb_run_config *c, const char *key, const char *value, const char *origin);
+/* Checks the option's current value in c against its range / allowed values (as a flag). */
+fb_status fb_config_check_option(const fb_run_config *c, const fb_option *o);
+/* The option's current value in c as text that fb_config_set accepts back. */
+void fb_config_format_option(const fb_run_config *c, const fb_option *o, char *buf, size_t n);
+/* Writes every option as a flat YAML mapping that fb_config_load_yaml reads back unchanged. */
+void fb_config_write_yaml(FILE *f, const fb_run_config *c);
+
+typedef enum fb_cli_action { FB_CLI_RUN = 0, FB_CLI_HELP, FB_CLI_VERSION } fb_cli_action;
+/* fb_config_parse_args with --version told apart from --help (fb_config_parse_args reports
+ * --version as help). */
+fb_status fb_config_parse_cli(fb_run_config *c, int argc, char **argv, int first,
+                              fb_cli_action *action);
+
+/* Reads a YAML file that holds one flat mapping of scalar keys to scalar values, calling visit
+ * for each pair in file order (line is 1-based; a sequence of scalars arrives joined with ',';
+ * an empty or null value arrives as ""). Malformed YAML, nested mappings, aliases and
+ * duplicate keys are FB_EUSAGE "path:line:col: ..."; an unreadable file is FB_EUSAGE
+ * "<flag>: cannot read 'path': ...". Used for run configs, models and hardware profiles. */
+typedef fb_status (*fb_yaml_visit_fn)(void *ctx, const char *path, int line, const char *key,
+                                      const char *value);
+fb_status fb_yaml_read_flat(const char *path, const char *flag, fb_yaml_visit_fn visit,
+                            void *ctx);
+/* Parses a byte size ("4096", "512K", "512M", "8G", "1.5GiB"; K/M/G/T and KB/KiB ... are all
+ * powers of 1024). Returns 0 on success, -1 when malformed, negative or too large. */
+int fb_parse_bytes(const char *s, int64_t *out);
+
 #endif

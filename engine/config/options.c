@@ -1,0 +1,445 @@
+/* The option table: one row per flag / YAML key (name, field, kind, range, default shown in
+ * --help), and the code that turns one text value into a field (strict number parsing,
+ * allowed values) or a field back into text. Cross-checks between options live in config.c;
+ * the command line in cli.c, YAML files in yaml_config.c. */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "config.h"
+
+#define FIELD(f) .off = offsetof(fb_run_config, f), .size = sizeof(((fb_run_config *)0)->f)
+#define IMAX ((double)INT_MAX)
+
+static const char G_WHAT[] = "what to run", G_BATCH[] = "batch and data",
+                  G_OPT[] = "optimisation", G_STRAT[] = "strategy options",
+                  G_OUT[] = "resources and output", G_OTHER[] = "other";
+
+static const fb_option options[] = {
+    {.name = "model", .group = G_WHAT, .kind = FB_OPT_STR, FIELD(model), .metavar = "NAME",
+     .help = "model: a name in models/ or a path to a YAML file"},
+    {.name = "strategy", .group = G_WHAT, .kind = FB_OPT_STR, FIELD(strategy), .metavar = "NAME",
+     .help = "sharding strategy"},
+    {.name = "backend", .group = G_WHAT, .kind = FB_OPT_STR, FIELD(backend), .metavar = "NAME",
+     .choices = "auto|cpu|cuda|sim", .help = "device (auto: cuda when built and present, else cpu)"},
+    {.name = "comm", .group = G_WHAT, .kind = FB_OPT_STR, FIELD(comm), .metavar = "NAME",
+     .choices = "auto|local|mpi|nccl|sim", .help = "communicator (auto: follows the backend)"},
+    {.name = "hardware", .group = G_WHAT, .kind = FB_OPT_STR, FIELD(hardware), .metavar = "NAME",
+     .dflt = "\"\" = backend default", .help = "hardware profile in models/hardware/ or a path"},
+    {.name = "world", .group = G_WHAT, .kind = FB_OPT_INT, FIELD(world), .metavar = "N",
+     .min = 0, .max = 1 << 20, .dflt = "0 = auto", .help = "ranks (mpi/nccl: from the launcher)"},
+
+    {.name = "batch", .group = G_BATCH, .kind = FB_OPT_INT, FIELD(batch), .metavar = "N",
+     .min = 1, .max = IMAX, .help = "global batch: sequences per step over all ranks"},
+    {.name = "micro-batch", .group = G_BATCH, .kind = FB_OPT_INT, FIELD(micro_batch),
+     .metavar = "N", .min = 0, .max = IMAX, .dflt = "0 = batch/world",
+     .help = "sequences per micro-step per rank (gradient accumulation below batch/world)"},
+    {.name = "seq", .group = G_BATCH, .kind = FB_OPT_INT, FIELD(seq), .metavar = "T", .min = 0,
+     .max = IMAX, .dflt = "0 = min(256, max_seq)", .help = "tokens per sequence"},
+    {.name = "steps", .group = G_BATCH, .kind = FB_OPT_INT, FIELD(steps), .metavar = "N",
+     .min = 1, .max = IMAX, .help = "optimizer steps"},
+    {.name = "data", .group = G_BATCH, .kind = FB_OPT_STR, FIELD(data), .metavar = "FILE",
+     .help = "'synthetic' or a token file (fsdpbench prepare)"},
+
+    {.name = "optimizer", .group = G_OPT, .kind = FB_OPT_STR, FIELD(optimizer), .metavar = "NAME",
+     .choices = "adamw|sgd", .help = "optimizer"},
+    {.name = "lr", .group = G_OPT, .kind = FB_OPT_F64, FIELD(lr), .metavar = "X", .min = 0,
+     .min_open = 1, .max = INFINITY, .help = "peak learning rate"},
+    {.name = "min-lr", .group = G_OPT, .kind = FB_OPT_F64, FIELD(min_lr), .metavar = "X",
+     .min = 0, .max = INFINITY, .dflt = "lr/10", .help = "learning rate at the end of the decay"},
+    {.name = "warmup", .group = G_OPT, .kind = FB_OPT_INT, FIELD(warmup), .metavar = "N",
+     .min = 0, .max = IMAX, .help = "linear warmup steps"},
+    {.name = "schedule", .group = G_OPT, .kind = FB_OPT_STR, FIELD(schedule), .metavar = "NAME",
+     .choices = "cosine|constant", .help = "after warmup: cosine decay to min-lr, or constant"},
+    {.name = "beta1", .group = G_OPT, .kind = FB_OPT_F64, FIELD(beta1), .metavar = "X", .min = 0,
+     .max = 1, .max_open = 1, .help = "AdamW first-moment decay"},
+    {.name = "beta2", .group = G_OPT, .kind = FB_OPT_F64, FIELD(beta2), .metavar = "X", .min = 0,
+     .max = 1, .max_open = 1, .help = "AdamW second-moment decay"},
+    {.name = "eps", .group = G_OPT, .kind = FB_OPT_F64, FIELD(eps), .metavar = "X", .min = 0,
+     .min_open = 1, .max = INFINITY, .help = "AdamW epsilon"},
+    {.name = "weight-decay", .group = G_OPT, .kind = FB_OPT_F64, FIELD(weight_decay),
+     .metavar = "X", .min = 0, .max = INFINITY,
+     .help = "decoupled weight decay (matrices only, not norms or biases)"},
+    {.name = "momentum", .group = G_OPT, .kind = FB_OPT_F64, FIELD(momentum), .metavar = "X",
+     .min = 0, .max = 1, .max_open = 1, .help = "SGD momentum"},
+    {.name = "grad-clip", .group = G_OPT, .kind = FB_OPT_F64, FIELD(grad_clip), .metavar = "X",
+     .min = 0, .max = INFINITY, .help = "clip the global gradient norm to X (0 = off)"},
+    {.name = "seed", .group = G_OPT, .kind = FB_OPT_U64, FIELD(seed), .metavar = "N",
+     .help = "seed of the initialisation and the synthetic data"},
+
+    {.name = "prefetch-forward", .group = G_STRAT, .kind = FB_OPT_BOOL, FIELD(prefetch_forward),
+     .help = "gather the next unit while this one computes (forward)"},
+    {.name = "prefetch-backward", .group = G_STRAT, .kind = FB_OPT_BOOL,
+     FIELD(prefetch_backward), .help = "gather the previous unit while this one computes (backward)"},
+    {.name = "reshard-after-forward", .group = G_STRAT, .kind = FB_OPT_BOOL,
+     FIELD(reshard_after_forward), .help = "free gathered params after forward (off = ZeRO-2)"},
+    {.name = "max-inflight", .group = G_STRAT, .kind = FB_OPT_INT, FIELD(max_inflight),
+     .metavar = "N", .min = 1, .max = IMAX, .help = "fsdp: unit gathers in flight at once"},
+    {.name = "accum", .group = G_STRAT, .kind = FB_OPT_ACCUM, FIELD(accum), .metavar = "MODE",
+     .choices = "reduce|no-reshard|no-reduce",
+     .help = "gradient accumulation: reduce every micro-step, keep params, or reduce at the end"},
+    {.name = "bucket-mb", .group = G_STRAT, .kind = FB_OPT_MB, FIELD(bucket_bytes),
+     .metavar = "MB", .min = 0, .min_open = 1, .max = 1 << 20,
+     .help = "ddp gradient bucket size in MiB"},
+    {.name = "param-dtype", .group = G_STRAT, .kind = FB_OPT_DTYPE, FIELD(param_dtype),
+     .metavar = "T", .choices = "fp32|bf16", .help = "parameters as gathered and computed"},
+    {.name = "reduce-dtype", .group = G_STRAT, .kind = FB_OPT_DTYPE, FIELD(reduce_dtype),
+     .metavar = "T", .choices = "fp32|bf16", .help = "gradient reduction"},
+    {.name = "recompute", .group = G_STRAT, .kind = FB_OPT_BOOL, FIELD(recompute),
+     .help = "activation recomputation (per block)"},
+
+    {.name = "threads", .group = G_OUT, .kind = FB_OPT_INT, FIELD(threads), .metavar = "N",
+     .min = 0, .max = 4096, .dflt = "0 = all cores", .help = "CPU threads per process"},
+    {.name = "mem-limit", .group = G_OUT, .kind = FB_OPT_BYTES, FIELD(mem_limit),
+     .metavar = "SIZE", .min = 0, .dflt = "0 = none",
+     .help = "device memory per rank: bytes or 512M, 8G, 1.5GiB"},
+    {.name = "timeout", .group = G_OUT, .kind = FB_OPT_F64, FIELD(timeout_s), .metavar = "S",
+     .min = 0, .min_open = 1, .max = INFINITY, .help = "collective timeout in seconds"},
+    {.name = "out", .group = G_OUT, .kind = FB_OPT_STR, FIELD(out), .metavar = "DIR",
+     .dflt = "\"\" = none", .help = "output directory (metrics, summary, trace)"},
+    {.name = "trace", .group = G_OUT, .kind = FB_OPT_BOOL, FIELD(trace),
+     .help = "write a Chrome trace of the traced steps"},
+    {.name = "trace-steps", .group = G_OUT, .kind = FB_OPT_TRACE_STEPS, .off = 0, .size = 0,
+     .metavar = "W,U,A", .help = "trace schedule: skip W steps, warm up U, record A"},
+    {.name = "mem-snapshot", .group = G_OUT, .kind = FB_OPT_BOOL, FIELD(mem_snapshot),
+     .help = "write the allocation timeline at the memory peak"},
+    {.name = "log-every", .group = G_OUT, .kind = FB_OPT_INT, FIELD(log_every), .metavar = "N",
+     .min = 1, .max = IMAX, .help = "print a log line every N steps"},
+    {.name = "quiet", .group = G_OUT, .kind = FB_OPT_BOOL, FIELD(quiet),
+     .help = "no per-step log lines"},
+
+    {.name = "config", .group = G_OTHER, .kind = FB_OPT_CONFIG, .metavar = "FILE",
+     .dflt = "none", .help = "YAML file of these keys ('-' or '_'); flags override it"},
+    {.name = "help", .group = G_OTHER, .kind = FB_OPT_HELP, .dflt = "", .help = "this text"},
+    {.name = "version", .group = G_OTHER, .kind = FB_OPT_VERSION, .dflt = "",
+     .help = "print the version"},
+};
+
+int fb_config_option_count(void) { return (int)(sizeof options / sizeof options[0]); }
+
+const fb_option *fb_config_option_at(int i) {
+  if (i < 0 || i >= fb_config_option_count()) return NULL;
+  return &options[i];
+}
+
+/* Names compare with '-' and '_' alike. */
+static int name_eq(const char *a, const char *b) {
+  for (;; a++, b++) {
+    char x = *a == '_' ? '-' : *a, y = *b == '_' ? '-' : *b;
+    if (x != y) return 0;
+    if (!x) return 1;
+  }
+}
+
+const fb_option *fb_config_option(const char *name) {
+  for (int i = 0; i < fb_config_option_count(); i++)
+    if (name_eq(options[i].name, name)) return &options[i];
+  return NULL;
+}
+
+/* ---- strict scalar parsing ---------------------------------------------------------------- */
+
+static int parse_ll(const char *s, long long *v) {
+  if (!*s || isspace((unsigned char)*s)) return -1;
+  char *e;
+  errno = 0;
+  *v = strtoll(s, &e, 10);
+  return (*e || errno) ? -1 : 0;
+}
+
+static int parse_f64(const char *s, double *v) {
+  if (!*s || isspace((unsigned char)*s)) return -1;
+  char *e;
+  errno = 0;
+  *v = strtod(s, &e);
+  return (*e || errno == ERANGE || !isfinite(*v)) ? -1 : 0;
+}
+
+static int parse_bool(const char *s, bool *v) {
+  static const char *t[] = {"true", "yes", "on", "1"}, *f[] = {"false", "no", "off", "0"};
+  for (int i = 0; i < 4; i++) {
+    if (!strcasecmp(s, t[i])) { *v = true; return 0; }
+    if (!strcasecmp(s, f[i])) { *v = false; return 0; }
+  }
+  return -1;
+}
+
+int fb_parse_bytes(const char *s, int64_t *out) {
+  static const struct { const char *suffix; double mul; } units[] = {
+      {"", 1},          {"b", 1},         {"k", 0x1p10},    {"kb", 0x1p10},  {"kib", 0x1p10},
+      {"m", 0x1p20},    {"mb", 0x1p20},   {"mib", 0x1p20},  {"g", 0x1p30},   {"gb", 0x1p30},
+      {"gib", 0x1p30},  {"t", 0x1p40},    {"tb", 0x1p40},   {"tib", 0x1p40}};
+  if (!s || !*s || !(isdigit((unsigned char)*s) || *s == '.')) return -1;
+  char *e;
+  errno = 0;
+  double v = strtod(s, &e);
+  if (errno == ERANGE || !isfinite(v) || v < 0 || e == s) return -1;
+  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+    if (strcasecmp(e, units[i].suffix)) continue;
+    double b = v * units[i].mul;
+    if (b >= 0x1p62) return -1;
+    if (units[i].mul == 1 && b != floor(b)) return -1; /* fractional bytes */
+    *out = (int64_t)llround(b);
+    return 0;
+  }
+  return -1;
+}
+
+/* ---- what each option allows, as words ----------------------------------------------------- */
+
+static void describe(const fb_option *o, char *buf, size_t n) {
+  switch (o->kind) {
+  case FB_OPT_INT:
+    if (o->max < IMAX)
+      snprintf(buf, n, "an integer between %.0f and %.0f", o->min, o->max);
+    else
+      snprintf(buf, n, "an integer >= %.0f", o->min);
+    break;
+  case FB_OPT_U64: snprintf(buf, n, "an integer between 0 and 18446744073709551615"); break;
+  case FB_OPT_F64:
+  case FB_OPT_MB:
+    if (isfinite(o->max))
+      snprintf(buf, n, "a number %s %g and %s %g", o->min_open ? ">" : ">=", o->min,
+               o->max_open ? "<" : "<=", o->max);
+    else
+      snprintf(buf, n, "a number %s %g", o->min_open ? ">" : ">=", o->min);
+    break;
+  case FB_OPT_BOOL: snprintf(buf, n, "true or false"); break;
+  case FB_OPT_BYTES: snprintf(buf, n, "a size >= 0: bytes or 512K, 512M, 8G, 1.5GiB"); break;
+  case FB_OPT_TRACE_STEPS:
+    snprintf(buf, n, "WAIT,WARMUP,ACTIVE: integers >= 0 with ACTIVE >= 1, e.g. 0,1,2");
+    break;
+  case FB_OPT_STR:
+  case FB_OPT_DTYPE:
+  case FB_OPT_ACCUM:
+    if (o->choices) {
+      snprintf(buf, n, "one of %s", o->choices);
+      break;
+    }
+    snprintf(buf, n, "text shorter than %zu characters", o->size);
+    break;
+  default: snprintf(buf, n, "no value"); break;
+  }
+}
+
+static bool in_range(const fb_option *o, double v) {
+  if (v < o->min || (o->min_open && v == o->min)) return false;
+  if (v > o->max || (o->max_open && v == o->max)) return false;
+  return true;
+}
+
+/* Index of s in a "a|b|c" list (exact), or -1. */
+static int choice_index(const char *choices, const char *s) {
+  int i = 0;
+  size_t len = strlen(s);
+  for (const char *p = choices; *p; i++) {
+    const char *bar = strchr(p, '|');
+    size_t l = bar ? (size_t)(bar - p) : strlen(p);
+    if (l == len && !strncmp(p, s, l)) return i;
+    if (!bar) break;
+    p = bar + 1;
+  }
+  return -1;
+}
+
+static int parse_trace_steps(const char *s, int v[3]) {
+  const char *p = s;
+  for (int i = 0; i < 3; i++) {
+    while (*p == ' ') p++;
+    if (!isdigit((unsigned char)*p)) return -1;
+    char *e;
+    errno = 0;
+    long x = strtol(p, &e, 10);
+    if (errno || x > INT_MAX) return -1;
+    v[i] = (int)x;
+    p = e;
+    while (*p == ' ') p++;
+    if (i < 2) {
+      if (*p != ',') return -1;
+      p++;
+    }
+  }
+  return (*p || v[2] < 1) ? -1 : 0;
+}
+
+#define AT(c, o, T) ((T *)((char *)(c) + (o)->off))
+#define CAT(c, o, T) ((const T *)((const char *)(c) + (o)->off))
+
+fb_status fb_config_set(fb_run_config *c, const char *key, const char *value, const char *origin) {
+  const fb_option *o = fb_config_option(key);
+  char who[320], want[160];
+  if (!o || (origin && (o->kind == FB_OPT_CONFIG || o->kind == FB_OPT_HELP ||
+                        o->kind == FB_OPT_VERSION))) {
+    if (!origin) return FB_ERR(FB_EUSAGE, "unknown flag '--%s' (see --help)", key);
+    char allowed[1024] = "";
+    size_t len = 0;
+    for (int i = 0; i < fb_config_option_count(); i++) {
+      const fb_option *r = &options[i];
+      if (r->kind == FB_OPT_CONFIG || r->kind == FB_OPT_HELP || r->kind == FB_OPT_VERSION)
+        continue;
+      len += (size_t)snprintf(allowed + len, sizeof allowed - len, "%s%s", len ? ", " : "",
+                              r->name);
+      if (len >= sizeof allowed) break;
+    }
+    return FB_ERR(FB_EUSAGE, "%sunknown key '%s' (allowed: %s)", origin, key, allowed);
+  }
+  if (origin)
+    snprintf(who, sizeof who, "%s%s", origin, key);
+  else
+    snprintf(who, sizeof who, "--%s", o->name);
+  describe(o, want, sizeof want);
+
+  switch (o->kind) {
+  case FB_OPT_STR: {
+    if (o->choices && choice_index(o->choices, value) < 0)
+      return FB_ERR(FB_EUSAGE, "%s: '%s' is not allowed (want %s)", who, value, want);
+    size_t len = strlen(value);
+    if (len >= o->size)
+      return FB_ERR(FB_EUSAGE, "%s: '%.40s...' is too long (%zu characters, at most %zu)", who,
+                    value, len, o->size - 1);
+    memcpy(AT(c, o, char), value, len + 1);
+    return FB_OK;
+  }
+  case FB_OPT_INT: {
+    long long v;
+    if (parse_ll(value, &v))
+      return FB_ERR(FB_EUSAGE, "%s: '%s' is not an integer (want %s)", who, value, want);
+    if (!in_range(o, (double)v))
+      return FB_ERR(FB_EUSAGE, "%s: '%s' is not allowed (want %s)", who, value, want);
+    *AT(c, o, int) = (int)v;
+    return FB_OK;
+  }
+  case FB_OPT_U64: {
+    char *e;
+    errno = 0;
+    unsigned long long v = isdigit((unsigned char)value[0]) ? strtoull(value, &e, 10) : 0;
+    if (!isdigit((unsigned char)value[0]) || *e || errno)
+      return FB_ERR(FB_EUSAGE, "%s: '%s' is not allowed (want %s)", who, value, want);
+    *AT(c, o, uint64_t) = (uint64_t)v;
+    return FB_OK;
+  }
+  case FB_OPT_F64:
+  case FB_OPT_MB: {
+    double v;
+    if (parse_f64(value, &v))
+      return FB_ERR(FB_EUSAGE, "%s: '%s' is not a number (want %s)", who, value, want);
+    if (!in_range(o, v))
+      return FB_ERR(FB_EUSAGE, "%s: '%s' is not allowed (want %s)", who, value, want);
+    if (o->kind == FB_OPT_F64)
+      *AT(c, o, double) = v;
+    else
+      *AT(c, o, int64_t) = llround(v * 0x1p20) > 0 ? llround(v * 0x1p20) : 1;
+    return FB_OK;
+  }
+  case FB_OPT_BOOL: {
+    bool v;
+    if (parse_bool(value, &v))
+      return FB_ERR(FB_EUSAGE, "%s: '%s' is not allowed (want %s)", who, value, want);
+    *AT(c, o, bool) = v;
+    return FB_OK;
+  }
+  case FB_OPT_BYTES: {
+    int64_t v;
+    if (fb_parse_bytes(value, &v))
+      return FB_ERR(FB_EUSAGE, "%s: '%s' is not allowed (want %s)", who, value, want);
+    *AT(c, o, int64_t) = v;
+    return FB_OK;
+  }
+  case FB_OPT_DTYPE: {
+    fb_dtype t;
+    if (fb_dtype_parse(value, &t) || (t != FB_F32 && t != FB_BF16))
+      return FB_ERR(FB_EUSAGE, "%s: '%s' is not allowed (want %s)", who, value, want);
+    *AT(c, o, fb_dtype) = t;
+    return FB_OK;
+  }
+  case FB_OPT_ACCUM: {
+    char norm[32];
+    snprintf(norm, sizeof norm, "%s", value);
+    for (char *p = norm; *p; p++)
+      if (*p == '_') *p = '-';
+    int i = strlen(value) < sizeof norm ? choice_index(o->choices, norm) : -1;
+    if (i < 0) return FB_ERR(FB_EUSAGE, "%s: '%s' is not allowed (want %s)", who, value, want);
+    *AT(c, o, fb_accum_mode) = (fb_accum_mode)i; /* table order == enum order */
+    return FB_OK;
+  }
+  case FB_OPT_TRACE_STEPS: {
+    int v[3];
+    if (parse_trace_steps(value, v))
+      return FB_ERR(FB_EUSAGE, "%s: '%s' is not allowed (want %s)", who, value, want);
+    c->trace_wait = v[0];
+    c->trace_warmup = v[1];
+    c->trace_active = v[2];
+    return FB_OK;
+  }
+  case FB_OPT_CONFIG: return fb_config_load_yaml(c, value);
+  case FB_OPT_HELP:
+  case FB_OPT_VERSION: break;
+  }
+  return FB_ERR(FB_EUSAGE, "%s takes no value", who);
+}
+
+fb_status fb_config_check_option(const fb_run_config *c, const fb_option *o) {
+  char want[160], val[600];
+  describe(o, want, sizeof want);
+  fb_config_format_option(c, o, val, sizeof val);
+  bool ok = true;
+  switch (o->kind) {
+  case FB_OPT_STR:
+    ok = !o->choices || choice_index(o->choices, CAT(c, o, char)) >= 0;
+    ok = ok && memchr(CAT(c, o, char), 0, o->size) != NULL;
+    break;
+  case FB_OPT_INT: ok = in_range(o, *CAT(c, o, int)); break;
+  case FB_OPT_F64: ok = isfinite(*CAT(c, o, double)) && in_range(o, *CAT(c, o, double)); break;
+  case FB_OPT_MB: ok = *CAT(c, o, int64_t) >= 1 && *CAT(c, o, int64_t) <= (int64_t)o->max * 0x100000; break;
+  case FB_OPT_BYTES: ok = *CAT(c, o, int64_t) >= 0; break;
+  case FB_OPT_DTYPE: ok = *CAT(c, o, fb_dtype) == FB_F32 || *CAT(c, o, fb_dtype) == FB_BF16; break;
+  case FB_OPT_ACCUM:
+    ok = *CAT(c, o, fb_accum_mode) >= FB_ACCUM_REDUCE &&
+         *CAT(c, o, fb_accum_mode) <= FB_ACCUM_NO_REDUCE;
+    break;
+  case FB_OPT_TRACE_STEPS:
+    ok = c->trace_wait >= 0 && c->trace_warmup >= 0 && c->trace_active >= 1;
+    break;
+  default: break;
+  }
+  if (ok) return FB_OK;
+  return FB_ERR(FB_EUSAGE, "--%s: '%s' is not allowed (want %s)", o->name, val, want);
+}
+
+/* Shortest %g form that reads back to the same double. */
+static void fmt_double(double v, char *buf, size_t n) {
+  for (int prec = 6; prec <= 17; prec++) {
+    snprintf(buf, n, "%.*g", prec, v);
+    if (strtod(buf, NULL) == v) return;
+  }
+}
+
+void fb_config_format_option(const fb_run_config *c, const fb_option *o, char *buf, size_t n) {
+  switch (o->kind) {
+  case FB_OPT_STR: snprintf(buf, n, "%.*s", (int)o->size, CAT(c, o, char)); break;
+  case FB_OPT_INT: snprintf(buf, n, "%d", *CAT(c, o, int)); break;
+  case FB_OPT_U64: snprintf(buf, n, "%llu", (unsigned long long)*CAT(c, o, uint64_t)); break;
+  case FB_OPT_F64: fmt_double(*CAT(c, o, double), buf, n); break;
+  case FB_OPT_MB: fmt_double((double)*CAT(c, o, int64_t) / 0x1p20, buf, n); break;
+  case FB_OPT_BOOL: snprintf(buf, n, "%s", *CAT(c, o, bool) ? "true" : "false"); break;
+  case FB_OPT_BYTES: snprintf(buf, n, "%lld", (long long)*CAT(c, o, int64_t)); break;
+  case FB_OPT_DTYPE: snprintf(buf, n, "%s", fb_dtype_name(*CAT(c, o, fb_dtype))); break;
+  case FB_OPT_ACCUM: {
+    static const char *names[] = {[FB_ACCUM_REDUCE] = "reduce",
+                                  [FB_ACCUM_NO_RESHARD] = "no-reshard",
+                                  [FB_ACCUM_NO_REDUCE] = "no-reduce"};
+    fb_accum_mode m = *CAT(c, o, fb_accum_mode);
+    snprintf(buf, n, "%s", (m >= FB_ACCUM_REDUCE && m <= FB_ACCUM_NO_REDUCE) ? names[m] : "?");
+    break;
+  }
+  case FB_OPT_TRACE_STEPS:
+    snprintf(buf, n, "%d,%d,%d", c->trace_wait, c->trace_warmup, c->trace_active);
+    break;
+  default: snprintf(buf, n, "%s", ""); break;
+  }
+}

@@ -1,0 +1,50 @@
+/* Run configuration as a YAML file: one flat mapping whose keys are the long flag names
+ * ('-' or '_'). Loading applies each key through the option table (so a file and a flag
+ * accept exactly the same values); writing emits every option so the file reads back to the
+ * same configuration. Model and hardware files are read elsewhere. */
+#include <string.h>
+
+#include "config.h"
+
+static fb_status apply_key(void *ctx, const char *path, int line, const char *key,
+                           const char *value) {
+  char origin[600];
+  snprintf(origin, sizeof origin, "%s:%d: ", path, line);
+  return fb_config_set((fb_run_config *)ctx, key, value, origin);
+}
+
+fb_status fb_config_load_yaml(fb_run_config *c, const char *path) {
+  return fb_yaml_read_flat(path, "--config", apply_key, c);
+}
+
+/* Double-quoted YAML string: backslash and quote escaped, control bytes as \xNN. */
+static void put_quoted(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch == '"' || ch == '\\')
+      fprintf(f, "\\%c", ch);
+    else if (ch < 0x20)
+      fprintf(f, "\\x%02x", ch);
+    else
+      fputc(ch, f);
+  }
+  fputc('"', f);
+}
+
+void fb_config_write_yaml(FILE *f, const fb_run_config *c) {
+  char val[600];
+  fprintf(f, "# fsdpbench %s run configuration (fsdpbench --config FILE)\n", FB_VERSION);
+  for (int i = 0; i < fb_config_option_count(); i++) {
+    const fb_option *o = fb_config_option_at(i);
+    if (o->kind == FB_OPT_CONFIG || o->kind == FB_OPT_HELP || o->kind == FB_OPT_VERSION) continue;
+    if (o->kind == FB_OPT_F64 && !strcmp(o->name, "min-lr") && c->min_lr < 0) continue; /* unset */
+    fb_config_format_option(c, o, val, sizeof val);
+    fprintf(f, "%s: ", o->name);
+    if (o->kind == FB_OPT_STR || o->kind == FB_OPT_TRACE_STEPS)
+      put_quoted(f, val);
+    else
+      fputs(val, f);
+    fputc('\n', f);
+  }
+}

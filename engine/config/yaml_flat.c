@@ -1,0 +1,197 @@
+/* Reader for the one YAML shape this project uses: a single flat mapping of scalar keys to
+ * scalar values (or a short list of scalars). Built on libyaml's event parser; reports every
+ * problem as FB_EUSAGE "path:line:col: ...". It knows nothing about which keys exist: the
+ * visitor decides that. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "config.h"
+
+typedef struct seen_key {
+  char key[64];
+  int line;
+} seen_key;
+
+static void norm_key(const char *k, char *out, size_t n) {
+  size_t i = 0;
+  for (; k[i] && i + 1 < n; i++) out[i] = k[i] == '-' ? '_' : k[i];
+  out[i] = 0;
+}
+
+static fb_status parse_error(const yaml_parser_t *p, const char *path) {
+  const char *problem = p->problem ? p->problem : "malformed YAML";
+  if (p->context)
+    return FB_ERR(FB_EUSAGE, "%s:%zu:%zu: %s %s", path, p->problem_mark.line + 1,
+                  p->problem_mark.column + 1, p->context, problem);
+  return FB_ERR(FB_EUSAGE, "%s:%zu:%zu: %s", path, p->problem_mark.line + 1,
+                p->problem_mark.column + 1, problem);
+}
+
+static fb_status next_event(yaml_parser_t *p, yaml_event_t *ev, const char *path) {
+  if (!yaml_parser_parse(p, ev)) return parse_error(p, path);
+  return FB_OK;
+}
+
+static bool is_null_scalar(const yaml_event_t *ev) {
+  if (ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) return false;
+  const char *v = (const char *)ev->data.scalar.value;
+  return !*v || !strcmp(v, "~") || !strcmp(v, "null") || !strcmp(v, "Null") ||
+         !strcmp(v, "NULL");
+}
+
+/* Reads a value after a key: a scalar, or a sequence of scalars joined with ','. */
+static fb_status read_value(yaml_parser_t *p, const char *path, const char *key, char *val,
+                            size_t n) {
+  yaml_event_t ev;
+  fb_status st = next_event(p, &ev, path);
+  if (st) return st;
+  size_t line = ev.start_mark.line + 1, col = ev.start_mark.column + 1;
+  switch (ev.type) {
+  case YAML_SCALAR_EVENT:
+    if (ev.data.scalar.length >= n) {
+      st = FB_ERR(FB_EUSAGE, "%s:%zu:%zu: %s: value is too long (%zu characters, at most %zu)",
+                  path, line, col, key, ev.data.scalar.length, n - 1);
+      break;
+    }
+    snprintf(val, n, "%s", is_null_scalar(&ev) ? "" : (const char *)ev.data.scalar.value);
+    break;
+  case YAML_SEQUENCE_START_EVENT: {
+    size_t len = 0;
+    val[0] = 0;
+    for (;;) {
+      yaml_event_t item;
+      st = next_event(p, &item, path);
+      if (st) break;
+      if (item.type == YAML_SEQUENCE_END_EVENT) {
+        yaml_event_delete(&item);
+        break;
+      }
+      if (item.type != YAML_SCALAR_EVENT) {
+        st = FB_ERR(FB_EUSAGE, "%s:%zu:%zu: %s: a list may hold only plain values", path,
+                    item.start_mark.line + 1, item.start_mark.column + 1, key);
+        yaml_event_delete(&item);
+        break;
+      }
+      int w = snprintf(val + len, n - len, "%s%s", len ? "," : "",
+                       (const char *)item.data.scalar.value);
+      yaml_event_delete(&item);
+      if (w < 0 || (size_t)w >= n - len) {
+        st = FB_ERR(FB_EUSAGE, "%s:%zu:%zu: %s: list is too long", path, line, col, key);
+        break;
+      }
+      len += (size_t)w;
+    }
+    break;
+  }
+  case YAML_MAPPING_START_EVENT:
+    st = FB_ERR(FB_EUSAGE, "%s:%zu:%zu: %s: nested mappings are not allowed (want a single value)",
+                path, line, col, key);
+    break;
+  case YAML_ALIAS_EVENT:
+    st = FB_ERR(FB_EUSAGE, "%s:%zu:%zu: %s: aliases are not allowed (want a single value)", path,
+                line, col, key);
+    break;
+  default:
+    st = FB_ERR(FB_EUSAGE, "%s:%zu:%zu: %s: expected a value", path, line, col, key);
+    break;
+  }
+  yaml_event_delete(&ev);
+  return st;
+}
+
+fb_status fb_yaml_read_flat(const char *path, const char *flag, fb_yaml_visit_fn visit,
+                            void *ctx) {
+  fb_status st = FB_OK;
+  FILE *f = fopen(path, "rb");
+  if (!f) return FB_ERR(FB_EUSAGE, "%s: cannot read '%s': %s", flag, path, strerror(errno));
+  yaml_parser_t p;
+  if (!yaml_parser_initialize(&p)) {
+    st = FB_ERR(FB_ENOMEM, "%s: cannot initialise the YAML parser", path);
+    goto close_file;
+  }
+  yaml_parser_set_input_file(&p, f);
+
+  seen_key *seen = NULL;
+  int nseen = 0, capseen = 0;
+  yaml_event_t ev;
+  bool in_mapping = false, done = false, have_doc = false;
+  while (!done) {
+    FB_CHECK_GOTO(st, next_event(&p, &ev, path), free_parser);
+    size_t line = ev.start_mark.line + 1, col = ev.start_mark.column + 1;
+    switch (ev.type) {
+    case YAML_STREAM_START_EVENT:
+    case YAML_DOCUMENT_END_EVENT: break;
+    case YAML_STREAM_END_EVENT: done = true; break;
+    case YAML_DOCUMENT_START_EVENT:
+      if (have_doc) {
+        st = FB_ERR(FB_EUSAGE, "%s:%zu:%zu: only one YAML document is allowed", path, line, col);
+        goto free_event;
+      }
+      have_doc = true;
+      break;
+    case YAML_MAPPING_START_EVENT:
+      if (in_mapping) goto nested; /* unreachable: values are read by read_value */
+      in_mapping = true;
+      break;
+    case YAML_MAPPING_END_EVENT: in_mapping = false; break;
+    case YAML_SCALAR_EVENT: {
+      if (!in_mapping) {
+        if (is_null_scalar(&ev)) break; /* an empty document */
+        st = FB_ERR(FB_EUSAGE, "%s:%zu:%zu: expected a mapping of 'key: value' lines", path, line,
+                    col);
+        goto free_event;
+      }
+      char key[64], nk[64], val[1024];
+      if (ev.data.scalar.length >= sizeof key) {
+        st = FB_ERR(FB_EUSAGE, "%s:%zu:%zu: key '%.40s...' is too long", path, line, col,
+                    (const char *)ev.data.scalar.value);
+        goto free_event;
+      }
+      snprintf(key, sizeof key, "%s", (const char *)ev.data.scalar.value);
+      norm_key(key, nk, sizeof nk);
+      for (int i = 0; i < nseen; i++) {
+        if (strcmp(seen[i].key, nk)) continue;
+        st = FB_ERR(FB_EUSAGE, "%s:%zu: duplicate key '%s' (first set at line %d)", path, line, key,
+                    seen[i].line);
+        goto free_event;
+      }
+      if (nseen == capseen) {
+        capseen = capseen ? 2 * capseen : 32;
+        seen_key *grown = realloc(seen, (size_t)capseen * sizeof *seen);
+        if (!grown) {
+          st = FB_ERR(FB_ENOMEM, "%s: out of memory", path);
+          goto free_event;
+        }
+        seen = grown;
+      }
+      snprintf(seen[nseen].key, sizeof seen[nseen].key, "%s", nk);
+      seen[nseen++].line = (int)line;
+      FB_CHECK_GOTO(st, read_value(&p, path, key, val, sizeof val), free_event);
+      FB_CHECK_GOTO(st, visit(ctx, path, (int)line, key, val), free_event);
+      break;
+    }
+    case YAML_SEQUENCE_START_EVENT:
+      st = FB_ERR(FB_EUSAGE, "%s:%zu:%zu: expected a mapping of 'key: value' lines, not a list",
+                  path, line, col);
+      goto free_event;
+    case YAML_ALIAS_EVENT:
+    nested:
+      st = FB_ERR(FB_EUSAGE, "%s:%zu:%zu: expected a plain key", path, line, col);
+      goto free_event;
+    default: break;
+    }
+    yaml_event_delete(&ev);
+  }
+  goto free_parser;
+
+free_event:
+  yaml_event_delete(&ev);
+free_parser:
+  free(seen);
+  yaml_parser_delete(&p);
+close_file:
+  fclose(f);
+  return st;
+}
