@@ -1,0 +1,157 @@
+/* Communicator registry and the recording wrappers every caller goes through: check the
+ * arguments, stamp start/end marks on the stream around the backend's collective, let the sim
+ * device account its cost and hand the op to the recorder. It moves no data itself
+ * (comm_local.c, comm_mpi.c, comm_nccl.c, comm_sim.c do). */
+#include "comm.h"
+
+#include <string.h>
+
+#include "../obs/recorder.h"
+
+extern const fb_comm_ops fb_local_comm_ops;
+#ifdef FB_HAVE_MPI
+extern const fb_comm_ops fb_mpi_comm_ops;
+#endif
+/* Tables owned by other backends' files. Weak references: a program that never links the
+ * backend (e.g. a unit test of the local communicator) gets NULL instead of a link error. */
+extern const fb_comm_ops fb_sim_comm_ops __attribute__((weak));
+#ifdef FB_HAVE_CUDA
+extern const fb_comm_ops fb_nccl_comm_ops __attribute__((weak));
+#endif
+
+const fb_comm_ops *fb_comm_lookup(const char *name) {
+  if (!name) return NULL;
+  if (!strcmp(name, "local")) return &fb_local_comm_ops;
+#ifdef FB_HAVE_MPI
+  if (!strcmp(name, "mpi")) return &fb_mpi_comm_ops;
+#endif
+  if (!strcmp(name, "sim")) return &fb_sim_comm_ops;
+#ifdef FB_HAVE_CUDA
+  if (!strcmp(name, "nccl")) return &fb_nccl_comm_ops;
+#endif
+  return NULL;
+}
+
+void fb_comm_destroy(fb_comm *c) {
+  if (c) c->ops->destroy(c);
+}
+
+static bool dtype_ok(fb_dtype t) {
+  return t == FB_F32 || t == FB_F64 || t == FB_U64 || t == FB_BF16;
+}
+
+/* Checks what every collective needs; `need_send`/`need_recv` say which buffers must exist
+ * when count > 0. */
+static fb_status check_args(const fb_comm *c, const fb_stream *s, fb_coll op, const void *send,
+                            bool need_send, const void *recv, bool need_recv, size_t count,
+                            fb_dtype t) {
+  const char *name = fb_coll_name(op);
+  if (!c) return FB_ERR(FB_EINTERNAL, "%s: communicator is NULL", name);
+  if (!s) return FB_ERR(FB_EINTERNAL, "rank %d: %s: stream is NULL", c->rank, name);
+  if (!dtype_ok(t))
+    return FB_ERR(FB_EUNSUPPORTED, "rank %d: %s: dtype %s is not supported (allowed: fp32, "
+                  "fp64, u64, bf16)", c->rank, name, fb_dtype_name(t));
+  if (count > (size_t)INT64_MAX / 16)
+    return FB_ERR(FB_EINTERNAL, "rank %d: %s: count %zu is too large", c->rank, name, count);
+  if (count > 0 && need_send && !send)
+    return FB_ERR(FB_EINTERNAL, "rank %d: %s of %zu elements: send buffer is NULL", c->rank,
+                  name, count);
+  if (count > 0 && need_recv && !recv)
+    return FB_ERR(FB_EINTERNAL, "rank %d: %s of %zu elements: recv buffer is NULL", c->rank,
+                  name, count);
+  return FB_OK;
+}
+
+static fb_status check_root(const fb_comm *c, fb_coll op, int root) {
+  if (root < 0 || root >= c->world)
+    return FB_ERR(FB_EINTERNAL, "rank %d: %s: root %d out of range 0..%d", c->rank,
+                  fb_coll_name(op), root, c->world - 1);
+  return FB_OK;
+}
+
+/* The recording shell around one backend call. */
+typedef struct coll_call {
+  fb_coll op;
+  const void *send;
+  void *recv;
+  size_t count;
+  fb_dtype t;
+  int root;
+} coll_call;
+
+static fb_status issue(fb_comm *c, fb_stream *s, const coll_call *a) {
+  switch (a->op) {
+  case FB_COLL_ALL_GATHER: return c->ops->all_gather(c, s, a->send, a->recv, a->count, a->t);
+  case FB_COLL_REDUCE_SCATTER:
+    return c->ops->reduce_scatter(c, s, a->send, a->recv, a->count, a->t);
+  case FB_COLL_ALL_REDUCE: return c->ops->all_reduce(c, s, a->send, a->recv, a->count, a->t);
+  case FB_COLL_BROADCAST: return c->ops->broadcast(c, s, a->recv, a->count, a->t, a->root);
+  case FB_COLL_REDUCE: return c->ops->reduce(c, s, a->send, a->recv, a->count, a->t, a->root);
+  case FB_COLL_BARRIER: return c->ops->barrier(c, s);
+  case FB_NCOLL: break;
+  }
+  return FB_ERR(FB_EINTERNAL, "unknown collective %d", (int)a->op);
+}
+
+static fb_status recorded(fb_comm *c, fb_stream *s, int unit, const coll_call *a) {
+  fb_device *dev = c->dev;
+  const fb_op_cost cost = {
+      .kind = FB_OP_COLL,
+      .name = fb_coll_name(a->op),
+      .coll = a->op,
+      .count = (int64_t)a->count,
+      .dtype = a->t,
+      .world = c->world,
+      .bytes = fb_coll_bytes(a->op, (int64_t)a->count, a->t, c->world),
+  };
+  uint64_t t0 = dev->ops->mark(dev, s);
+  FB_TRY(issue(c, s, a));
+  if (dev->ops->account) dev->ops->account(dev, s, &cost);
+  uint64_t t1 = dev->ops->mark(dev, s);
+  if (dev->rec) fb_recorder_op(dev->rec, s, &cost, unit, t0, t1);
+  return FB_OK;
+}
+
+fb_status fb_all_gather(fb_comm *c, fb_stream *s, int unit, const void *send, void *recv,
+                        size_t count, fb_dtype t) {
+  FB_TRY(check_args(c, s, FB_COLL_ALL_GATHER, send, true, recv, true, count, t));
+  const coll_call a = {FB_COLL_ALL_GATHER, send, recv, count, t, 0};
+  return recorded(c, s, unit, &a);
+}
+
+fb_status fb_reduce_scatter(fb_comm *c, fb_stream *s, int unit, const void *send, void *recv,
+                            size_t count, fb_dtype t) {
+  FB_TRY(check_args(c, s, FB_COLL_REDUCE_SCATTER, send, true, recv, true, count, t));
+  const coll_call a = {FB_COLL_REDUCE_SCATTER, send, recv, count, t, 0};
+  return recorded(c, s, unit, &a);
+}
+
+fb_status fb_all_reduce(fb_comm *c, fb_stream *s, int unit, const void *send, void *recv,
+                        size_t count, fb_dtype t) {
+  FB_TRY(check_args(c, s, FB_COLL_ALL_REDUCE, send, true, recv, true, count, t));
+  const coll_call a = {FB_COLL_ALL_REDUCE, send, recv, count, t, 0};
+  return recorded(c, s, unit, &a);
+}
+
+fb_status fb_broadcast(fb_comm *c, fb_stream *s, int unit, void *buf, size_t count, fb_dtype t,
+                       int root) {
+  FB_TRY(check_args(c, s, FB_COLL_BROADCAST, buf, true, buf, true, count, t));
+  FB_TRY(check_root(c, FB_COLL_BROADCAST, root));
+  const coll_call a = {FB_COLL_BROADCAST, buf, buf, count, t, root};
+  return recorded(c, s, unit, &a);
+}
+
+/* recv matters on the root only (as in NCCL / MPI); other ranks may pass NULL. */
+fb_status fb_reduce(fb_comm *c, fb_stream *s, int unit, const void *send, void *recv,
+                    size_t count, fb_dtype t, int root) {
+  FB_TRY(check_args(c, s, FB_COLL_REDUCE, send, true, recv, c && c->rank == root, count, t));
+  FB_TRY(check_root(c, FB_COLL_REDUCE, root));
+  const coll_call a = {FB_COLL_REDUCE, send, recv, count, t, root};
+  return recorded(c, s, unit, &a);
+}
+
+fb_status fb_barrier(fb_comm *c, fb_stream *s) {
+  FB_TRY(check_args(c, s, FB_COLL_BARRIER, NULL, false, NULL, false, 0, FB_F32));
+  const coll_call a = {FB_COLL_BARRIER, NULL, NULL, 0, FB_F32, 0};
+  return recorded(c, s, -1, &a);
+}

@@ -1,0 +1,491 @@
+/* The local communicator: the W ranks are threads of one process sharing a group.
+ * Each collective runs as a host task on the stream it was issued on. Every rank publishes its
+ * buffers and (op, count, dtype, root) in its slot of the group, meets the others at a
+ * barrier, checks that all issued the same collective, then computes ITS OWN share reading
+ * every rank's buffers directly. Sums run in rank order 0..W-1 starting from rank 0's value,
+ * so a result is bitwise the sequential ((x0 + x1) + x2) + ... whatever W and the chunking.
+ * A barrier that waits longer than the group's timeout fails with FB_ETIMEOUT and poisons the
+ * group, so the other ranks fail too instead of hanging. It does not record timings (comm.c). */
+#define _GNU_SOURCE
+#include "comm.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* What one rank issued for one collective. */
+typedef struct coll_args {
+  fb_coll op;
+  size_t count;
+  fb_dtype t;
+  int root;
+  const void *send;
+  void *recv;
+  uint64_t seq; /* 1-based number of this rank's collective */
+} coll_args;
+
+struct fb_local_group {
+  int world;
+  double timeout_s; /* <= 0: wait forever */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  uint64_t gen;          /* barrier generation */
+  int arrived;           /* ranks arrived in generation gen */
+  uint64_t *arrived_gen; /* [world] 1 + last generation the rank arrived in */
+  bool poisoned;
+  fb_status poison_st;
+  char poison_msg[400];
+  coll_args *slots; /* [world] */
+  bool *attached;   /* [world] */
+};
+
+/* A queued collective; lives in its communicator's pending list until it ran (or, when its
+ * stream was poisoned and skipped it, until the communicator is destroyed). */
+typedef struct job {
+  struct job *prev, *next;
+  fb_comm *c;
+  coll_args a;
+} job;
+
+typedef struct local_comm {
+  fb_local_group *g;
+  uint64_t seq;
+  pthread_mutex_t mu; /* guards pending */
+  job *pending;
+  const void **src; /* [world] scratch for the reducing loops (used by the stream's thread) */
+} local_comm;
+
+/* ---- group ------------------------------------------------------------------------------ */
+
+fb_status fb_local_group_create(int world, double timeout_s, fb_local_group **out) {
+  *out = NULL;
+  if (world < 1) return FB_ERR(FB_EUSAGE, "local comm: world %d must be >= 1", world);
+  fb_status st = FB_OK;
+  fb_local_group *g = calloc(1, sizeof *g);
+  if (!g) return FB_ERR(FB_ENOMEM, "local comm: out of host memory");
+  g->world = world;
+  g->timeout_s = timeout_s;
+  g->arrived_gen = calloc((size_t)world, sizeof *g->arrived_gen);
+  g->slots = calloc((size_t)world, sizeof *g->slots);
+  g->attached = calloc((size_t)world, sizeof *g->attached);
+  if (!g->arrived_gen || !g->slots || !g->attached) {
+    st = FB_ERR(FB_ENOMEM, "local comm: out of host memory for %d ranks", world);
+    goto fail_arrays;
+  }
+  if (pthread_mutex_init(&g->mu, NULL) != 0) {
+    st = FB_ERR(FB_EINTERNAL, "local comm: pthread_mutex_init failed");
+    goto fail_arrays;
+  }
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  int rc = pthread_cond_init(&g->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  if (rc != 0) {
+    st = FB_ERR(FB_EINTERNAL, "local comm: pthread_cond_init failed");
+    goto fail_mutex;
+  }
+  *out = g;
+  return FB_OK;
+
+fail_mutex:
+  pthread_mutex_destroy(&g->mu);
+fail_arrays:
+  free(g->attached);
+  free(g->slots);
+  free(g->arrived_gen);
+  free(g);
+  return st;
+}
+
+void fb_local_group_destroy(fb_local_group *g) {
+  if (!g) return;
+  for (int r = 0; r < g->world; r++) assert(!g->attached[r] && "destroy the comms first");
+  pthread_cond_destroy(&g->cv);
+  pthread_mutex_destroy(&g->mu);
+  free(g->attached);
+  free(g->slots);
+  free(g->arrived_gen);
+  free(g);
+}
+
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* "all_gather #3 (count 7, fp32)" */
+static void describe(const coll_args *a, char *buf, size_t n) {
+  if (a->op == FB_COLL_BARRIER)
+    snprintf(buf, n, "barrier #%llu", (unsigned long long)a->seq);
+  else if (a->op == FB_COLL_BROADCAST || a->op == FB_COLL_REDUCE)
+    snprintf(buf, n, "%s #%llu (count %zu, %s, root %d)", fb_coll_name(a->op),
+             (unsigned long long)a->seq, a->count, fb_dtype_name(a->t), a->root);
+  else
+    snprintf(buf, n, "%s #%llu (count %zu, %s)", fb_coll_name(a->op), (unsigned long long)a->seq,
+             a->count, fb_dtype_name(a->t));
+}
+
+/* Called with g->mu held. */
+static fb_status aborted(fb_local_group *g, int rank, const coll_args *a) {
+  char what[128];
+  describe(a, what, sizeof what);
+  return FB_ERR(g->poison_st, "rank %d: %s aborted because the group failed: %s", rank, what,
+                g->poison_msg);
+}
+
+/* Called with g->mu held. */
+static void poison_group(fb_local_group *g, fb_status st, const char *msg) {
+  if (!g->poisoned) {
+    g->poisoned = true;
+    g->poison_st = st;
+    snprintf(g->poison_msg, sizeof g->poison_msg, "%s", msg);
+  }
+  pthread_cond_broadcast(&g->cv);
+}
+
+static fb_status group_barrier(fb_local_group *g, int rank, const coll_args *a) {
+  pthread_mutex_lock(&g->mu);
+  fb_status st = FB_OK;
+  if (g->poisoned) {
+    st = aborted(g, rank, a);
+    goto out;
+  }
+  const uint64_t gen = g->gen;
+  g->arrived_gen[rank] = gen + 1;
+  if (++g->arrived == g->world) {
+    g->arrived = 0;
+    g->gen++;
+    pthread_cond_broadcast(&g->cv);
+    goto out;
+  }
+  const double t0 = mono_s();
+  const bool forever = !(g->timeout_s > 0);
+  struct timespec dl;
+  if (!forever) {
+    double end = t0 + g->timeout_s;
+    dl.tv_sec = (time_t)end;
+    dl.tv_nsec = (long)((end - (double)dl.tv_sec) * 1e9);
+    if (dl.tv_nsec >= 1000000000L) {
+      dl.tv_sec++;
+      dl.tv_nsec -= 1000000000L;
+    }
+  }
+  while (g->gen == gen && !g->poisoned) {
+    int rc = forever ? pthread_cond_wait(&g->cv, &g->mu) : pthread_cond_timedwait(&g->cv, &g->mu, &dl);
+    if (rc == ETIMEDOUT && g->gen == gen && !g->poisoned) {
+      char missing[200] = "", what[128];
+      size_t used = 0;
+      for (int j = 0; j < g->world && used < sizeof missing; j++)
+        if (g->arrived_gen[j] != gen + 1)
+          used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d",
+                                   used ? ", " : "", j);
+      describe(a, what, sizeof what);
+      st = FB_ERR(FB_ETIMEOUT, "rank %d: %s waited %.1f s for rank(s) %s", rank, what,
+                  mono_s() - t0, missing);
+      poison_group(g, st, fb_error_msg());
+      goto out;
+    }
+  }
+  if (g->gen == gen) st = aborted(g, rank, a); /* poisoned while waiting */
+out:
+  pthread_mutex_unlock(&g->mu);
+  return st;
+}
+
+/* ---- arithmetic ------------------------------------------------------------------------- */
+
+static inline float bf16_to_f32(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+static inline uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return (uint16_t)((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest, ties to even */
+  return (uint16_t)(u >> 16);
+}
+
+#define BLK 512
+
+/* dst[i] = src[0][off+i] + src[1][off+i] + ... in rank order, for i < n. dst may alias any
+ * src at the same index (each block is read completely before it is written). */
+static void reduce_range(fb_dtype t, void *dst, const void *const *src, int world, size_t off,
+                         size_t n) {
+  for (size_t b0 = 0; b0 < n; b0 += BLK) {
+    const size_t m = n - b0 < BLK ? n - b0 : BLK;
+    const size_t o = off + b0;
+    switch (t) {
+    case FB_F32: {
+      float acc[BLK];
+      memcpy(acc, (const float *)src[0] + o, m * sizeof *acc);
+      for (int j = 1; j < world; j++) {
+        const float *x = (const float *)src[j] + o;
+        for (size_t i = 0; i < m; i++) acc[i] += x[i];
+      }
+      memcpy((float *)dst + b0, acc, m * sizeof *acc);
+      break;
+    }
+    case FB_F64: {
+      double acc[BLK];
+      memcpy(acc, (const double *)src[0] + o, m * sizeof *acc);
+      for (int j = 1; j < world; j++) {
+        const double *x = (const double *)src[j] + o;
+        for (size_t i = 0; i < m; i++) acc[i] += x[i];
+      }
+      memcpy((double *)dst + b0, acc, m * sizeof *acc);
+      break;
+    }
+    case FB_U64: {
+      uint64_t acc[BLK];
+      memcpy(acc, (const uint64_t *)src[0] + o, m * sizeof *acc);
+      for (int j = 1; j < world; j++) {
+        const uint64_t *x = (const uint64_t *)src[j] + o;
+        for (size_t i = 0; i < m; i++) acc[i] += x[i];
+      }
+      memcpy((uint64_t *)dst + b0, acc, m * sizeof *acc);
+      break;
+    }
+    case FB_BF16: {
+      float acc[BLK];
+      const uint16_t *x0 = (const uint16_t *)src[0] + o;
+      for (size_t i = 0; i < m; i++) acc[i] = bf16_to_f32(x0[i]);
+      for (int j = 1; j < world; j++) {
+        const uint16_t *x = (const uint16_t *)src[j] + o;
+        for (size_t i = 0; i < m; i++) acc[i] += bf16_to_f32(x[i]);
+      }
+      uint16_t *y = (uint16_t *)dst + b0;
+      for (size_t i = 0; i < m; i++) y[i] = f32_to_bf16(acc[i]);
+      break;
+    }
+    default: assert(!"dtype checked by the wrapper");
+    }
+  }
+}
+
+static void copy_bytes(void *dst, const void *src, size_t n) {
+  if (n && dst != src) memmove(dst, src, n);
+}
+
+/* Chunk j of n elements split W ways: the first n % W chunks get one extra element. */
+static void chunk(size_t n, int world, int j, size_t *lo, size_t *len) {
+  const size_t base = n / (size_t)world, rem = n % (size_t)world, uj = (size_t)j;
+  *lo = uj * base + (uj < rem ? uj : rem);
+  *len = base + (uj < rem ? 1 : 0);
+}
+
+/* ---- one collective, on one rank -------------------------------------------------------- */
+
+static bool same(const coll_args *x, const coll_args *y) {
+  return x->op == y->op && x->count == y->count && x->t == y->t && x->root == y->root;
+}
+
+static fb_status collective(local_comm *lc, int r, const coll_args *a) {
+  fb_local_group *g = lc->g;
+  const int W = g->world;
+  const void **src = lc->src;
+  g->slots[r] = *a; /* published: the barrier's mutex orders it before the others' reads */
+  FB_TRY(group_barrier(g, r, a));
+
+  for (int j = 1; j < W; j++) {
+    if (same(&g->slots[0], &g->slots[j])) continue;
+    char w0[128], wj[128], msg[400];
+    describe(&g->slots[0], w0, sizeof w0);
+    describe(&g->slots[j], wj, sizeof wj);
+    snprintf(msg, sizeof msg, "rank %d: collective mismatch: rank 0 issued %s but rank %d issued %s",
+             r, w0, j, wj);
+    /* every rank finds the same mismatch; meet once more so no slot is rewritten while another
+     * rank still reads it, then fail the group for good */
+    fb_status st = group_barrier(g, r, a);
+    pthread_mutex_lock(&g->mu);
+    poison_group(g, FB_ECOMM, msg);
+    pthread_mutex_unlock(&g->mu);
+    if (st != FB_OK) return st;
+    return FB_ERR(FB_ECOMM, "%s", msg);
+  }
+
+  const size_t es = fb_dtype_size(a->t), n = a->count;
+  switch (a->op) {
+  case FB_COLL_ALL_GATHER:
+    for (int j = 0; j < W; j++)
+      copy_bytes((char *)a->recv + (size_t)j * n * es, g->slots[j].send, n * es);
+    return group_barrier(g, r, a);
+
+  case FB_COLL_REDUCE_SCATTER:
+    for (int j = 0; j < W; j++) src[j] = g->slots[j].send;
+    reduce_range(a->t, a->recv, src, W, (size_t)r * n, n);
+    return group_barrier(g, r, a);
+
+  case FB_COLL_ALL_REDUCE: {
+    size_t lo, len;
+    chunk(n, W, r, &lo, &len);
+    for (int j = 0; j < W; j++) src[j] = g->slots[j].send;
+    reduce_range(a->t, (char *)a->recv + lo * es, src, W, lo, len);
+    FB_TRY(group_barrier(g, r, a));
+    for (int j = 0; j < W; j++) {
+      if (j == r) continue;
+      chunk(n, W, j, &lo, &len);
+      copy_bytes((char *)a->recv + lo * es, (const char *)g->slots[j].recv + lo * es, len * es);
+    }
+    return group_barrier(g, r, a);
+  }
+
+  case FB_COLL_BROADCAST:
+    if (r != a->root) copy_bytes(a->recv, g->slots[a->root].recv, n * es);
+    return group_barrier(g, r, a);
+
+  case FB_COLL_REDUCE: {
+    size_t lo, len;
+    chunk(n, W, r, &lo, &len);
+    for (int j = 0; j < W; j++) src[j] = g->slots[j].send;
+    reduce_range(a->t, (char *)g->slots[a->root].recv + lo * es, src, W, lo, len);
+    return group_barrier(g, r, a);
+  }
+
+  case FB_COLL_BARRIER: return group_barrier(g, r, a);
+  case FB_NCOLL: break;
+  }
+  return FB_ERR(FB_EINTERNAL, "local comm: unknown collective %d", (int)a->op);
+}
+
+/* ---- issuing on a stream ---------------------------------------------------------------- */
+
+static fb_status run_job(void *arg) {
+  job *j = arg;
+  local_comm *lc = j->c->impl;
+  fb_status st = collective(lc, j->c->rank, &j->a);
+  pthread_mutex_lock(&lc->mu);
+  if (j->prev) j->prev->next = j->next;
+  else lc->pending = j->next;
+  if (j->next) j->next->prev = j->prev;
+  pthread_mutex_unlock(&lc->mu);
+  free(j);
+  return st;
+}
+
+static fb_status issue(fb_comm *c, fb_stream *s, fb_coll op, const void *send, void *recv,
+                       size_t count, fb_dtype t, int root) {
+  local_comm *lc = c->impl;
+  fb_device *d = c->dev;
+  if (!d->ops->host_task)
+    return FB_ERR(FB_EUNSUPPORTED, "local comm: device '%s' cannot run host tasks",
+                  d->ops->name);
+  if (t != FB_F32 && t != FB_F64 && t != FB_U64 && t != FB_BF16)
+    return FB_ERR(FB_EUNSUPPORTED, "local comm: dtype %s is not supported (allowed: fp32, fp64, "
+                  "u64, bf16)", fb_dtype_name(t));
+  job *j = calloc(1, sizeof *j);
+  if (!j) return FB_ERR(FB_ENOMEM, "local comm: out of host memory");
+  j->c = c;
+  j->a = (coll_args){.op = op, .count = count, .t = t, .root = root, .send = send,
+                     .recv = recv, .seq = ++lc->seq};
+  pthread_mutex_lock(&lc->mu);
+  j->next = lc->pending;
+  if (lc->pending) lc->pending->prev = j;
+  lc->pending = j;
+  pthread_mutex_unlock(&lc->mu);
+  return d->ops->host_task(d, s, run_job, j);
+}
+
+static fb_status l_all_gather(fb_comm *c, fb_stream *s, const void *send, void *recv,
+                              size_t count, fb_dtype t) {
+  return issue(c, s, FB_COLL_ALL_GATHER, send, recv, count, t, 0);
+}
+static fb_status l_reduce_scatter(fb_comm *c, fb_stream *s, const void *send, void *recv,
+                                  size_t count, fb_dtype t) {
+  return issue(c, s, FB_COLL_REDUCE_SCATTER, send, recv, count, t, 0);
+}
+static fb_status l_all_reduce(fb_comm *c, fb_stream *s, const void *send, void *recv,
+                              size_t count, fb_dtype t) {
+  return issue(c, s, FB_COLL_ALL_REDUCE, send, recv, count, t, 0);
+}
+static fb_status l_broadcast(fb_comm *c, fb_stream *s, void *buf, size_t count, fb_dtype t,
+                             int root) {
+  return issue(c, s, FB_COLL_BROADCAST, buf, buf, count, t, root);
+}
+static fb_status l_reduce(fb_comm *c, fb_stream *s, const void *send, void *recv, size_t count,
+                          fb_dtype t, int root) {
+  return issue(c, s, FB_COLL_REDUCE, send, recv, count, t, root);
+}
+static fb_status l_barrier(fb_comm *c, fb_stream *s) {
+  return issue(c, s, FB_COLL_BARRIER, NULL, NULL, 0, FB_F32, 0);
+}
+
+/* The streams this comm used must be drained (synced) before it is destroyed. */
+static void l_destroy(fb_comm *c) {
+  local_comm *lc = c->impl;
+  pthread_mutex_lock(&lc->g->mu);
+  lc->g->attached[c->rank] = false;
+  pthread_mutex_unlock(&lc->g->mu);
+  for (job *j = lc->pending, *nx; j; j = nx) { /* skipped by a poisoned stream */
+    nx = j->next;
+    free(j);
+  }
+  pthread_mutex_destroy(&lc->mu);
+  free(lc->src);
+  free(lc);
+  free(c);
+}
+
+const fb_comm_ops fb_local_comm_ops = {
+    .name = "local",
+    .all_gather = l_all_gather,
+    .reduce_scatter = l_reduce_scatter,
+    .all_reduce = l_all_reduce,
+    .broadcast = l_broadcast,
+    .reduce = l_reduce,
+    .barrier = l_barrier,
+    .destroy = l_destroy,
+};
+
+fb_status fb_comm_local_create(fb_local_group *g, int rank, fb_device *dev, fb_comm **out) {
+  *out = NULL;
+  if (!g || !dev) return FB_ERR(FB_EINTERNAL, "local comm: group and device are required");
+  if (rank < 0 || rank >= g->world)
+    return FB_ERR(FB_EUSAGE, "local comm: rank %d out of range 0..%d", rank, g->world - 1);
+  if (dev->world != g->world || dev->rank != rank)
+    return FB_ERR(FB_EINTERNAL, "local comm: device is rank %d of %d but the comm is rank %d of %d",
+                  dev->rank, dev->world, rank, g->world);
+  fb_status st = FB_OK;
+  fb_comm *c = calloc(1, sizeof *c);
+  local_comm *lc = calloc(1, sizeof *lc);
+  if (lc) lc->src = calloc((size_t)g->world, sizeof *lc->src);
+  if (!c || !lc || !lc->src) {
+    st = FB_ERR(FB_ENOMEM, "local comm: out of host memory");
+    goto fail_free;
+  }
+  if (pthread_mutex_init(&lc->mu, NULL) != 0) {
+    st = FB_ERR(FB_EINTERNAL, "local comm: pthread_mutex_init failed");
+    goto fail_free;
+  }
+  pthread_mutex_lock(&g->mu);
+  bool taken = g->attached[rank];
+  if (!taken) g->attached[rank] = true;
+  pthread_mutex_unlock(&g->mu);
+  if (taken) {
+    st = FB_ERR(FB_EINTERNAL, "local comm: rank %d already has a communicator in this group", rank);
+    goto fail_mutex;
+  }
+  lc->g = g;
+  *c = (fb_comm){.ops = &fb_local_comm_ops, .impl = lc, .rank = rank, .world = g->world,
+                 .dev = dev, .timeout_s = g->timeout_s};
+  *out = c;
+  return FB_OK;
+
+fail_mutex:
+  pthread_mutex_destroy(&lc->mu);
+fail_free:
+  if (lc) free(lc->src);
+  free(lc);
+  free(c);
+  return st;
+}
