@@ -1,0 +1,131 @@
+/* Cost model formulas (see docs/simulator.md for the derivation and the sources):
+ *  - GEMM / attention: launch + max(flops / (peak[dtype] * eff(size)), bytes / (bw * mem_eff))
+ *  - memory-bound ops: launch + bytes / (bw * mem_eff)
+ *  - collectives: ring (and, for all-reduce / barrier, a tree alternative like NCCL's tuner
+ *    takes the cheaper), hierarchical when the ranks span nodes: the intra-node and the
+ *    network stages pipeline, so the slower stage's bandwidth term bounds, both latencies add.
+ * It keeps no state and knows nothing about streams (device_sim.c does). */
+#include "cost_model.h"
+
+#include <math.h>
+
+double fb_cost_gemm_efficiency(const fb_hardware *hw, double size) {
+  if (!(size > 0)) return hw->gemm_max_eff * 1e-3; /* degenerate shape: tiny but finite */
+  return hw->gemm_max_eff * size / (size + hw->gemm_half_size);
+}
+
+/* Rates of one rank: a shared host splits its cores and memory among the ranks. */
+static double rank_share(const fb_hardware *hw, int world) {
+  return hw->shared_host && world > 1 ? 1.0 / world : 1.0;
+}
+
+static double gemm_seconds(const fb_hardware *hw, const fb_op_cost *c, int world) {
+  double size;
+  if (c->m > 0 && c->n > 0 && c->k > 0)
+    size = cbrt((double)c->m * (double)c->n * (double)c->k * (double)(c->batch > 0 ? c->batch : 1));
+  else
+    size = cbrt(c->flops / 2.0);
+  double eff = fb_cost_gemm_efficiency(hw, size);
+  if (c->kind == FB_OP_ATTN) eff *= hw->attn_eff;
+  double share = rank_share(hw, world);
+  double t_compute = c->flops / (fb_hardware_peak(hw, c->dtype) * share * eff);
+  double t_memory = c->bytes / (hw->mem_bw * hw->mem_eff * share);
+  return hw->launch_s + fmax(t_compute, t_memory);
+}
+
+static double memory_seconds(const fb_hardware *hw, const fb_op_cost *c, int world) {
+  return hw->launch_s + c->bytes / (hw->mem_bw * hw->mem_eff * rank_share(hw, world));
+}
+
+/* Bandwidth factor and latency hop count of one ring stage over n ranks. */
+typedef struct stage {
+  double lat;   /* seconds */
+  double bw_s;  /* seconds of bandwidth term */
+} stage;
+
+/* Ring stage over n ranks moving `bytes` of full buffer with per-rank send factor:
+ * all-gather / reduce-scatter (n-1)/n, all-reduce 2(n-1)/n, broadcast / reduce 1 (pipelined). */
+static stage ring_stage(fb_coll coll, double bytes, int n, double bw, double lat) {
+  stage s = {0, 0};
+  if (n <= 1) return s;
+  double f, hops;
+  switch (coll) {
+  case FB_COLL_ALL_GATHER:
+  case FB_COLL_REDUCE_SCATTER: f = (double)(n - 1) / n; hops = n - 1; break;
+  case FB_COLL_ALL_REDUCE: f = 2.0 * (n - 1) / n; hops = 2.0 * (n - 1); break;
+  case FB_COLL_BARRIER: f = 0; hops = 2.0 * (n - 1); break;
+  default: f = 1; hops = n - 1; break; /* broadcast, reduce: pipelined chain */
+  }
+  s.lat = hops * lat;
+  s.bw_s = f * bytes / bw;
+  return s;
+}
+
+/* Tree (NCCL's double binary tree): log2 hops up and down, each rank sends the buffer about
+ * once per direction; only used for all-reduce, broadcast, reduce and barrier. */
+static stage tree_stage(fb_coll coll, double bytes, int n, double bw, double lat) {
+  stage s = {0, 0};
+  if (n <= 1) return s;
+  double depth = ceil(log2((double)n));
+  double dirs = (coll == FB_COLL_ALL_REDUCE || coll == FB_COLL_BARRIER) ? 2.0 : 1.0;
+  s.lat = dirs * depth * lat;
+  s.bw_s = coll == FB_COLL_BARRIER ? 0 : dirs * bytes / bw;
+  return s;
+}
+
+static double combine(stage intra, stage inter) {
+  return intra.lat + inter.lat + fmax(intra.bw_s, inter.bw_s);
+}
+
+double fb_cost_collective(const fb_hardware *hw, fb_coll coll, double bytes, int world) {
+  if (world <= 1) return 0;
+  if (bytes < 0) bytes = 0;
+  int g = hw->devices_per_node < world ? hw->devices_per_node : world; /* ranks per node */
+  int nodes = (world + g - 1) / g;
+  double intra_bw = hw->intra_bw * hw->coll_eff;
+  double inter_bw = hw->inter_bw * hw->coll_eff;
+  double t_ring, t_tree = INFINITY;
+  if (nodes == 1) {
+    t_ring = combine(ring_stage(coll, bytes, g, intra_bw, hw->intra_lat), (stage){0, 0});
+    if (coll != FB_COLL_ALL_GATHER && coll != FB_COLL_REDUCE_SCATTER)
+      t_tree = combine(tree_stage(coll, bytes, g, intra_bw, hw->intra_lat), (stage){0, 0});
+  } else {
+    /* Network stage: g parallel rings (one per NIC / rail), each carrying 1/g of the buffer
+     * across the nodes. Intra-node stage: the full buffer over NVLink among g ranks. */
+    stage inter = ring_stage(coll, bytes / g, nodes, inter_bw, hw->inter_lat);
+    stage intra = ring_stage(coll, bytes, g, intra_bw, hw->intra_lat);
+    t_ring = combine(intra, inter);
+    if (coll != FB_COLL_ALL_GATHER && coll != FB_COLL_REDUCE_SCATTER) {
+      stage ti = tree_stage(coll, bytes / g, nodes, inter_bw, hw->inter_lat);
+      stage ta = tree_stage(coll, bytes, g, intra_bw, hw->intra_lat);
+      t_tree = combine(ta, ti);
+    }
+  }
+  return hw->launch_s + fmin(t_ring, t_tree);
+}
+
+/* Payload of a collective from its element count (see fb_op_cost: per-rank for AG / RS). */
+static double coll_payload(const fb_op_cost *c, int world) {
+  double elt = (double)fb_dtype_size(c->dtype);
+  switch (c->coll) {
+  case FB_COLL_ALL_GATHER:
+  case FB_COLL_REDUCE_SCATTER: return (double)c->count * world * elt;
+  case FB_COLL_BARRIER: return 0;
+  default: return (double)c->count * elt;
+  }
+}
+
+double fb_cost_seconds(const fb_hardware *hw, const fb_op_cost *c, int world) {
+  switch (c->kind) {
+  case FB_OP_GEMM:
+  case FB_OP_ATTN: return gemm_seconds(hw, c, world);
+  case FB_OP_MEM:
+  case FB_OP_OPTIM: return memory_seconds(hw, c, world);
+  case FB_OP_COLL: {
+    int w = c->world > 0 ? c->world : world;
+    if (w <= 1) return 0;
+    return fb_cost_collective(hw, c->coll, coll_payload(c, w), w);
+  }
+  default: return 0;
+  }
+}

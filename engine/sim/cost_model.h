@@ -1,0 +1,21 @@
+/* The cost model: how long one op (a kernel or a collective) takes on a hardware profile.
+ * Pure functions of (profile, op, world): no state, no clocks. The sim device turns these
+ * durations into a timeline; docs/simulator.md states every formula. */
+#ifndef FB_COST_MODEL_H
+#define FB_COST_MODEL_H
+#include "../device/device.h"
+#include "hardware.h"
+
+/* Seconds op `c` takes on one device of `hw` when `world` ranks run (world matters for
+ * collectives whose c->world is 0, and for shared-host profiles). Collectives of world 1 cost
+ * 0. Never negative. */
+double fb_cost_seconds(const fb_hardware *hw, const fb_op_cost *c, int world);
+
+/* The parts, exposed for tests, calibration and docs. */
+/* GEMM efficiency for a product of cube-root size s = cbrt(m*n*k*batch): max * s / (s + half). */
+double fb_cost_gemm_efficiency(const fb_hardware *hw, double size);
+/* A collective of `bytes` payload (all-gather / reduce-scatter: the full gathered buffer;
+ * all-reduce, broadcast, reduce: the buffer) over `world` ranks. */
+double fb_cost_collective(const fb_hardware *hw, fb_coll coll, double bytes, int world);
+
+#endif

@@ -1,0 +1,297 @@
+/* Hardware profile YAML: one flat mapping, every key required, each with its unit in its name.
+ * A static key table drives loading, range checks and writing, so the three cannot disagree.
+ * This file does not model costs (cost_model.c) and does not measure anything (calibrate.c). */
+#include "hardware.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <yaml.h>
+
+#include "../config/config.h"
+
+typedef enum hw_type { HW_STR, HW_REAL, HW_INT, HW_I64, HW_BOOL } hw_type;
+
+typedef struct hw_key {
+  const char *key;
+  hw_type type;
+  size_t off;
+  double scale;   /* YAML value * scale = stored SI value */
+  double lo, hi;  /* allowed range of the YAML value */
+  bool lo_open;   /* lo excluded (value must be > lo) */
+  const char *doc;
+} hw_key;
+
+#define OFF(f) offsetof(fb_hardware, f)
+static const hw_key hw_keys[] = {
+    {.key = "name", .type = HW_STR, .off = OFF(name), .doc = "profile name"},
+    {.key = "peak_tflops_fp32", .type = HW_REAL, .off = OFF(peak_fp32), .scale = 1e12, .lo = 0,
+     .hi = INFINITY, .lo_open = true, .doc = "dense fp32 peak, TFLOP/s"},
+    {.key = "peak_tflops_bf16", .type = HW_REAL, .off = OFF(peak_bf16), .scale = 1e12, .lo = 0,
+     .hi = INFINITY, .lo_open = true, .doc = "dense bf16 peak, TFLOP/s"},
+    {.key = "gemm_max_efficiency", .type = HW_REAL, .off = OFF(gemm_max_eff), .scale = 1,
+     .lo = 0, .hi = 1, .lo_open = true, .doc = "fraction of peak reached by large GEMMs"},
+    {.key = "gemm_half_size", .type = HW_REAL, .off = OFF(gemm_half_size), .scale = 1, .lo = 0,
+     .hi = INFINITY, .lo_open = true,
+     .doc = "cbrt(m*n*k*batch) at which a GEMM reaches half its max efficiency"},
+    {.key = "attention_efficiency", .type = HW_REAL, .off = OFF(attn_eff), .scale = 1, .lo = 0,
+     .hi = 1, .lo_open = true, .doc = "attention kernels' efficiency relative to a GEMM"},
+    {.key = "mem_bw_gbs", .type = HW_REAL, .off = OFF(mem_bw), .scale = 1e9, .lo = 0,
+     .hi = INFINITY, .lo_open = true, .doc = "device memory bandwidth, GB/s"},
+    {.key = "mem_efficiency", .type = HW_REAL, .off = OFF(mem_eff), .scale = 1, .lo = 0, .hi = 1,
+     .lo_open = true, .doc = "achieved fraction of memory bandwidth"},
+    {.key = "launch_us", .type = HW_REAL, .off = OFF(launch_s), .scale = 1e-6, .lo = 0,
+     .hi = 1e6, .doc = "per-kernel launch overhead, us"},
+    {.key = "memory_gib", .type = HW_I64, .off = OFF(mem_capacity), .scale = 1073741824.0,
+     .lo = 0, .hi = 1e9, .lo_open = true, .doc = "memory capacity per device, GiB"},
+    {.key = "devices_per_node", .type = HW_INT, .off = OFF(devices_per_node), .scale = 1, .lo = 1,
+     .hi = 1e6, .doc = "devices per node"},
+    {.key = "intra_bw_gbs", .type = HW_REAL, .off = OFF(intra_bw), .scale = 1e9, .lo = 0,
+     .hi = INFINITY, .lo_open = true,
+     .doc = "intra-node link bandwidth per device per direction, GB/s"},
+    {.key = "intra_lat_us", .type = HW_REAL, .off = OFF(intra_lat), .scale = 1e-6, .lo = 0,
+     .hi = 1e6, .doc = "intra-node latency per hop, us"},
+    {.key = "inter_bw_gbs", .type = HW_REAL, .off = OFF(inter_bw), .scale = 1e9, .lo = 0,
+     .hi = INFINITY, .lo_open = true,
+     .doc = "network bandwidth per device per direction, GB/s"},
+    {.key = "inter_lat_us", .type = HW_REAL, .off = OFF(inter_lat), .scale = 1e-6, .lo = 0,
+     .hi = 1e6, .doc = "inter-node latency per hop, us"},
+    {.key = "collective_efficiency", .type = HW_REAL, .off = OFF(coll_eff), .scale = 1, .lo = 0,
+     .hi = 1, .lo_open = true, .doc = "achieved fraction of link bandwidth in collectives"},
+    {.key = "overlap_slowdown", .type = HW_REAL, .off = OFF(overlap_slowdown), .scale = 1,
+     .lo = 1, .hi = 100, .doc = "compute slowdown while communication overlaps it"},
+    {.key = "host_runs_ahead", .type = HW_BOOL, .off = OFF(host_runs_ahead),
+     .doc = "true: host enqueues ahead of the device (GPU); false: host is the compute stream"},
+    {.key = "shared_host", .type = HW_BOOL, .off = OFF(shared_host),
+     .doc = "true: all ranks share one machine; per-rank rates divide by the world size"},
+};
+#undef OFF
+enum { HW_NKEYS = sizeof hw_keys / sizeof hw_keys[0] };
+
+static const hw_key *find_key(const char *k) {
+  for (int i = 0; i < HW_NKEYS; i++)
+    if (strcmp(hw_keys[i].key, k) == 0) return &hw_keys[i];
+  return NULL;
+}
+
+static void range_text(const hw_key *k, char *buf, size_t n) {
+  switch (k->type) {
+  case HW_STR: snprintf(buf, n, "a non-empty name of at most 63 characters"); break;
+  case HW_BOOL: snprintf(buf, n, "true or false"); break;
+  case HW_INT: snprintf(buf, n, "an integer in [%g, %g]", k->lo, k->hi); break;
+  default:
+    if (isinf(k->hi))
+      snprintf(buf, n, "a number %s %g", k->lo_open ? ">" : ">=", k->lo);
+    else
+      snprintf(buf, n, "a number in %c%g, %g]", k->lo_open ? '(' : '[', k->lo, k->hi);
+  }
+}
+
+static fb_status bad_value(const char *file, const hw_key *k, const char *val) {
+  char allowed[96];
+  range_text(k, allowed, sizeof allowed);
+  return FB_ERR(FB_EUSAGE, "%s: key '%s' = '%s': allowed %s (%s)", file, k->key, val, allowed,
+                k->doc);
+}
+
+static bool in_range(const hw_key *k, double v) {
+  if (!isfinite(v)) return false;
+  if (k->lo_open ? !(v > k->lo) : !(v >= k->lo)) return false;
+  return v <= k->hi;
+}
+
+/* Parses one scalar into the profile. */
+static fb_status set_key(const char *file, const hw_key *k, const char *val, fb_hardware *hw) {
+  char *base = (char *)hw + k->off;
+  if (k->type == HW_STR) {
+    size_t len = strlen(val);
+    if (len == 0 || len >= sizeof hw->name) return bad_value(file, k, val);
+    memcpy(base, val, len + 1);
+    return FB_OK;
+  }
+  if (k->type == HW_BOOL) {
+    bool b;
+    if (!strcasecmp(val, "true") || !strcasecmp(val, "yes") || !strcmp(val, "1"))
+      b = true;
+    else if (!strcasecmp(val, "false") || !strcasecmp(val, "no") || !strcmp(val, "0"))
+      b = false;
+    else
+      return bad_value(file, k, val);
+    *(bool *)base = b;
+    return FB_OK;
+  }
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(val, &end);
+  if (end == val || *end != '\0' || errno == ERANGE || !in_range(k, v))
+    return bad_value(file, k, val);
+  switch (k->type) {
+  case HW_REAL: *(double *)base = v * k->scale; break;
+  case HW_INT:
+    if (v != floor(v)) return bad_value(file, k, val);
+    *(int *)base = (int)v;
+    break;
+  case HW_I64: *(int64_t *)base = (int64_t)llround(v * k->scale); break;
+  default: assert(0);
+  }
+  return FB_OK;
+}
+
+static double get_yaml_value(const hw_key *k, const fb_hardware *hw) {
+  const char *base = (const char *)hw + k->off;
+  switch (k->type) {
+  case HW_REAL: return *(const double *)base / k->scale;
+  case HW_INT: return *(const int *)base;
+  case HW_I64: return (double)*(const int64_t *)base / k->scale;
+  case HW_BOOL: return *(const bool *)base;
+  default: return 0;
+  }
+}
+
+fb_status fb_hardware_validate(const fb_hardware *hw, const char *where) {
+  for (int i = 0; i < HW_NKEYS; i++) {
+    const hw_key *k = &hw_keys[i];
+    if (k->type == HW_STR) {
+      if (hw->name[0] == '\0') return bad_value(where, k, "");
+      continue;
+    }
+    if (k->type == HW_BOOL) continue;
+    double v = get_yaml_value(k, hw);
+    if (!in_range(k, v)) {
+      char buf[40];
+      snprintf(buf, sizeof buf, "%g", v);
+      return bad_value(where, k, buf);
+    }
+  }
+  return FB_OK;
+}
+
+double fb_hardware_peak(const fb_hardware *hw, fb_dtype t) {
+  return t == FB_BF16 ? hw->peak_bf16 : hw->peak_fp32;
+}
+
+fb_status fb_hardware_load(const char *name_or_path, fb_hardware *out) {
+  char path[1024];
+  FB_TRY(fb_resolve_yaml("models/hardware", name_or_path, path, sizeof path));
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return FB_ERR(FB_EUSAGE, "hardware profile '%s': cannot open %s (%s); profiles live in "
+                  "models/hardware/", name_or_path, path, strerror(errno));
+  fb_status st = FB_OK;
+  yaml_parser_t parser;
+  yaml_document_t doc;
+  bool have_parser = false, have_doc = false;
+  bool seen[HW_NKEYS] = {0};
+  fb_hardware hw;
+  memset(&hw, 0, sizeof hw);
+
+  if (!yaml_parser_initialize(&parser)) {
+    st = FB_ERR(FB_ENOMEM, "%s: cannot initialise the YAML parser", path);
+    goto out_file;
+  }
+  have_parser = true;
+  yaml_parser_set_input_file(&parser, f);
+  if (!yaml_parser_load(&parser, &doc)) {
+    st = FB_ERR(FB_EUSAGE, "%s:%zu: malformed YAML: %s", path, parser.problem_mark.line + 1,
+                parser.problem ? parser.problem : "parse error");
+    goto out_parser;
+  }
+  have_doc = true;
+  yaml_node_t *root = yaml_document_get_root_node(&doc);
+  if (!root || root->type != YAML_MAPPING_NODE) {
+    st = FB_ERR(FB_EUSAGE, "%s: a hardware profile is a mapping of keys to values", path);
+    goto out_doc;
+  }
+  for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;
+       p++) {
+    yaml_node_t *kn = yaml_document_get_node(&doc, p->key);
+    yaml_node_t *vn = yaml_document_get_node(&doc, p->value);
+    if (!kn || kn->type != YAML_SCALAR_NODE) {
+      st = FB_ERR(FB_EUSAGE, "%s: keys must be plain names", path);
+      goto out_doc;
+    }
+    const char *key = (const char *)kn->data.scalar.value;
+    const hw_key *k = find_key(key);
+    if (!k) {
+      char known[1024];
+      size_t off = 0;
+      for (int i = 0; i < HW_NKEYS && off < sizeof known; i++)
+        off += (size_t)snprintf(known + off, sizeof known - off, "%s%s", i ? ", " : "",
+                                hw_keys[i].key);
+      st = FB_ERR(FB_EUSAGE, "%s: unknown key '%s' (known keys: %s)", path, key, known);
+      goto out_doc;
+    }
+    if (!vn || vn->type != YAML_SCALAR_NODE) {
+      st = FB_ERR(FB_EUSAGE, "%s: key '%s' needs a single value", path, key);
+      goto out_doc;
+    }
+    int idx = (int)(k - hw_keys);
+    if (seen[idx]) {
+      st = FB_ERR(FB_EUSAGE, "%s: key '%s' given twice", path, key);
+      goto out_doc;
+    }
+    seen[idx] = true;
+    FB_CHECK_GOTO(st, set_key(path, k, (const char *)vn->data.scalar.value, &hw), out_doc);
+  }
+  for (int i = 0; i < HW_NKEYS; i++) {
+    if (!seen[i]) {
+      char allowed[96];
+      range_text(&hw_keys[i], allowed, sizeof allowed);
+      st = FB_ERR(FB_EUSAGE, "%s: missing key '%s' (%s; %s)", path, hw_keys[i].key,
+                  hw_keys[i].doc, allowed);
+      goto out_doc;
+    }
+  }
+  *out = hw;
+
+out_doc:
+  if (have_doc) yaml_document_delete(&doc);
+out_parser:
+  if (have_parser) yaml_parser_delete(&parser);
+out_file:
+  fclose(f);
+  return st;
+}
+
+/* Shortest %g form that reads back to the same double. */
+static void fmt_real(char *buf, size_t n, double v) {
+  for (int prec = 6; prec <= 17; prec++) {
+    snprintf(buf, n, "%.*g", prec, v);
+    if (strtod(buf, NULL) == v) return;
+  }
+}
+
+fb_status fb_hardware_write(const char *path, const fb_hardware *hw, const char *comment) {
+  FB_TRY(fb_hardware_validate(hw, path));
+  FILE *f = fopen(path, "w");
+  if (!f) return FB_ERR(FB_EIO, "cannot write hardware profile %s: %s", path, strerror(errno));
+  if (comment) {
+    const char *line = comment;
+    while (*line) {
+      const char *nl = strchr(line, '\n');
+      int len = nl ? (int)(nl - line) : (int)strlen(line);
+      fprintf(f, "# %.*s\n", len, line);
+      line += len + (nl ? 1 : 0);
+    }
+  }
+  for (int i = 0; i < HW_NKEYS; i++) {
+    const hw_key *k = &hw_keys[i];
+    char val[64];
+    if (k->type == HW_STR)
+      snprintf(val, sizeof val, "%s", hw->name);
+    else if (k->type == HW_BOOL)
+      snprintf(val, sizeof val, "%s", *(const bool *)((const char *)hw + k->off) ? "true" : "false");
+    else
+      fmt_real(val, sizeof val, get_yaml_value(k, hw));
+    char key[40];
+    snprintf(key, sizeof key, "%s:", k->key);
+    fprintf(f, "%-23s %-14s # %s\n", key, val, k->doc);
+  }
+  if (fclose(f) != 0) return FB_ERR(FB_EIO, "cannot write hardware profile %s", path);
+  return FB_OK;
+}

@@ -1,0 +1,52 @@
+/* Hardware profile: the figures the cost model needs about one device, its node and the
+ * network (peak rates, achieved efficiencies, bandwidths, latencies, capacity), loaded from
+ * models/hardware/NAME.yaml and written back by `fsdpbench calibrate`.
+ * All fields are in SI units (FLOP/s, bytes/s, seconds, bytes); the YAML uses the friendlier
+ * units named in its keys (TFLOP/s, GB/s, us, GiB). This file does not compute costs: see
+ * cost_model.h. */
+#ifndef FB_HARDWARE_H
+#define FB_HARDWARE_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../core/status.h"
+#include "../core/types.h"
+
+typedef struct fb_hardware {
+  char name[64];
+  double peak_fp32;         /* FLOP/s, dense fp32 (no TF32) */
+  double peak_bf16;         /* FLOP/s, dense bf16 tensor-core rate */
+  double gemm_max_eff;      /* fraction of peak a large GEMM achieves, (0, 1] */
+  double gemm_half_size;    /* cube root of m*n*k*batch at which a GEMM reaches half of max */
+  double attn_eff;          /* attention kernels' efficiency relative to a GEMM, (0, 1] */
+  double mem_bw;            /* bytes/s, device memory */
+  double mem_eff;           /* achieved fraction of mem_bw for streaming kernels, (0, 1] */
+  double launch_s;          /* per-kernel launch overhead */
+  int64_t mem_capacity;     /* bytes per device */
+  int devices_per_node;
+  double intra_bw;          /* bytes/s per device per direction inside a node (NVLink) */
+  double intra_lat;         /* seconds per hop inside a node */
+  double inter_bw;          /* bytes/s per device per direction between nodes (its NIC) */
+  double inter_lat;         /* seconds per hop between nodes */
+  double coll_eff;          /* achieved fraction of link bandwidth in collectives, (0, 1] */
+  double overlap_slowdown;  /* compute runs this many times slower while comm overlaps, >= 1 */
+  bool host_runs_ahead;     /* GPU: the host enqueues ahead of the device. CPU executor: the
+                               host thread is the compute stream (ops start no earlier) */
+  bool shared_host;         /* all ranks of a run share this one machine (cpu executor): per-rank
+                               compute and memory rates are divided by the world size */
+} fb_hardware;
+
+/* Loads a profile by name (models/hardware/NAME.yaml) or path. Every key is required;
+ * unknown keys, missing keys and out-of-range values fail with FB_EUSAGE naming the file, the
+ * key, the value and the allowed range. */
+fb_status fb_hardware_load(const char *name_or_path, fb_hardware *out);
+/* Checks every field's range (what load applies after parsing). */
+fb_status fb_hardware_validate(const fb_hardware *hw, const char *where);
+/* Writes a profile that fb_hardware_load reads back to the same values; `comment` (may be
+ * NULL, may hold several lines) goes at the top as # lines. */
+fb_status fb_hardware_write(const char *path, const fb_hardware *hw, const char *comment);
+
+/* Peak FLOP/s for a compute dtype (bf16 -> bf16 rate, anything else -> fp32 rate). */
+double fb_hardware_peak(const fb_hardware *hw, fb_dtype t);
+
+#endif
