@@ -1,0 +1,32 @@
+/* The CBLAS library behind the matrix products: which one runs (library, version, kernel,
+ * threads), how many threads it uses, which kernel override this CPU needs, and the GEMM
+ * ceiling it reaches here. The build picks the library (FB_BLAS_OPENBLAS or FB_BLAS_BLIS);
+ * this header brings in the matching cblas.h. It does not run any op: see ops.h. */
+#ifndef FB_BLAS_H
+#define FB_BLAS_H
+
+#if defined(FB_BLAS_BLIS)
+#if __has_include(<blis/cblas.h>)
+#include <blis/cblas.h>
+#else
+#include <cblas.h> /* Debian: include dir .../blis-openmp holds BLIS's cblas.h */
+#endif
+#else
+#include <cblas.h>
+#endif
+
+/* "OpenBLAS 0.3.21 SkylakeX, 2 threads" / "BLIS 0.9.0 skx, 2 threads" (static storage). */
+const char *fb_blas_describe(void);
+/* Threads the library's GEMM uses from the calling thread (also sets that thread's OpenMP
+ * count, which the OpenMP builds of both libraries follow). n < 1 is treated as 1. */
+void fb_blas_set_threads(int n);
+/* The environment assignment ("NAME=value", static) this process should run with to get the
+ * right kernel on this CPU when the library would misdetect it; NULL when nothing is needed
+ * (already set by the user, or the detected kernel is already right). main() sets it and
+ * re-executes itself before the library initialises. */
+const char *fb_blas_kernel_hint(void);
+/* Measured sgemm ceiling in GFLOP/s with `threads` threads: median of a few runs of a
+ * 1024 x 768 x 3072 product within about seconds_budget seconds (at least 3 runs). */
+double fb_blas_measure_peak(int threads, double seconds_budget);
+
+#endif

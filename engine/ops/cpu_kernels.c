@@ -1,0 +1,210 @@
+/* The cpu kernel table: checks the compute dtype (fp32 only; bf16 needs cuda or sim) and
+ * forwards each entry to its f32 op. Ops run synchronously on the caller, which is the cpu
+ * device's compute stream. Does not record or time anything: the fb_k_* wrappers do. */
+#include "cpu_kernels.h"
+
+#include "ops.h"
+
+#define NEED_F32(k)                                                                            \
+  do {                                                                                         \
+    if ((k)->act != FB_F32)                                                                    \
+      return FB_ERR(FB_EUNSUPPORTED, "cpu backend computes in fp32 (compute dtype %s); "       \
+                                     "--param-dtype bf16 needs --backend cuda or sim",         \
+                    fb_dtype_name((k)->act));                                                  \
+  } while (0)
+
+static fb_status cpu_encoder_fwd(const fb_kctx *k, void *out, const int32_t *tok,
+                                 const void *wte, const void *wpe, int B, int T, int C) {
+  NEED_F32(k);
+  fb_encoder_fwd_f32(out, tok, wte, wpe, B, T, C);
+  return FB_OK;
+}
+static fb_status cpu_encoder_bwd(const fb_kctx *k, void *dwte, void *dwpe, const void *dout,
+                                 const int32_t *tok, int B, int T, int C) {
+  NEED_F32(k);
+  fb_encoder_bwd_f32(dwte, dwpe, dout, tok, B, T, C);
+  return FB_OK;
+}
+static fb_status cpu_layernorm_fwd(const fb_kctx *k, void *out, float *mean, float *rstd,
+                                   const void *inp, const void *w, const void *b, int N, int C,
+                                   float eps) {
+  NEED_F32(k);
+  fb_layernorm_fwd_f32(out, mean, rstd, inp, w, b, N, C, eps);
+  return FB_OK;
+}
+static fb_status cpu_layernorm_bwd(const fb_kctx *k, void *dinp, void *dw, void *db,
+                                   const void *dout, const void *inp, const void *w,
+                                   const float *mean, const float *rstd, int N, int C) {
+  NEED_F32(k);
+  fb_layernorm_bwd_f32(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+  return FB_OK;
+}
+static fb_status cpu_rmsnorm_fwd(const fb_kctx *k, void *out, float *rstd, const void *inp,
+                                 const void *w, int N, int C, float eps) {
+  NEED_F32(k);
+  fb_rmsnorm_fwd_f32(out, rstd, inp, w, N, C, eps);
+  return FB_OK;
+}
+static fb_status cpu_rmsnorm_bwd(const fb_kctx *k, void *dinp, void *dw, const void *dout,
+                                 const void *inp, const void *w, const float *rstd, int N,
+                                 int C) {
+  NEED_F32(k);
+  fb_rmsnorm_bwd_f32(dinp, dw, dout, inp, w, rstd, N, C);
+  return FB_OK;
+}
+static fb_status cpu_matmul_fwd(const fb_kctx *k, void *out, const void *inp, const void *w,
+                                const void *bias, int N, int C, int OC) {
+  NEED_F32(k);
+  fb_matmul_fwd_f32(out, inp, w, bias, N, C, OC);
+  return FB_OK;
+}
+static fb_status cpu_matmul_bwd(const fb_kctx *k, void *dinp, void *dw, void *dbias,
+                                const void *dout, const void *inp, const void *w, int N, int C,
+                                int OC) {
+  NEED_F32(k);
+  fb_matmul_bwd_f32(dinp, dw, dbias, dout, inp, w, N, C, OC);
+  return FB_OK;
+}
+static fb_status cpu_attention_fwd(const fb_kctx *k, void *out, float *lse, const void *q,
+                                   const void *kk, const void *v, int B, int T, int H, int KVH,
+                                   int hd, int ldq, int ldkv, void *scratch) {
+  NEED_F32(k);
+  if (H % KVH)
+    return FB_ERR(FB_EUSAGE, "attention: %d heads are not a multiple of %d kv heads", H, KVH);
+  fb_attention_fwd_f32(out, lse, q, kk, v, B, T, H, KVH, hd, ldq, ldkv, scratch);
+  return FB_OK;
+}
+static fb_status cpu_attention_bwd(const fb_kctx *k, void *dq, void *dk, void *dv,
+                                   const void *dout, const void *q, const void *kk,
+                                   const void *v, const void *out, const float *lse, int B,
+                                   int T, int H, int KVH, int hd, int ldq, int ldkv,
+                                   void *scratch) {
+  NEED_F32(k);
+  if (H % KVH)
+    return FB_ERR(FB_EUSAGE, "attention: %d heads are not a multiple of %d kv heads", H, KVH);
+  fb_attention_bwd_f32(dq, dk, dv, dout, q, kk, v, out, lse, B, T, H, KVH, hd, ldq, ldkv,
+                       scratch);
+  return FB_OK;
+}
+static fb_status cpu_rope_fwd(const fb_kctx *k, void *x, int B, int T, int nh, int hd, int ld,
+                              float theta) {
+  NEED_F32(k);
+  if (hd % 2 || hd > 1024)
+    return FB_ERR(FB_EUSAGE, "rope: head dim %d must be even and at most 1024", hd);
+  fb_rope_fwd_f32(x, B, T, nh, hd, ld, theta);
+  return FB_OK;
+}
+static fb_status cpu_rope_bwd(const fb_kctx *k, void *dx, int B, int T, int nh, int hd, int ld,
+                              float theta) {
+  NEED_F32(k);
+  if (hd % 2 || hd > 1024)
+    return FB_ERR(FB_EUSAGE, "rope: head dim %d must be even and at most 1024", hd);
+  fb_rope_bwd_f32(dx, B, T, nh, hd, ld, theta);
+  return FB_OK;
+}
+static fb_status cpu_gelu_fwd(const fb_kctx *k, void *out, const void *inp, size_t n) {
+  NEED_F32(k);
+  fb_gelu_fwd_f32(out, inp, n);
+  return FB_OK;
+}
+static fb_status cpu_gelu_bwd(const fb_kctx *k, void *dinp, const void *inp, const void *dout,
+                              size_t n) {
+  NEED_F32(k);
+  fb_gelu_bwd_f32(dinp, inp, dout, n);
+  return FB_OK;
+}
+static fb_status cpu_swiglu_fwd(const fb_kctx *k, void *out, const void *a, const void *b,
+                                size_t n) {
+  NEED_F32(k);
+  fb_swiglu_fwd_f32(out, a, b, n);
+  return FB_OK;
+}
+static fb_status cpu_swiglu_bwd(const fb_kctx *k, void *da, void *db, const void *dout,
+                                const void *a, const void *b, size_t n) {
+  NEED_F32(k);
+  fb_swiglu_bwd_f32(da, db, dout, a, b, n);
+  return FB_OK;
+}
+static fb_status cpu_add(const fb_kctx *k, void *out, const void *a, const void *b, size_t n) {
+  NEED_F32(k);
+  fb_add_f32(out, a, b, n);
+  return FB_OK;
+}
+static fb_status cpu_xent(const fb_kctx *k, void *logits, double *loss_sum,
+                          const int32_t *targets, int N, int V, float dscale) {
+  NEED_F32(k);
+  for (int n = 0; n < N; n++)
+    if (targets[n] < -1 || targets[n] >= V)
+      return FB_ERR(FB_EUSAGE, "cross-entropy: target %d of row %d is outside [-1, %d)",
+                    targets[n], n, V);
+  fb_xent_fwd_bwd_f32(logits, loss_sum, targets, N, V, dscale);
+  return FB_OK;
+}
+/* fp32 state vectors: independent of the compute dtype. */
+static fb_status cpu_acc(const fb_kctx *k, float *y, const float *x, size_t n) {
+  fb_acc_f32(y, x, n);
+  return FB_OK;
+}
+static fb_status cpu_scale(const fb_kctx *k, float *y, float a, size_t n) {
+  fb_scale_f32(y, a, n);
+  return FB_OK;
+}
+static fb_status cpu_adamw(const fb_kctx *k, float *p, const float *g, float *m, float *v,
+                           size_t n, const fb_adamw_args *a) {
+  fb_adamw_f32(p, g, m, v, n, a);
+  return FB_OK;
+}
+static fb_status cpu_sgd(const fb_kctx *k, float *p, const float *g, float *mom, size_t n,
+                         const fb_sgd_args *a) {
+  fb_sgd_f32(p, g, mom, n, a);
+  return FB_OK;
+}
+static fb_status cpu_sumsq_bins(const fb_kctx *k, uint64_t *bins, const float *g, size_t n) {
+  fb_sumsq_bins_f32(bins, g, n);
+  return FB_OK;
+}
+static fb_status cpu_sum_f64(const fb_kctx *k, double *out, const float *x, size_t n) {
+  fb_sum_f64_f32(out, x, n);
+  return FB_OK;
+}
+static fb_status cpu_cast(const fb_kctx *k, void *dst, fb_dtype dt, const void *src,
+                          fb_dtype st, size_t n) {
+  if (dt == FB_BF16 && st == FB_F32) {
+    fb_cast_f32_to_bf16(dst, src, n);
+    return FB_OK;
+  }
+  if (dt == FB_F32 && st == FB_BF16) {
+    fb_cast_bf16_to_f32(dst, src, n);
+    return FB_OK;
+  }
+  return FB_ERR(FB_EUNSUPPORTED, "cast %s -> %s: the cpu casts only fp32 <-> bf16",
+                fb_dtype_name(st), fb_dtype_name(dt));
+}
+
+const fb_kernels fb_cpu_kernels = {
+    .encoder_fwd = cpu_encoder_fwd,
+    .encoder_bwd = cpu_encoder_bwd,
+    .layernorm_fwd = cpu_layernorm_fwd,
+    .layernorm_bwd = cpu_layernorm_bwd,
+    .rmsnorm_fwd = cpu_rmsnorm_fwd,
+    .rmsnorm_bwd = cpu_rmsnorm_bwd,
+    .matmul_fwd = cpu_matmul_fwd,
+    .matmul_bwd = cpu_matmul_bwd,
+    .attention_fwd = cpu_attention_fwd,
+    .attention_bwd = cpu_attention_bwd,
+    .rope_fwd = cpu_rope_fwd,
+    .rope_bwd = cpu_rope_bwd,
+    .gelu_fwd = cpu_gelu_fwd,
+    .gelu_bwd = cpu_gelu_bwd,
+    .swiglu_fwd = cpu_swiglu_fwd,
+    .swiglu_bwd = cpu_swiglu_bwd,
+    .add = cpu_add,
+    .xent_fwd_bwd = cpu_xent,
+    .acc_f32 = cpu_acc,
+    .scale_f32 = cpu_scale,
+    .adamw = cpu_adamw,
+    .sgd = cpu_sgd,
+    .sumsq_bins = cpu_sumsq_bins,
+    .sum_f64 = cpu_sum_f64,
+    .cast = cpu_cast,
+};

@@ -1,0 +1,37 @@
+/* The CPU math: forward and backward of every op, in float (_f32, what the cpu device runs)
+ * and double (_f64, the reference the gradient checks use). One body (ops_impl.h) is compiled
+ * for both precisions. Ops thread with OpenMP over independent rows, heads, column blocks or
+ * fixed element blocks only, so every result is bitwise independent of the thread count; fp64
+ * reductions (loss, sum_f64) run in index order. Matrix products go through CBLAS.
+ * This header does not record, time or check devices: engine/ops/cpu_kernels.c wraps these
+ * into the fb_kernels table. */
+#ifndef FB_OPS_H
+#define FB_OPS_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../device/kernels.h"
+
+#define FB_R float
+#define FB_OPNAME(x) x##_f32
+#include "ops_decl.h"
+#undef FB_R
+#undef FB_OPNAME
+#define FB_R double
+#define FB_OPNAME(x) x##_f64
+#include "ops_decl.h"
+#undef FB_R
+#undef FB_OPNAME
+
+/* Attention scratch: the number of per-thread slots (the attention ops never run on more
+ * threads than this) and the elements one slot needs for sequence length T. */
+int fb_ops_attn_slots(void);
+size_t fb_ops_attn_scratch_elems(int T);
+
+/* Exact sum-of-squares bins of fp32 values (see kernels.h); bins has 2*FB_NORM_BINS words. */
+void fb_sumsq_bins_f32(uint64_t *bins, const float *g, size_t n);
+/* fp32 <-> bf16, round to nearest even. */
+void fb_cast_f32_to_bf16(uint16_t *dst, const float *src, size_t n);
+void fb_cast_bf16_to_f32(float *dst, const uint16_t *src, size_t n);
+
+#endif
