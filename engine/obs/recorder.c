@@ -15,7 +15,9 @@
  *    traced.
  *  - Memory events are kept all (cfg.mem_timeline) or only inside traced steps; in the latter
  *    case each traced step opens with one "baseline" event per non-empty category (delta 0,
- *    id -1) so counters start from the right level. */
+ *    id -1) so counters start from the right level. The recorder keeps its own copy of the
+ *    last accounting it was given, so it never reads the device's stats without its lock.
+ *  - Lock order: the device's allocator lock, then the recorder's (fb_alloc calls in). */
 #include "recorder.h"
 
 #include <assert.h>
@@ -55,6 +57,7 @@ struct fb_recorder {
   int64_t nops, capops;
   fb_rec_mem *mems;
   int64_t nmems, capmems;
+  int64_t cur[FB_MEM_NCAT], cur_total; /* last accounting seen by fb_recorder_mem */
   int step, micro;  /* step -1 outside steps */
   double step_t0;
   /* scratch for the interval unions */
@@ -213,6 +216,8 @@ void fb_recorder_mem(fb_recorder *r, double t, const fb_buf *b, int64_t delta,
                      const fb_mem_stats *after) {
   assert(r && b && after);
   pthread_mutex_lock(&r->mu);
+  memcpy(r->cur, after->cur, sizeof r->cur);
+  r->cur_total = after->cur_total;
   if (r->cfg.mem_timeline || step_traced(&r->cfg, r->step)) {
     fb_rec_mem m = {.t = t, .id = b->id, .delta = delta, .cat = b->cat,
                     .label = b->label ? b->label : fb_mem_cat_name(b->cat),
@@ -231,11 +236,10 @@ void fb_recorder_step_begin(fb_recorder *r, int step, int micro) {
   r->micro = micro;
   r->step_t0 = now;
   if (!r->cfg.mem_timeline && step_traced(&r->cfg, step)) {
-    const fb_mem_stats *ms = &r->dev->mem;
     for (int c = 0; c < FB_MEM_NCAT; c++) {
-      if (ms->cur[c] == 0) continue;
+      if (r->cur[c] == 0) continue;
       fb_rec_mem m = {.t = now, .id = -1, .delta = 0, .cat = (fb_mem_cat)c, .label = "baseline",
-                      .total_after = ms->cur_total, .cat_after = ms->cur[c]};
+                      .total_after = r->cur_total, .cat_after = r->cur[c]};
       push_mem_locked(r, &m);
     }
   }
