@@ -1,0 +1,63 @@
+/* Private state of the cuda device, shared by device_cuda.c (memory, streams, events, marks)
+ * and kernels_cuda.cu (the fb_kernels table). Plain C that nvcc also reads as C++.
+ * Only files compiled when CUDA is found include it; nothing outside the cuda backend does.
+ * It does not declare the public entry points (device_cuda.h). */
+#ifndef FB_CUDA_IMPL_H
+#define FB_CUDA_IMPL_H
+#include <pthread.h>
+#include <stddef.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "device.h"
+#include "kernels.h"
+
+/* Per-stream workspaces, allocated when the stream is created (never in the step loop). */
+#define FB_CUDA_BLAS_WS_BYTES ((size_t)32 << 20)   /* cuBLAS workspace (Hopper: 32 MiB) */
+#define FB_CUDA_SCRATCH_BYTES ((size_t)16 << 20)   /* kernel partials: column sums, row losses */
+
+struct fb_stream {
+  cudaStream_t s;
+  fb_stream_kind kind;
+  void *blas_ws;        /* FB_CUDA_BLAS_WS_BYTES, device memory */
+  void *scratch;        /* FB_CUDA_SCRATCH_BYTES, device memory, only touched in stream order */
+  /* First failure of a host task on this stream (cudaLaunchHostFunc cannot fail the stream
+   * itself): read and cleared by stream_sync. Written with __atomic builtins. */
+  int poison;           /* fb_status, 0 = none */
+  char poison_msg[512];
+  char poison_where[128];
+};
+
+struct fb_event {
+  cudaEvent_t e;        /* created with cudaEventDisableTiming */
+};
+
+typedef struct fb_cuda_dev {
+  int ordinal;                        /* CUDA device index this rank uses */
+  char gpu_name[256];
+  cudaStream_t alloc_stream;          /* where pool allocations are made */
+  cudaMemPool_t pool[FB_MEM_NCAT];    /* one pool per memory category */
+  cublasHandle_t blas;
+  pthread_mutex_t blas_mu;            /* the handle is bound to one stream per call */
+  /* time: an epoch timing event recorded at init and its host time (fb_cpu_clock seconds) */
+  cudaEvent_t epoch;
+  double epoch_host;
+  pthread_mutex_t mark_mu;
+  cudaEvent_t *marks;                 /* ticket t refers to marks[t - 1] */
+  size_t nmarks;                      /* tickets handed out since the last marks_reset */
+  size_t created, cap_marks;          /* timing events created (reused after a reset) */
+} fb_cuda_dev;
+
+static inline fb_cuda_dev *fb_cuda_of(const fb_device *d) { return (fb_cuda_dev *)d->impl; }
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Makes the rank's GPU current on the calling thread (cached per thread). */
+fb_status fb_cuda_bind(const fb_device *d);
+#ifdef __cplusplus
+}
+#endif
+
+#endif

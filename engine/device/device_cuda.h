@@ -1,0 +1,27 @@
+/* The cuda device's public entry points: its ops table, whether a GPU is usable, and its
+ * kernel table. Declarations only, safe to include from any file; the definitions exist only
+ * in builds with CUDA (guard uses with #ifdef FB_HAVE_CUDA). It does not describe the
+ * backend's state (cuda_impl.h, private). */
+#ifndef FB_DEVICE_CUDA_H
+#define FB_DEVICE_CUDA_H
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "device.h"
+#include "kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+extern const fb_device_ops fb_cuda_device_ops;
+extern const fb_kernels fb_cuda_kernels;
+/* True when the CUDA runtime works and at least one GPU is visible; otherwise false with the
+ * reason ("cudaGetDeviceCount: no CUDA-capable device is detected") in why. */
+bool fb_cuda_present(char *why, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
