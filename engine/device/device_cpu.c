@@ -295,7 +295,7 @@ static void cpu_free(fb_device *d, void *p, size_t bytes, fb_mem_cat cat, fb_str
 
 static fb_status cpu_memset0(fb_device *d, fb_stream *s, void *dst, size_t n) {
   if (s && s->worker) {
-    task *t;
+    task *t = NULL;
     FB_TRY(new_task(T_MEMSET, &t));
     t->dst = dst;
     t->n = n;
@@ -309,7 +309,7 @@ static fb_status cpu_memset0(fb_device *d, fb_stream *s, void *dst, size_t n) {
 
 static fb_status cpu_copy_d2d(fb_device *d, fb_stream *s, void *dst, const void *src, size_t n) {
   if (s && s->worker) {
-    task *t;
+    task *t = NULL;
     FB_TRY(new_task(T_COPY, &t));
     t->dst = dst;
     t->src = src;
@@ -326,7 +326,7 @@ static fb_status cpu_copy_d2d(fb_device *d, fb_stream *s, void *dst, const void 
  * read), so on a worker stream they wait for their own task. */
 static fb_status cpu_copy_sync(fb_device *d, fb_stream *s, void *dst, const void *src, size_t n) {
   if (s && s->worker) {
-    task *t;
+    task *t = NULL;
     FB_TRY(new_task(T_COPY, &t));
     t->dst = dst;
     t->src = src;
@@ -430,7 +430,7 @@ static fb_status cpu_event_record(fb_device *d, fb_event *e, fb_stream *s) {
     event_complete(e, gen, &s->err);
     return FB_OK;
   }
-  task *t;
+  task *t = NULL;
   fb_status st = new_task(T_RECORD, &t);
   if (st != FB_OK) { /* never leave a generation that cannot complete */
     err_box eb = {.st = st};
@@ -454,7 +454,7 @@ static fb_status cpu_stream_wait(fb_device *d, fb_stream *s, fb_event *e) {
     if (eb.st != FB_OK) poison(s, eb.st, eb.msg, eb.where);
     return stream_status(s);
   }
-  task *t;
+  task *t = NULL;
   FB_TRY(new_task(T_WAIT, &t));
   t->ev = e;
   t->gen = gen;
@@ -478,7 +478,7 @@ static fb_status cpu_host_task(fb_device *d, fb_stream *s, fb_status (*fn)(void 
     if (st != FB_OK) poison(s, st, fb_error_msg(), fb_error_where());
     return st;
   }
-  task *t;
+  task *t = NULL;
   FB_TRY(new_task(T_FN, &t));
   t->fn = fn;
   t->arg = arg;
