@@ -103,11 +103,14 @@ fb_status fb_config_finalize(fb_run_config *c) {
                   c->batch, c->world);
   if (c->micro_batch > 0) {
     int per_rank = c->world > 0 ? c->batch / c->world : c->batch;
-    if (per_rank % c->micro_batch)
+    if (per_rank % c->micro_batch && c->world > 0)
       return FB_ERR(FB_EUSAGE,
                     "--micro-batch: %d does not divide the %d sequences per rank (--batch %d / "
                     "--world %d)",
-                    c->micro_batch, per_rank, c->batch, c->world > 0 ? c->world : 1);
+                    c->micro_batch, per_rank, c->batch, c->world);
+    if (per_rank % c->micro_batch)
+      return FB_ERR(FB_EUSAGE, "--micro-batch: %d does not divide --batch %d", c->micro_batch,
+                    c->batch);
   }
 
   /* Data. */

@@ -23,8 +23,8 @@ static void norm_key(const char *k, char *out, size_t n) {
 static fb_status parse_error(const yaml_parser_t *p, const char *path) {
   const char *problem = p->problem ? p->problem : "malformed YAML";
   if (p->context)
-    return FB_ERR(FB_EUSAGE, "%s:%zu:%zu: %s %s", path, p->problem_mark.line + 1,
-                  p->problem_mark.column + 1, p->context, problem);
+    return FB_ERR(FB_EUSAGE, "%s:%zu:%zu: %s (%s)", path, p->problem_mark.line + 1,
+                  p->problem_mark.column + 1, problem, p->context);
   return FB_ERR(FB_EUSAGE, "%s:%zu:%zu: %s", path, p->problem_mark.line + 1,
                 p->problem_mark.column + 1, problem);
 }
