@@ -187,7 +187,7 @@ static void print_mem_table(FILE *f, const fb_run_result *r, const char *pred) {
     fputc('\n', f);
     fprintf(f, "  %6d %8s", rk->rank, "own-peak");
     for (int c = 0; c < FB_MEM_NCAT; c++) cell(f, 11, 2, rk->mem.peak[c] / MIB);
-    fprintf(f, " %11s %11s\n", "", "");
+    fputc('\n', f);
   }
 }
 
