@@ -304,7 +304,8 @@ static void test_bad_yaml(void) {
   expect_yaml_usage("just a string\n", "mapping", NULL, NULL);
   expect_yaml_usage("config: other.yaml\n", "unknown key 'config'", NULL, NULL);
   expect_yaml_usage("steps: 3\n---\nsteps: 4\n", "one YAML document", NULL, NULL);
-  expect_yaml_usage("a: &x 1\nsteps: *x\n", NULL, NULL, NULL);
+  expect_yaml_usage("steps: &x 1\nbatch: *x\n", "batch", "alias", NULL);
+  expect_yaml_usage("out: \"a\\nb\"\n", "out", "control character", NULL);
 }
 
 /* Parameter count of a spec, computed here independently of the engine. */

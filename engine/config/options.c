@@ -293,6 +293,9 @@ fb_status fb_config_set(fb_run_config *c, const char *key, const char *value, co
   else
     snprintf(who, sizeof who, "--%s", o->name);
   describe(o, want, sizeof want);
+  for (const char *p = value; *p; p++)
+    if ((unsigned char)*p < 0x20 || *p == 0x7f)
+      return FB_ERR(FB_EUSAGE, "%s: the value contains a control character (want %s)", who, want);
 
   switch (o->kind) {
   case FB_OPT_STR: {
