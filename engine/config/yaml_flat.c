@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <yaml.h>
 
 #include "config.h"
@@ -106,6 +107,12 @@ fb_status fb_yaml_read_flat(const char *path, const char *flag, fb_yaml_visit_fn
   fb_status st = FB_OK;
   FILE *f = fopen(path, "rb");
   if (!f) return FB_ERR(FB_EUSAGE, "%s: cannot read '%s': %s", flag, path, strerror(errno));
+  struct stat sb;
+  if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    fclose(f);
+    return FB_ERR(FB_EUSAGE, "%s: cannot read '%s': it is a directory (want a YAML file)", flag,
+                  path);
+  }
   yaml_parser_t p;
   if (!yaml_parser_initialize(&p)) {
     st = FB_ERR(FB_ENOMEM, "%s: cannot initialise the YAML parser", path);
