@@ -45,7 +45,8 @@ typedef struct rec_pending {
 } rec_pending;
 
 struct fb_recorder {
-  fb_device *dev;
+  fb_device *dev;   /* not used by the accessors: the recorder may outlive its device */
+  int rank;
   fb_rec_config cfg;
   pthread_mutex_t mu;
   rec_track tracks[FB_REC_MAX_STREAMS];
@@ -119,6 +120,7 @@ fb_status fb_recorder_create(fb_device *dev, const fb_rec_config *cfg, fb_record
     return FB_ERR(FB_EINTERNAL, "recorder: pthread_mutex_init failed");
   }
   r->dev = dev;
+  r->rank = dev->rank;
   if (cfg) r->cfg = *cfg;
   r->host_track = -1;
   r->step = -1;
@@ -353,4 +355,4 @@ const char *fb_recorder_stream_name(const fb_recorder *r, int id) {
 
 int fb_recorder_nstreams(const fb_recorder *r) { return r->ntracks; }
 
-int fb_recorder_rank(const fb_recorder *r) { return r->dev->rank; }
+int fb_recorder_rank(const fb_recorder *r) { return r->rank; }
