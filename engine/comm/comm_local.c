@@ -158,6 +158,16 @@ static fb_status group_barrier(fb_local_group *g, int rank, const coll_args *a) 
     goto out;
   }
   const uint64_t gen = g->gen;
+  if (g->arrived_gen[rank] == gen + 1) { /* this rank already waits here from another thread */
+    char what[128], msg[400];
+    describe(a, what, sizeof what);
+    snprintf(msg, sizeof msg, "rank %d: %s overlaps another collective of the same rank "
+             "(collectives of one communicator must run in order: issue them on one stream or "
+             "order the streams with events)", rank, what);
+    st = FB_ERR(FB_ECOMM, "%s", msg);
+    poison_group(g, FB_ECOMM, msg);
+    goto out;
+  }
   g->arrived_gen[rank] = gen + 1;
   if (++g->arrived == g->world) {
     g->arrived = 0;
