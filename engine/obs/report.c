@@ -181,12 +181,12 @@ static void print_mem_table(FILE *f, const fb_run_result *r, const char *pred) {
   for (int i = 0; i < r->nranks; i++) {
     const fb_rank_result *rk = &r->ranks[i];
     fprintf(f, "  %6d %8s", rk->rank, "at-peak");
-    for (int c = 0; c < FB_MEM_NCAT; c++) cell(f, 11, 2, rk->mem.at_peak[c] / MIB);
-    cell(f, 11, 2, rk->mem.peak_total / MIB);
-    cell(f, 11, 2, rk->persistent_bytes / MIB);
+    for (int c = 0; c < FB_MEM_NCAT; c++) cell(f, 11, 3, rk->mem.at_peak[c] / MIB);
+    cell(f, 11, 3, rk->mem.peak_total / MIB);
+    cell(f, 11, 3, rk->persistent_bytes / MIB);
     fputc('\n', f);
     fprintf(f, "  %6d %8s", rk->rank, "own-peak");
-    for (int c = 0; c < FB_MEM_NCAT; c++) cell(f, 11, 2, rk->mem.peak[c] / MIB);
+    for (int c = 0; c < FB_MEM_NCAT; c++) cell(f, 11, 3, rk->mem.peak[c] / MIB);
     fputc('\n', f);
   }
 }
