@@ -12,9 +12,15 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+/* The engine's headers are C: their functions have C linkage. */
+extern "C" {
 #include "../ops/elementwise.h"
 #include "cuda_impl.h"
 #include "device_cuda.h"
+}
 
 typedef uint16_t bf16; /* storage only; converted with fb_bf16_to_f32 / fb_f32_to_bf16 */
 
