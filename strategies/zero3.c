@@ -1,0 +1,374 @@
+/* `zero3` (inter-tensor, DeepSpeed ZeRO-3 style ownership): every parameter tensor is owned
+ * whole by one rank under a balanced partition (zero3_partition.h). A rank keeps only its own
+ * tensors — parameters, gradient accumulator, optimizer state — packed per unit. Before a unit
+ * runs (forward, and backward again after a reshard) a full unit buffer is allocated and every
+ * owner broadcasts its tensors into it; after the unit's backward each tensor's gradient is
+ * reduced (summed in rank order) to its owner; each owner updates only its tensors.
+ * Forward / backward prefetch, reshard_after_forward, max_inflight and the three accumulation
+ * modes behave as in `fsdp`. Alignment gaps stay zero in the full buffers.
+ * What it does not do: split a tensor across ranks (that is `fsdp`). */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "zero3_partition.h"
+
+/* ---- the partition (pure) -------------------------------------------------------------- */
+
+/* Whether parameter a goes before b in the largest-first order. */
+static bool larger_first(const fb_param *a, const fb_param *b) {
+  return a->numel != b->numel ? a->numel > b->numel : a->id < b->id;
+}
+
+void fb_zero3_partition(const fb_model *m, int world, int *owner, int64_t *load) {
+  assert(world >= 1);
+  for (int w = 0; w < world; w++) load[w] = 0;
+  for (int i = 0; i < m->nparams; i++) owner[i] = -1;
+  for (int done = 0; done < m->nparams; done++) {
+    int best = -1; /* the largest parameter not yet assigned */
+    for (int i = 0; i < m->nparams; i++)
+      if (owner[i] < 0 && (best < 0 || larger_first(&m->params[i], &m->params[best]))) best = i;
+    int to = 0; /* the least-loaded rank, lowest on ties */
+    for (int w = 1; w < world; w++)
+      if (load[w] < load[to]) to = w;
+    owner[best] = to;
+    load[to] += m->params[best].numel;
+  }
+}
+
+double fb_zero3_imbalance(const int64_t *load, int world) {
+  int64_t total = 0, max = 0;
+  for (int w = 0; w < world; w++) {
+    total += load[w];
+    if (load[w] > max) max = load[w];
+  }
+  return total > 0 ? (double)max * world / (double)total : 1.0;
+}
+
+/* ---- per-rank state ---------------------------------------------------------------------- */
+
+typedef enum { U_SHARDED = 0, U_GATHERING, U_GATHERED } unit_state;
+
+typedef struct z3_unit {
+  int64_t owned;              /* elements of this unit's tensors this rank owns (packed) */
+  fb_buf p_own, g_own;        /* persistent: owned parameters and gradient accumulators */
+  fb_optim_state optim;       /* persistent: optimizer state of the owned tensors */
+  fb_buf p_full, g_full;      /* transient full unit buffers */
+  fb_buf red_tmp;             /* reduce output of micro-steps > 0 (owned elements) */
+  unit_state state;
+  bool red_pending, acc_pending;
+  fb_event *ev_gather, *ev_red, *ev_ready;
+} z3_unit;
+
+typedef struct z3_state {
+  z3_unit *u;
+  int *owner;       /* [nparams] rank owning each tensor */
+  int64_t *packed;  /* [nparams] offset of an owned tensor inside its unit's packed buffers */
+  int64_t *load;    /* [world] */
+  int inflight;     /* gathers issued and not yet consumed */
+} z3_state;
+
+static void z3_teardown(fb_rank *r) {
+  z3_state *s = r->st;
+  if (!s) return;
+  for (int i = 0; s->u && i < r->model->nunits; i++) {
+    z3_unit *x = &s->u[i];
+    fb_free(r->dev, &x->p_own, NULL);
+    fb_free(r->dev, &x->g_own, NULL);
+    fb_free(r->dev, &x->p_full, NULL);
+    fb_free(r->dev, &x->g_full, NULL);
+    fb_free(r->dev, &x->red_tmp, NULL);
+    fb_optim_free(r, &x->optim);
+    fb_event *evs[] = {x->ev_gather, x->ev_red, x->ev_ready};
+    for (int e = 0; e < 3; e++)
+      if (evs[e]) r->dev->ops->event_destroy(r->dev, evs[e]);
+  }
+  free(s->u);
+  free(s->owner);
+  free(s->packed);
+  free(s->load);
+  free(s);
+  r->st = NULL;
+}
+
+/* Copies the init values of every owned tensor of unit i into its packed slot. */
+static fb_status materialize_owned(fb_rank *r, int i) {
+  z3_state *s = r->st;
+  const fb_unit *un = &r->model->units[i];
+  z3_unit *x = &s->u[i];
+  for (int p = un->first; p < un->first + un->count; p++) {
+    if (s->owner[p] != r->rank) continue;
+    const fb_param *pp = &r->model->params[p];
+    FB_TRY(fb_materialize_range(r, i, pp->offset, pp->numel, (float *)x->p_own.ptr + s->packed[p]));
+  }
+  return FB_OK;
+}
+
+static fb_status z3_setup(fb_rank *r) {
+  const fb_model *m = r->model;
+  z3_state *s = calloc(1, sizeof *s);
+  if (!s) return FB_ERR(FB_ENOMEM, "out of host memory (zero3 state)");
+  r->st = s;
+  fb_status st = FB_OK;
+  s->u = calloc((size_t)m->nunits, sizeof *s->u);
+  s->owner = calloc((size_t)(m->nparams > 0 ? m->nparams : 1), sizeof *s->owner);
+  s->packed = calloc((size_t)(m->nparams > 0 ? m->nparams : 1), sizeof *s->packed);
+  s->load = calloc((size_t)r->world, sizeof *s->load);
+  if (!s->u || !s->owner || !s->packed || !s->load) {
+    st = FB_ERR(FB_ENOMEM, "out of host memory (zero3 partition)");
+    goto fail;
+  }
+  fb_zero3_partition(m, r->world, s->owner, s->load);
+  r->zero3_imbalance = fb_zero3_imbalance(s->load, r->world);
+
+  for (int i = 0; i < m->nunits; i++) {
+    z3_unit *x = &s->u[i];
+    const fb_unit *un = &m->units[i];
+    for (int p = un->first; p < un->first + un->count; p++) {
+      s->packed[p] = -1;
+      if (s->owner[p] != r->rank) continue;
+      s->packed[p] = x->owned;
+      x->owned += m->params[p].numel;
+    }
+    const size_t bytes = (size_t)x->owned * 4;
+    if (x->owned > 0) {
+      fb_kctx k = fb_rank_kctx(r, r->compute, i);
+      FB_CHECK_GOTO(st, fb_alloc(r->dev, bytes, FB_MEM_PARAM_SHARD, "zero3.params", &x->p_own),
+                    fail);
+      FB_CHECK_GOTO(st, materialize_owned(r, i), fail);
+      FB_CHECK_GOTO(st, fb_alloc(r->dev, bytes, FB_MEM_GRAD_SHARD, "zero3.grads", &x->g_own),
+                    fail);
+      FB_CHECK_GOTO(st, fb_k_memset0(&k, "zero_grad", x->g_own.ptr, bytes), fail);
+      FB_CHECK_GOTO(st, fb_optim_alloc(r, x->owned, "zero3.optim", &x->optim), fail);
+    }
+    FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &x->ev_gather), fail);
+    FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &x->ev_red), fail);
+    FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &x->ev_ready), fail);
+  }
+  return FB_OK;
+fail:
+  z3_teardown(r);
+  return st;
+}
+
+/* ---- parameters: broadcast from the owners ------------------------------------------------ */
+
+/* Issues unit i's gather on the comm stream: zero the full buffer (gaps), owners stage their
+ * tensors into it, one broadcast per tensor from its owner. No-op when held or in flight. */
+static fb_status gather(fb_rank *r, int i) {
+  z3_state *s = r->st;
+  z3_unit *x = &s->u[i];
+  const fb_unit *un = &r->model->units[i];
+  if (x->state != U_SHARDED) return FB_OK;
+  FB_TRY(fb_alloc(r->dev, (size_t)un->numel * 4, FB_MEM_PARAM_FULL, "zero3.gathered",
+                  &x->p_full));
+  /* the comm stream must see the owned tensors as the compute stream left them (optimizer) */
+  FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute));
+  FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
+  fb_kctx k = fb_rank_kctx(r, r->commst, i);
+  float *full = x->p_full.ptr;
+  FB_TRY(fb_k_memset0(&k, "zero3.zero_gaps", full, x->p_full.bytes));
+  for (int p = un->first; p < un->first + un->count; p++) {
+    if (s->owner[p] != r->rank) continue;
+    const fb_param *pp = &r->model->params[p];
+    FB_TRY(fb_k_copy(&k, "zero3.stage", full + pp->offset, (float *)x->p_own.ptr + s->packed[p],
+                     (size_t)pp->numel * 4));
+  }
+  for (int p = un->first; p < un->first + un->count; p++) {
+    const fb_param *pp = &r->model->params[p];
+    FB_TRY(fb_broadcast(r->comm, r->commst, i, full + pp->offset, (size_t)pp->numel, FB_F32,
+                        s->owner[p]));
+  }
+  FB_TRY(fb_event_record(r->dev, x->ev_gather, r->commst));
+  x->state = U_GATHERING;
+  s->inflight++;
+  return FB_OK;
+}
+
+static fb_status prefetch(fb_rank *r, int i) {
+  z3_state *s = r->st;
+  if (i < 0 || s->u[i].state != U_SHARDED || s->inflight >= r->cfg->max_inflight) return FB_OK;
+  return gather(r, i);
+}
+
+/* Makes unit i's full parameters usable by the compute stream. */
+static fb_status acquire(fb_rank *r, int i) {
+  z3_state *s = r->st;
+  z3_unit *x = &s->u[i];
+  FB_TRY(gather(r, i));
+  if (x->state == U_GATHERING) {
+    FB_TRY(fb_stream_wait(r->dev, r->compute, x->ev_gather));
+    x->state = U_GATHERED;
+    s->inflight--;
+  }
+  r->view[i].params = x->p_full.ptr;
+  return FB_OK;
+}
+
+static void release(fb_rank *r, int i) {
+  z3_state *s = r->st;
+  z3_unit *x = &s->u[i];
+  assert(x->state == U_GATHERED);
+  fb_free(r->dev, &x->p_full, r->compute); /* compute waited the gather: its order covers both */
+  x->state = U_SHARDED;
+  r->view[i].params = NULL;
+}
+
+static fb_status z3_pre_forward(fb_rank *r, int i) {
+  FB_TRY(acquire(r, i));
+  if (r->cfg->prefetch_forward) {
+    const int next = fb_next_fwd_unit(r->model, i);
+    FB_TRY(prefetch(r, next < 0 ? 0 : next)); /* after the last block: the root, for the head */
+  }
+  return FB_OK;
+}
+
+static fb_status z3_post_forward(fb_rank *r, int i) {
+  if (r->cfg->reshard_after_forward) release(r, i);
+  return FB_OK;
+}
+
+/* ---- gradients: reduce to the owners ------------------------------------------------------ */
+
+/* Makes the compute stream wait for finished reductions; folds the temporaries of micro-steps
+ * > 0 into the accumulators, unit by unit (each unit has at most one pending). */
+static fb_status fold_pending(fb_rank *r) {
+  z3_state *s = r->st;
+  for (int i = 0; i < r->model->nunits; i++) {
+    z3_unit *x = &s->u[i];
+    if (x->red_pending) {
+      FB_TRY(fb_stream_wait(r->dev, r->compute, x->ev_red));
+      x->red_pending = false;
+    }
+    if (x->acc_pending) {
+      fb_kctx k = fb_rank_kctx(r, r->compute, i);
+      FB_TRY(fb_k_acc_f32(&k, x->g_own.ptr, x->red_tmp.ptr, (size_t)x->owned));
+      fb_free(r->dev, &x->red_tmp, r->compute);
+      x->acc_pending = false;
+    }
+  }
+  return FB_OK;
+}
+
+static fb_status z3_pre_backward(fb_rank *r, int i) {
+  z3_state *s = r->st;
+  z3_unit *x = &s->u[i];
+  FB_TRY(acquire(r, i));
+  if (r->cfg->prefetch_backward) FB_TRY(prefetch(r, fb_next_bwd_unit(r->model, i)));
+  /* no-reduce mode keeps the unsharded gradient of earlier micro-steps: accumulate into it */
+  const bool fresh = !x->g_full.ptr;
+  if (fresh)
+    FB_TRY(fb_alloc(r->dev, (size_t)r->model->units[i].numel * 4, FB_MEM_GRAD_FULL,
+                    "zero3.grads.unsharded", &x->g_full));
+  r->view[i].grads = x->g_full.ptr;
+  if (!fresh && r->cfg->accum == FB_ACCUM_NO_REDUCE && r->micro > 0) return FB_OK;
+  fb_kctx k = fb_rank_kctx(r, r->compute, i);
+  return fb_k_memset0(&k, "zero_grad", x->g_full.ptr, x->g_full.bytes);
+}
+
+static fb_status z3_post_backward(fb_rank *r, int i) {
+  z3_state *s = r->st;
+  z3_unit *x = &s->u[i];
+  const fb_unit *un = &r->model->units[i];
+  const fb_accum_mode mode = r->cfg->accum;
+  const bool last_micro = r->micro == r->n_micro - 1;
+  r->view[i].grads = NULL;
+  /* parameters: kept across micro-steps in no-reshard mode, else resharded now */
+  if (!(mode == FB_ACCUM_NO_RESHARD && !last_micro)) release(r, i);
+  if (mode == FB_ACCUM_NO_REDUCE && !last_micro) return FB_OK; /* keep unsharded grads */
+  /* a previous micro-step's reduction of this unit must be folded before a new one lands */
+  if (x->red_pending || x->acc_pending) FB_TRY(fold_pending(r));
+  /* micro-step 0 (or the only no-reduce reduction) lands straight in the accumulator; later
+   * micro-steps land in a temporary that is added once the reduction finished, so the sum
+   * order is acc = g0 (rank order) then acc += reduction of each later micro-step */
+  const bool direct = r->micro == 0 || mode == FB_ACCUM_NO_REDUCE;
+  float *acc = x->g_own.ptr;
+  if (!direct && x->owned > 0) {
+    FB_TRY(fb_alloc(r->dev, (size_t)x->owned * 4, FB_MEM_COMM, "zero3.reduce_out", &x->red_tmp));
+    acc = x->red_tmp.ptr;
+  }
+  FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute));
+  FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
+  float *g = x->g_full.ptr;
+  for (int p = un->first; p < un->first + un->count; p++) {
+    const fb_param *pp = &r->model->params[p];
+    const int root = s->owner[p];
+    /* non-owners' recv is ignored by reduce: they pass their own send buffer */
+    float *recv = root == r->rank ? acc + s->packed[p] : g + pp->offset;
+    FB_TRY(fb_reduce(r->comm, r->commst, i, g + pp->offset, recv, (size_t)pp->numel, FB_F32,
+                     root));
+  }
+  FB_TRY(fb_event_record(r->dev, x->ev_red, r->commst));
+  x->red_pending = true;
+  x->acc_pending = !direct && x->owned > 0;
+  fb_free(r->dev, &x->g_full, r->commst);
+  /* the micro-step ends with the root: fold the finished reductions before the next one */
+  if (i == 0 && !last_micro) FB_TRY(fold_pending(r));
+  return FB_OK;
+}
+
+/* ---- optimizer ------------------------------------------------------------------------------ */
+
+static fb_status z3_step(fb_rank *r) {
+  z3_state *s = r->st;
+  const fb_model *m = r->model;
+  FB_TRY(fold_pending(r));
+  FB_TRY(fb_norm_begin(r));
+  for (int i = 0; i < m->nunits; i++)
+    if (s->u[i].owned > 0) FB_TRY(fb_norm_add(r, s->u[i].g_own.ptr, s->u[i].owned));
+  FB_TRY(fb_norm_finish(r, true));
+  for (int i = 0; i < m->nunits; i++) {
+    z3_unit *x = &s->u[i];
+    const fb_unit *un = &m->units[i];
+    for (int p = un->first; p < un->first + un->count; p++) {
+      if (s->owner[p] != r->rank) continue;
+      const fb_param *pp = &m->params[p];
+      const int64_t q = s->packed[p];
+      FB_TRY(fb_optim_update(r, i, pp->offset, pp->numel, (float *)x->p_own.ptr + q,
+                             (const float *)x->g_own.ptr + q, &x->optim, q));
+    }
+  }
+  return FB_OK;
+}
+
+/* Readback (not part of the algorithm, so not recorded): rank 0 assembles the unit from the
+ * owners' broadcasts through the raw communicator and device ops. */
+static fb_status z3_read_params(fb_rank *r, int i, float *host) {
+  z3_state *s = r->st;
+  z3_unit *x = &s->u[i];
+  const fb_unit *un = &r->model->units[i];
+  fb_buf full = {0};
+  FB_TRY(fb_alloc(r->dev, (size_t)un->numel * 4, FB_MEM_TEMP, "zero3.readback", &full));
+  fb_status st = fb_stream_sync(r->dev, r->compute); /* the optimizer's writes are done */
+  float *f = full.ptr;
+  if (st == FB_OK) st = fb_memset0(r->dev, r->commst, f, full.bytes);
+  for (int p = un->first; p < un->first + un->count && st == FB_OK; p++) {
+    if (s->owner[p] != r->rank) continue;
+    const fb_param *pp = &r->model->params[p];
+    st = fb_copy_d2d(r->dev, r->commst, f + pp->offset, (float *)x->p_own.ptr + s->packed[p],
+                     (size_t)pp->numel * 4);
+  }
+  for (int p = un->first; p < un->first + un->count && st == FB_OK; p++) {
+    const fb_param *pp = &r->model->params[p];
+    st = r->comm->ops->broadcast(r->comm, r->commst, f + pp->offset, (size_t)pp->numel, FB_F32,
+                                 s->owner[p]);
+  }
+  if (st == FB_OK) st = fb_stream_sync(r->dev, r->commst);
+  if (st == FB_OK && host) st = fb_copy_d2h(r->dev, r->commst, host, f, full.bytes);
+  fb_free(r->dev, &full, NULL);
+  return st;
+}
+
+const fb_strategy fb_strategy_zero3 = {
+    .name = "zero3",
+    .summary = "whole tensors owned by ranks: broadcast from owners, reduce to owners",
+    .setup = z3_setup,
+    .teardown = z3_teardown,
+    .pre_forward = z3_pre_forward,
+    .post_forward = z3_post_forward,
+    .pre_backward = z3_pre_backward,
+    .post_backward = z3_post_backward,
+    .optimizer_step = z3_step,
+    .read_params = z3_read_params,
+};
