@@ -73,6 +73,7 @@ struct fb_rank {
   /* optimizer outputs (set by optimizer_step) */
   double grad_norm;     /* global norm before clipping */
   float clip_coef;      /* 1 when not clipped */
+  fb_buf norm_bins;     /* exact-norm bins during optimizer_step (strategies/common.c) */
   /* persistent bytes per category after setup (params + grads + optimizer) */
   int64_t persistent_bytes;
   double zero3_imbalance; /* max/mean owned elements (zero3), 1 otherwise */

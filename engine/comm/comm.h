@@ -58,6 +58,9 @@ typedef struct fb_local_group fb_local_group;
 fb_status fb_local_group_create(int world, double timeout_s, fb_local_group **out);
 void fb_local_group_destroy(fb_local_group *g);
 fb_status fb_comm_local_create(fb_local_group *g, int rank, fb_device *dev, fb_comm **out);
+/* Fails every pending and future collective of the group (FB_ECOMM): a rank that hit an error
+ * calls it so the others stop instead of waiting for the timeout. */
+void fb_local_group_abort(fb_local_group *g);
 
 /* mpi: rank and world come from MPI_COMM_WORLD (fb_mpi_init must have run). */
 fb_status fb_mpi_init(int *argc, char ***argv, int *rank, int *world);

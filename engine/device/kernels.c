@@ -1,0 +1,242 @@
+/* Kernel wrappers: describe each op's cost from its shapes, stamp marks around it on the
+ * stream, run the device's kernel (or let the sim device account the cost), and record it.
+ * The FLOP and byte formulas here are the single source for the report, the trace and the
+ * simulator. They count useful model work: a matmul of [N,C]x[C,OC] is 2*N*C*OC FLOPs.
+ * This file does no math itself. */
+#include "kernels.h"
+
+#include <assert.h>
+
+#include "../obs/recorder.h"
+
+static inline size_t esz(fb_dtype t) { return fb_dtype_size(t); }
+
+/* Runs `call` between two marks; on sim, accounts the cost instead. */
+#define FB_KRUN(k, cost, entry, ...)                                                           \
+  do {                                                                                         \
+    fb_device *d_ = (k)->dev;                                                                  \
+    uint64_t t0_ = d_->ops->mark(d_, (k)->s);                                                  \
+    fb_status st_ = FB_OK;                                                                     \
+    if (d_->simulated) {                                                                       \
+      if (d_->ops->account) d_->ops->account(d_, (k)->s, &(cost));                             \
+    } else {                                                                                   \
+      assert(d_->ops->kernels && d_->ops->kernels->entry);                                     \
+      st_ = d_->ops->kernels->entry((k), __VA_ARGS__);                                         \
+    }                                                                                          \
+    uint64_t t1_ = d_->ops->mark(d_, (k)->s);                                                  \
+    if (d_->rec) fb_recorder_op(d_->rec, (k)->s, &(cost), (k)->unit, t0_, t1_);                \
+    return st_;                                                                                \
+  } while (0)
+
+static fb_op_cost mem_cost(const char *name, fb_dtype t, double bytes, double flops) {
+  fb_op_cost c = {.name = name, .kind = FB_OP_MEM, .dtype = t, .bytes = bytes, .flops = flops,
+                  .batch = 1};
+  return c;
+}
+
+fb_status fb_k_encoder_fwd(const fb_kctx *k, void *out, const int32_t *tok, const void *wte,
+                           const void *wpe, int B, int T, int C) {
+  double n = (double)B * T * C;
+  fb_op_cost c = mem_cost("encoder_fwd", k->act, n * esz(k->act) * (wpe ? 3 : 2), wpe ? n : 0);
+  FB_KRUN(k, c, encoder_fwd, out, tok, wte, wpe, B, T, C);
+}
+
+fb_status fb_k_encoder_bwd(const fb_kctx *k, void *dwte, void *dwpe, const void *dout,
+                           const int32_t *tok, int B, int T, int C) {
+  double n = (double)B * T * C;
+  fb_op_cost c = mem_cost("encoder_bwd", FB_F32, n * 4 * (dwpe ? 5 : 3), n * (dwpe ? 2 : 1));
+  FB_KRUN(k, c, encoder_bwd, dwte, dwpe, dout, tok, B, T, C);
+}
+
+fb_status fb_k_layernorm_fwd(const fb_kctx *k, void *out, float *mean, float *rstd,
+                             const void *inp, const void *w, const void *b, int N, int C,
+                             float eps) {
+  double n = (double)N * C;
+  fb_op_cost c = mem_cost("layernorm_fwd", k->act, 2 * n * esz(k->act) + 8.0 * N, 8 * n);
+  FB_KRUN(k, c, layernorm_fwd, out, mean, rstd, inp, w, b, N, C, eps);
+}
+
+fb_status fb_k_layernorm_bwd(const fb_kctx *k, void *dinp, void *dw, void *db, const void *dout,
+                             const void *inp, const void *w, const float *mean,
+                             const float *rstd, int N, int C) {
+  double n = (double)N * C;
+  fb_op_cost c = mem_cost("layernorm_bwd", k->act, 4 * n * esz(k->act) + 8.0 * N, 12 * n);
+  FB_KRUN(k, c, layernorm_bwd, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+}
+
+fb_status fb_k_rmsnorm_fwd(const fb_kctx *k, void *out, float *rstd, const void *inp,
+                           const void *w, int N, int C, float eps) {
+  double n = (double)N * C;
+  fb_op_cost c = mem_cost("rmsnorm_fwd", k->act, 2 * n * esz(k->act) + 4.0 * N, 5 * n);
+  FB_KRUN(k, c, rmsnorm_fwd, out, rstd, inp, w, N, C, eps);
+}
+
+fb_status fb_k_rmsnorm_bwd(const fb_kctx *k, void *dinp, void *dw, const void *dout,
+                           const void *inp, const void *w, const float *rstd, int N, int C) {
+  double n = (double)N * C;
+  fb_op_cost c = mem_cost("rmsnorm_bwd", k->act, 4 * n * esz(k->act) + 4.0 * N, 9 * n);
+  FB_KRUN(k, c, rmsnorm_bwd, dinp, dw, dout, inp, w, rstd, N, C);
+}
+
+static fb_op_cost gemm_cost(const char *name, fb_dtype t, double m, double n, double kk,
+                            double batch, double extra_bytes) {
+  fb_op_cost c = {.name = name, .kind = FB_OP_GEMM, .dtype = t, .m = (int64_t)m,
+                  .n = (int64_t)n, .k = (int64_t)kk, .batch = (int64_t)batch};
+  c.flops = 2.0 * m * n * kk * batch;
+  c.bytes = (m * kk + kk * n + m * n) * batch * esz(t) + extra_bytes;
+  return c;
+}
+
+fb_status fb_k_matmul_fwd(const fb_kctx *k, void *out, const void *inp, const void *w,
+                          const void *bias, int N, int C, int OC) {
+  fb_op_cost c = gemm_cost("matmul_fwd", k->act, N, OC, C, 1, bias ? (double)OC * 4 : 0);
+  FB_KRUN(k, c, matmul_fwd, out, inp, w, bias, N, C, OC);
+}
+
+fb_status fb_k_matmul_bwd(const fb_kctx *k, void *dinp, void *dw, void *dbias, const void *dout,
+                          const void *inp, const void *w, int N, int C, int OC) {
+  /* dW = dout^T inp always; dinp = dout W when requested: 1 or 2 products of the fwd size. */
+  fb_op_cost c = gemm_cost("matmul_bwd", k->act, N, OC, C, dinp ? 2 : 1, 0);
+  if (dbias) c.flops += (double)N * OC;
+  FB_KRUN(k, c, matmul_bwd, dinp, dw, dbias, dout, inp, w, N, C, OC);
+}
+
+/* Causal attention does half of the T x T products: QK^T and PV, each 2*T*T*hd/2 per head. */
+static fb_op_cost attn_cost(const char *name, fb_dtype t, int B, int T, int H, int KVH, int hd,
+                            double products) {
+  fb_op_cost c = {.name = name, .kind = FB_OP_ATTN, .dtype = t, .m = T, .n = T, .k = hd,
+                  .batch = (int64_t)B * H};
+  c.flops = products * 2.0 * B * H * (double)T * T * hd * 0.5 + 5.0 * B * H * (double)T * T * 0.5;
+  c.bytes = ((double)B * T * (2.0 * H + 2.0 * KVH) * hd) * esz(t) * (products / 2.0) +
+            4.0 * B * H * T;
+  return c;
+}
+
+fb_status fb_k_attention_fwd(const fb_kctx *k, void *out, float *lse, const void *q,
+                             const void *kk, const void *v, int B, int T, int H, int KVH, int hd,
+                             int ldq, int ldkv, void *scratch) {
+  fb_op_cost c = attn_cost("attention_fwd", k->act, B, T, H, KVH, hd, 2);
+  FB_KRUN(k, c, attention_fwd, out, lse, q, kk, v, B, T, H, KVH, hd, ldq, ldkv, scratch);
+}
+
+fb_status fb_k_attention_bwd(const fb_kctx *k, void *dq, void *dk, void *dv, const void *dout,
+                             const void *q, const void *kk, const void *v, const void *out,
+                             const float *lse, int B, int T, int H, int KVH, int hd, int ldq,
+                             int ldkv, void *scratch) {
+  /* recompute QK^T, then dV, dP, dQ, dK: five products. */
+  fb_op_cost c = attn_cost("attention_bwd", k->act, B, T, H, KVH, hd, 5);
+  FB_KRUN(k, c, attention_bwd, dq, dk, dv, dout, q, kk, v, out, lse, B, T, H, KVH, hd, ldq, ldkv,
+          scratch);
+}
+
+fb_status fb_k_rope_fwd(const fb_kctx *k, void *x, int B, int T, int nh, int hd, int ld,
+                        float theta) {
+  double n = (double)B * T * nh * hd;
+  fb_op_cost c = mem_cost("rope_fwd", k->act, 2 * n * esz(k->act), 3 * n);
+  FB_KRUN(k, c, rope_fwd, x, B, T, nh, hd, ld, theta);
+}
+
+fb_status fb_k_rope_bwd(const fb_kctx *k, void *dx, int B, int T, int nh, int hd, int ld,
+                        float theta) {
+  double n = (double)B * T * nh * hd;
+  fb_op_cost c = mem_cost("rope_bwd", k->act, 2 * n * esz(k->act), 3 * n);
+  FB_KRUN(k, c, rope_bwd, dx, B, T, nh, hd, ld, theta);
+}
+
+fb_status fb_k_gelu_fwd(const fb_kctx *k, void *out, const void *inp, size_t n) {
+  fb_op_cost c = mem_cost("gelu_fwd", k->act, 2.0 * n * esz(k->act), 10.0 * n);
+  FB_KRUN(k, c, gelu_fwd, out, inp, n);
+}
+
+fb_status fb_k_gelu_bwd(const fb_kctx *k, void *dinp, const void *inp, const void *dout,
+                        size_t n) {
+  fb_op_cost c = mem_cost("gelu_bwd", k->act, 3.0 * n * esz(k->act), 16.0 * n);
+  FB_KRUN(k, c, gelu_bwd, dinp, inp, dout, n);
+}
+
+fb_status fb_k_swiglu_fwd(const fb_kctx *k, void *out, const void *a, const void *b, size_t n) {
+  fb_op_cost c = mem_cost("swiglu_fwd", k->act, 3.0 * n * esz(k->act), 6.0 * n);
+  FB_KRUN(k, c, swiglu_fwd, out, a, b, n);
+}
+
+fb_status fb_k_swiglu_bwd(const fb_kctx *k, void *da, void *db, const void *dout, const void *a,
+                          const void *b, size_t n) {
+  fb_op_cost c = mem_cost("swiglu_bwd", k->act, 5.0 * n * esz(k->act), 12.0 * n);
+  FB_KRUN(k, c, swiglu_bwd, da, db, dout, a, b, n);
+}
+
+fb_status fb_k_add(const fb_kctx *k, void *out, const void *a, const void *b, size_t n) {
+  fb_op_cost c = mem_cost("residual_add", k->act, 3.0 * n * esz(k->act), (double)n);
+  FB_KRUN(k, c, add, out, a, b, n);
+}
+
+fb_status fb_k_xent_fwd_bwd(const fb_kctx *k, void *logits, double *loss_sum,
+                            const int32_t *targets, int N, int V, float dscale) {
+  double n = (double)N * V;
+  fb_op_cost c = mem_cost("softmax_xent", k->act, 3.0 * n * esz(k->act), 6.0 * n);
+  FB_KRUN(k, c, xent_fwd_bwd, logits, loss_sum, targets, N, V, dscale);
+}
+
+fb_status fb_k_acc_f32(const fb_kctx *k, float *y, const float *x, size_t n) {
+  fb_op_cost c = mem_cost("grad_accumulate", FB_F32, 12.0 * n, (double)n);
+  FB_KRUN(k, c, acc_f32, y, x, n);
+}
+
+fb_status fb_k_scale_f32(const fb_kctx *k, float *y, float a, size_t n) {
+  fb_op_cost c = mem_cost("scale", FB_F32, 8.0 * n, (double)n);
+  FB_KRUN(k, c, scale_f32, y, a, n);
+}
+
+fb_status fb_k_adamw(const fb_kctx *k, float *p, const float *g, float *m, float *v, size_t n,
+                     const fb_adamw_args *a) {
+  fb_op_cost c = mem_cost("adamw", FB_F32, 28.0 * n, 14.0 * n);
+  c.kind = FB_OP_OPTIM;
+  FB_KRUN(k, c, adamw, p, g, m, v, n, a);
+}
+
+fb_status fb_k_sgd(const fb_kctx *k, float *p, const float *g, float *mom, size_t n,
+                   const fb_sgd_args *a) {
+  fb_op_cost c = mem_cost("sgd", FB_F32, 20.0 * n, 5.0 * n);
+  c.kind = FB_OP_OPTIM;
+  FB_KRUN(k, c, sgd, p, g, mom, n, a);
+}
+
+fb_status fb_k_sumsq_bins(const fb_kctx *k, uint64_t *bins, const float *g, size_t n) {
+  fb_op_cost c = mem_cost("grad_norm", FB_F32, 4.0 * n, 2.0 * n);
+  FB_KRUN(k, c, sumsq_bins, bins, g, n);
+}
+
+fb_status fb_k_sum_f64(const fb_kctx *k, double *out, const float *x, size_t n) {
+  fb_op_cost c = mem_cost("param_sum", FB_F32, 4.0 * n, (double)n);
+  FB_KRUN(k, c, sum_f64, out, x, n);
+}
+
+fb_status fb_k_cast(const fb_kctx *k, void *dst, fb_dtype dt, const void *src, fb_dtype st,
+                    size_t n) {
+  fb_op_cost c = mem_cost("cast", dt, (double)n * (esz(dt) + esz(st)), 0);
+  FB_KRUN(k, c, cast, dst, dt, src, st, n);
+}
+
+/* Zero and copy go through the device ops table (the sim device costs them itself) but are
+ * recorded like kernels. */
+fb_status fb_k_memset0(const fb_kctx *k, const char *name, void *p, size_t bytes) {
+  fb_device *d = k->dev;
+  if (!bytes) return FB_OK;
+  fb_op_cost c = mem_cost(name, FB_F32, (double)bytes, 0);
+  uint64_t t0 = d->ops->mark(d, k->s);
+  fb_status st = d->ops->memset0(d, k->s, p, bytes);
+  uint64_t t1 = d->ops->mark(d, k->s);
+  if (d->rec) fb_recorder_op(d->rec, k->s, &c, k->unit, t0, t1);
+  return st;
+}
+
+fb_status fb_k_copy(const fb_kctx *k, const char *name, void *dst, const void *src, size_t bytes) {
+  fb_device *d = k->dev;
+  if (!bytes) return FB_OK;
+  fb_op_cost c = mem_cost(name, FB_F32, 2.0 * bytes, 0);
+  uint64_t t0 = d->ops->mark(d, k->s);
+  fb_status st = d->ops->copy_d2d(d, k->s, dst, src, bytes);
+  uint64_t t1 = d->ops->mark(d, k->s);
+  if (d->rec) fb_recorder_op(d->rec, k->s, &c, k->unit, t0, t1);
+  return st;
+}

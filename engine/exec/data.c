@@ -1,0 +1,156 @@
+/* Token files, `prepare`, and the synthetic stream (see data.h). Host-side only. */
+#include "data.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static inline uint64_t mix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static const char MAGIC[8] = {'F', 'S', 'D', 'P', 'T', 'O', 'K', '1'};
+
+fb_status fb_data_open(fb_data *d, const char *spec, int vocab, uint64_t seed, int seq) {
+  memset(d, 0, sizeof *d);
+  d->vocab = vocab;
+  d->seed = seed;
+  snprintf(d->path, sizeof d->path, "%s", spec);
+  if (!strcmp(spec, "synthetic") || !spec[0]) {
+    d->synthetic = 1;
+    return FB_OK;
+  }
+  fb_status st = FB_OK;
+  unsigned char hdr[32];
+  void *raw = NULL;
+  FILE *f = fopen(spec, "rb");
+  if (!f) return FB_ERR(FB_EUSAGE, "--data: cannot open '%s': %s", spec, strerror(errno));
+  if (fread(hdr, 1, sizeof hdr, f) != sizeof hdr || memcmp(hdr, MAGIC, 8)) {
+    st = FB_ERR(FB_EUSAGE, "--data: '%s' is not a token file (want magic FSDPTOK1; make one "
+                           "with `fsdpbench prepare TEXT OUT`)", spec);
+    goto out;
+  }
+  uint32_t version, fvocab, width;
+  uint64_t count;
+  memcpy(&version, hdr + 8, 4);
+  memcpy(&fvocab, hdr + 12, 4);
+  memcpy(&count, hdr + 16, 8);
+  memcpy(&width, hdr + 24, 4);
+  if (version != 1 || (width != 2 && width != 4)) {
+    st = FB_ERR(FB_EUSAGE, "--data: '%s' has version %u / %u-byte tokens (want version 1, 2 or "
+                           "4 bytes)", spec, version, width);
+    goto out;
+  }
+  if (count < (uint64_t)seq + 1) {
+    st = FB_ERR(FB_EUSAGE, "--data: '%s' holds %llu tokens, fewer than --seq + 1 = %d", spec,
+                (unsigned long long)count, seq + 1);
+    goto out;
+  }
+  raw = malloc(count * width);
+  d->tokens = malloc(count * sizeof *d->tokens);
+  if (!raw || !d->tokens) {
+    st = FB_ERR(FB_ENOMEM, "--data: no host memory for %llu tokens", (unsigned long long)count);
+    goto out;
+  }
+  if (fread(raw, width, count, f) != count) {
+    st = FB_ERR(FB_EUSAGE, "--data: '%s' is truncated (header says %llu tokens)", spec,
+                (unsigned long long)count);
+    goto out;
+  }
+  for (uint64_t i = 0; i < count; i++) {
+    uint32_t t;
+    if (width == 2) {
+      uint16_t v;
+      memcpy(&v, (char *)raw + 2 * i, 2);
+      t = v;
+    } else {
+      memcpy(&t, (char *)raw + 4 * i, 4);
+    }
+    if (t >= (uint32_t)vocab) {
+      st = FB_ERR(FB_EUSAGE, "--data: token %u at position %llu of '%s' is >= the model's vocab "
+                             "(%d)", t, (unsigned long long)i, spec, vocab);
+      goto out;
+    }
+    d->tokens[i] = t;
+  }
+  (void)fvocab;
+  d->ntokens = count;
+out:
+  free(raw);
+  fclose(f);
+  if (st != FB_OK) {
+    free(d->tokens);
+    d->tokens = NULL;
+  }
+  return st;
+}
+
+void fb_data_close(fb_data *d) {
+  free(d->tokens);
+  d->tokens = NULL;
+}
+
+void fb_data_sequence(const fb_data *d, int step, int g, int T, int32_t *in, int32_t *tg) {
+  const uint64_t key = mix64(d->seed ^ mix64(((uint64_t)step << 32) ^ (uint64_t)g));
+  if (!d->synthetic) {
+    uint64_t span = d->ntokens - (uint64_t)T; /* start in [0, span) */
+    uint64_t start = key % span;
+    for (int t = 0; t < T; t++) {
+      in[t] = (int32_t)d->tokens[start + t];
+      tg[t] = (int32_t)d->tokens[start + t + 1];
+    }
+    return;
+  }
+  /* Markov chain over min(vocab, 64) symbols: next = (5*cur + 3) mod K with probability
+   * 7/8, else uniform. A model learns it to about 0.6 nats. */
+  const uint64_t K = d->vocab < 64 ? (uint64_t)d->vocab : 64;
+  uint64_t cur = key % K;
+  for (int t = 0; t <= T; t++) {
+    if (t < T) in[t] = (int32_t)cur;
+    if (t > 0) tg[t - 1] = (int32_t)cur;
+    uint64_t r = mix64(key + 0x632BE59BD9B4E019ull * (uint64_t)(t + 1));
+    cur = (r & 7) ? (5 * cur + 3) % K : (r >> 8) % K;
+  }
+}
+
+fb_status fb_data_prepare(const char *in_path, const char *out_path, uint64_t *ntokens) {
+  fb_status st = FB_OK;
+  FILE *in = fopen(in_path, "rb"), *out = NULL;
+  if (!in) return FB_ERR(FB_EUSAGE, "prepare: cannot open '%s': %s", in_path, strerror(errno));
+  out = fopen(out_path, "wb");
+  if (!out) {
+    st = FB_ERR(FB_EIO, "prepare: cannot create '%s': %s", out_path, strerror(errno));
+    goto done;
+  }
+  unsigned char hdr[32] = {0};
+  memcpy(hdr, MAGIC, 8);
+  uint32_t version = 1, vocab = 256, width = 2;
+  memcpy(hdr + 8, &version, 4);
+  memcpy(hdr + 12, &vocab, 4);
+  memcpy(hdr + 24, &width, 4);
+  if (fwrite(hdr, 1, 32, out) != 32) goto io;
+  uint64_t n = 0;
+  unsigned char buf[65536];
+  uint16_t tok[65536];
+  size_t got;
+  while ((got = fread(buf, 1, sizeof buf, in)) > 0) {
+    for (size_t i = 0; i < got; i++) tok[i] = buf[i];
+    if (fwrite(tok, 2, got, out) != got) goto io;
+    n += got;
+  }
+  memcpy(hdr + 16, &n, 8);
+  if (fseek(out, 0, SEEK_SET) || fwrite(hdr, 1, 32, out) != 32) goto io;
+  if (ntokens) *ntokens = n;
+  goto done;
+io:
+  st = FB_ERR(FB_EIO, "prepare: writing '%s' failed: %s", out_path, strerror(errno));
+done:
+  if (out && fclose(out) && st == FB_OK)
+    st = FB_ERR(FB_EIO, "prepare: closing '%s' failed: %s", out_path, strerror(errno));
+  fclose(in);
+  return st;
+}

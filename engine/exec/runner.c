@@ -1,0 +1,421 @@
+/* The runner (see runner.h): resolves the automatic choices, opens one device, recorder,
+ * communicator and strategy per rank held by this process, runs the steps on one thread per
+ * rank, and gathers losses, norms, step statistics, memory and the final parameter sum.
+ * On sim only rank 0 is simulated: data-parallel ranks run the same program, collectives
+ * are costed for the whole world. */
+#include "runner.h"
+
+#include <math.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../strategies/strategy.h"
+#include "../comm/comm.h"
+#include "../ops/blas.h"
+#include "../sim/hardware.h"
+#include "../device/device_cpu.h"
+#include "executor.h"
+
+typedef struct shared {
+  const fb_run_config *cfg;
+  fb_run_result *res;
+  const fb_model *model;
+  const fb_data *data;
+  const fb_device_ops *dev_ops;
+  const fb_hardware *hw;
+  fb_local_group *group;
+  int threads;      /* per rank */
+  int nlocal;       /* ranks held by this process */
+  int first_rank;
+} shared;
+
+typedef struct rank_ctx {
+  shared *sh;
+  int index; /* 0..nlocal-1 */
+  int rank;
+  fb_status st;
+  char msg[512], where[128];
+} rank_ctx;
+
+static void log_step(const shared *sh, int step, const fb_step_stats *ss, const fb_device *dev) {
+  const fb_run_config *c = sh->cfg;
+  const fb_run_result *res = sh->res;
+  const double tokens = (double)res->tokens_per_step;
+  const double gflops = res->model_flops_per_step / res->world / ss->wall / 1e9;
+  char loss[32], gn[32];
+  if (isnan(res->loss[step])) {
+    snprintf(loss, sizeof loss, "-");
+    snprintf(gn, sizeof gn, "-");
+  } else {
+    snprintf(loss, sizeof loss, "%.6f", res->loss[step]);
+    snprintf(gn, sizeof gn, "%.4f", res->grad_norm[step]);
+  }
+  printf("step %4d/%d | loss %s | gnorm %s | lr %.3e | %s%.1f ms | %.0f tok/s | %.1f GFLOP/s "
+         "(%.1f%% of %.0f) | mem %.1f MiB\n",
+         step + 1, c->steps, loss, gn, res->lr[step], res->predicted ? "pred " : "",
+         ss->wall * 1e3, tokens / ss->wall, gflops, 100.0 * gflops * 1e9 / res->peak_flops,
+         res->peak_flops / 1e9, (double)dev->mem.peak_total / (1 << 20));
+  fflush(stdout);
+}
+
+static fb_status open_comm(shared *sh, int rank, fb_device *dev, fb_comm **out) {
+  const fb_run_config *c = sh->cfg;
+  if (!strcmp(c->comm, "local")) return fb_comm_local_create(sh->group, rank, dev, out);
+  if (!strcmp(c->comm, "sim")) return fb_comm_sim_create(dev, rank, sh->res->world, out);
+#ifdef FB_HAVE_MPI
+  if (!strcmp(c->comm, "mpi")) return fb_comm_mpi_create(dev, c->timeout_s, out);
+#endif
+#ifdef FB_HAVE_CUDA
+  if (!strcmp(c->comm, "nccl")) return fb_comm_nccl_create(dev, c->timeout_s, out);
+#endif
+  return FB_ERR(FB_EUNSUPPORTED, "--comm: '%s' is not built into this binary", c->comm);
+}
+
+static fb_status final_param_sum(fb_rank *r, double *sum) {
+  const fb_model *m = r->model;
+  float *host = r->rank == 0 ? malloc((size_t)m->max_unit_numel * sizeof *host) : NULL;
+  if (r->rank == 0 && !host) return FB_ERR(FB_ENOMEM, "out of host memory (param readback)");
+  double s = 0;
+  fb_status st = FB_OK;
+  for (int u = 0; u < m->nunits && st == FB_OK; u++) {
+    st = r->strategy->read_params(r, u, host);
+    if (st != FB_OK || !host) continue;
+    const fb_unit *un = &m->units[u];
+    for (int i = un->first; i < un->first + un->count; i++) {
+      const fb_param *p = &m->params[i];
+      for (int64_t j = 0; j < p->numel; j++) s += host[p->offset + j];
+    }
+  }
+  free(host);
+  *sum = s;
+  return st;
+}
+
+static fb_status rank_run(rank_ctx *ctx) {
+  shared *sh = ctx->sh;
+  const fb_run_config *c = sh->cfg;
+  fb_run_result *res = sh->res;
+  fb_rank_result *rr = &res->ranks[ctx->index];
+  fb_device *dev = NULL;
+  fb_recorder *rec = NULL;
+  fb_comm *comm = NULL;
+  fb_stream *compute = NULL, *commst = NULL;
+  fb_rank r = {0};
+  fb_exec e = {0};
+  bool setup_done = false;
+  fb_status st;
+  omp_set_num_threads(sh->threads);
+
+  FB_CHECK_GOTO(st, fb_device_open(sh->dev_ops, ctx->rank, res->world, sh->threads, c->mem_limit,
+                                   sh->hw, &dev), out);
+  fb_rec_config rc = {.trace = c->trace, .trace_wait = c->trace_wait,
+                      .trace_warmup = c->trace_warmup, .trace_active = c->trace_active,
+                      .mem_timeline = c->mem_snapshot || c->trace};
+  FB_CHECK_GOTO(st, fb_recorder_create(dev, &rc, &rec), out);
+  dev->rec = rec;
+  rr->rec = rec;
+  rr->rank = ctx->rank;
+  FB_CHECK_GOTO(st, dev->ops->stream_create(dev, FB_STREAM_COMPUTE, &compute), out);
+  FB_CHECK_GOTO(st, dev->ops->stream_create(dev, FB_STREAM_COMM, &commst), out);
+  fb_recorder_stream(rec, compute, "compute");
+  fb_recorder_stream(rec, commst, "comm");
+  FB_CHECK_GOTO(st, open_comm(sh, ctx->rank, dev, &comm), out);
+
+  r.cfg = c;
+  r.model = sh->model;
+  r.rank = ctx->rank;
+  r.world = res->world;
+  r.dev = dev;
+  r.comm = comm;
+  r.compute = compute;
+  r.commst = commst;
+  r.rec = rec;
+  r.strategy = fb_strategy_lookup(c->strategy);
+  r.zero3_imbalance = 1.0;
+  r.view = calloc((size_t)sh->model->nunits, sizeof *r.view);
+  if (!r.view) {
+    st = FB_ERR(FB_ENOMEM, "out of host memory (unit views)");
+    goto out;
+  }
+  FB_CHECK_GOTO(st, r.strategy->setup(&r), out);
+  setup_done = true;
+  FB_CHECK_GOTO(st, fb_stream_sync(dev, compute), out);
+  rr->persistent_bytes = dev->mem.cur_total;
+  rr->zero3_imbalance = r.zero3_imbalance;
+  FB_CHECK_GOTO(st, fb_exec_init(&e, &r, sh->data), out);
+
+  for (int step = 0; step < c->steps; step++) {
+    double loss = 0;
+    FB_CHECK_GOTO(st, fb_exec_step(&e, step, &loss), out);
+    if (!dev->simulated && res->world > 1) {
+      /* metric reduction: bypasses the recorder, it is not part of the algorithm */
+      FB_CHECK_GOTO(st, comm->ops->all_reduce(comm, commst, &loss, &loss, 1, FB_F64), out);
+      FB_CHECK_GOTO(st, fb_stream_sync(dev, commst), out);
+    }
+    FB_CHECK_GOTO(st, fb_recorder_step_end(rec, &rr->steps[step]), out);
+    if (ctx->rank == 0) {
+      res->loss[step] = dev->simulated ? NAN : loss / ((double)c->batch * c->seq);
+      res->grad_norm[step] = dev->simulated ? NAN : r.grad_norm;
+      res->lr[step] = r.lr;
+      if (!c->quiet && (step % c->log_every == 0 || step == c->steps - 1))
+        log_step(sh, step, &rr->steps[step], dev);
+    }
+  }
+  if (!dev->simulated) {
+    double sum = 0;
+    FB_CHECK_GOTO(st, final_param_sum(&r, &sum), out);
+    if (ctx->rank == 0) res->param_sum = sum;
+  }
+  FB_CHECK_GOTO(st, fb_stream_sync(dev, commst), out);
+  FB_CHECK_GOTO(st, fb_stream_sync(dev, compute), out);
+out:
+  fb_exec_fini(&e);
+  if (setup_done) r.strategy->teardown(&r);
+  free(r.view);
+  if (dev) rr->mem = dev->mem;
+  if (comm) fb_comm_destroy(comm);
+  if (commst) dev->ops->stream_destroy(dev, commst);
+  if (compute) dev->ops->stream_destroy(dev, compute);
+  if (dev) {
+    dev->rec = NULL;
+    fb_device_close(dev);
+  }
+  /* the recorder outlives its device only as a container of resolved events */
+  return st;
+}
+
+static void *rank_thread(void *arg) {
+  rank_ctx *ctx = arg;
+  ctx->st = rank_run(ctx);
+  if (ctx->st != FB_OK) {
+    snprintf(ctx->msg, sizeof ctx->msg, "%s", fb_error_msg());
+    snprintf(ctx->where, sizeof ctx->where, "%s", fb_error_where());
+    if (ctx->sh->group) fb_local_group_abort(ctx->sh->group);
+  }
+  return NULL;
+}
+
+static int env_int(const char *name) {
+  const char *v = getenv(name);
+  return v ? atoi(v) : 0;
+}
+
+/* Fills the automatic choices: backend, comm, world, hardware. */
+static fb_status resolve_auto(fb_run_config *c, const fb_model *m, char *why, size_t why_len) {
+  why[0] = 0;
+  const bool under_mpi = env_int("OMPI_COMM_WORLD_SIZE") > 0;
+  if (!strcmp(c->backend, "auto")) {
+    char reason[256];
+    if (fb_device_available("cuda", reason, sizeof reason)) {
+      snprintf(c->backend, sizeof c->backend, "cuda");
+    } else {
+      /* execute on this CPU when the whole run takes about a minute or less */
+      int B = c->batch, T = c->seq;
+      double flops = 3.0 * fb_model_forward_flops(&m->spec, B, T) * c->steps;
+      double est = flops / 100e9;
+      if (est <= 60.0) {
+        snprintf(c->backend, sizeof c->backend, "cpu");
+      } else {
+        snprintf(c->backend, sizeof c->backend, "sim");
+        snprintf(why, why_len, "no GPU here (%s); executing %d steps of %s on this CPU would take "
+                 "about %.0f s, so every figure below is predicted — pass --backend cpu to "
+                 "execute", reason, c->steps, m->spec.name, est);
+      }
+    }
+  }
+  if (!strcmp(c->comm, "auto")) {
+    if (!strcmp(c->backend, "sim")) snprintf(c->comm, sizeof c->comm, "sim");
+    else if (!strcmp(c->backend, "cuda")) snprintf(c->comm, sizeof c->comm, under_mpi || env_int("WORLD_SIZE") > 1 ? "nccl" : "local");
+    else snprintf(c->comm, sizeof c->comm, under_mpi ? "mpi" : "local");
+  }
+  if (!strcmp(c->backend, "sim") && strcmp(c->comm, "sim"))
+    return FB_ERR(FB_EUSAGE, "--comm: '%s' cannot drive --backend sim (use --comm sim)", c->comm);
+  if (!strcmp(c->comm, "sim") && strcmp(c->backend, "sim"))
+    return FB_ERR(FB_EUSAGE, "--comm: 'sim' needs --backend sim (got '%s')", c->backend);
+  if (!c->hardware[0] && !strcmp(c->backend, "sim")) snprintf(c->hardware, sizeof c->hardware, "h100");
+  return FB_OK;
+}
+
+fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
+  memset(res, 0, sizeof *res);
+  res->cfg = *cfg_in;
+  fb_run_config *c = &res->cfg;
+  fb_status st;
+  fb_data data = {0};
+  fb_hardware hw;
+  rank_ctx *ctx = NULL;
+  pthread_t *th = NULL;
+  shared sh = {0};
+  char why[512];
+  double t_start = fb_cpu_clock();
+
+  FB_CHECK_GOTO(st, fb_model_build(&c->spec, &res->model), fail);
+  FB_CHECK_GOTO(st, resolve_auto(c, &res->model, why, sizeof why), fail);
+  if (why[0] && !c->quiet) printf("fsdpbench: backend sim: %s\n", why);
+  /* executing backends need a profile only for the cost-model figures; sim needs one */
+  memset(&hw, 0, sizeof hw);
+  snprintf(hw.name, sizeof hw.name, "%s", c->backend);
+  if (c->hardware[0]) FB_CHECK_GOTO(st, fb_hardware_load(c->hardware, &hw), fail);
+  sh.dev_ops = fb_device_lookup(c->backend);
+  if (!sh.dev_ops) {
+    st = FB_ERR(FB_EUSAGE, "--backend: '%s' is not available in this build", c->backend);
+    goto fail;
+  }
+  if (!strcmp(c->backend, "cuda")) {
+    char reason[256];
+    if (!fb_device_available("cuda", reason, sizeof reason)) {
+      st = FB_ERR(FB_EUNSUPPORTED, "--backend cuda: %s", reason);
+      goto fail;
+    }
+  }
+  int mpi_rank = 0, mpi_world = 1;
+  const bool multi_process = !strcmp(c->comm, "mpi") || !strcmp(c->comm, "nccl");
+  if (multi_process) {
+    mpi_rank = env_int("OMPI_COMM_WORLD_RANK");
+    mpi_world = env_int("OMPI_COMM_WORLD_SIZE");
+    if (mpi_world <= 0) {
+      mpi_rank = env_int("RANK");
+      mpi_world = env_int("WORLD_SIZE");
+    }
+    if (mpi_world <= 0) mpi_world = 1;
+    if (c->world > 0 && c->world != mpi_world) {
+      st = FB_ERR(FB_EUSAGE, "--world: %d but the launcher started %d processes", c->world,
+                  mpi_world);
+      goto fail;
+    }
+    c->world = mpi_world;
+  }
+  if (c->world <= 0) {
+    if (!strcmp(c->strategy, "single")) c->world = 1;
+    else if (!strcmp(c->backend, "sim")) c->world = hw.devices_per_node > 0 ? hw.devices_per_node : 8;
+    else c->world = 2;
+  }
+  /* re-check what depends on the world now that it is known */
+  if (c->batch % c->world) {
+    st = FB_ERR(FB_EUSAGE, "--batch: %d does not divide over --world %d", c->batch, c->world);
+    goto fail;
+  }
+  if (c->micro_batch <= 0) c->micro_batch = c->batch / c->world;
+  if ((c->batch / c->world) % c->micro_batch) {
+    st = FB_ERR(FB_EUSAGE, "--micro-batch: %d does not divide the per-rank batch %d",
+                c->micro_batch, c->batch / c->world);
+    goto fail;
+  }
+  if (!strcmp(c->strategy, "single") && c->world != 1) {
+    st = FB_ERR(FB_EUSAGE, "--world: strategy single runs one rank (got %d)", c->world);
+    goto fail;
+  }
+  snprintf(res->backend, sizeof res->backend, "%s", c->backend);
+  snprintf(res->comm, sizeof res->comm, "%s", c->comm);
+  snprintf(res->hardware, sizeof res->hardware, "%s", hw.name);
+  res->predicted = !strcmp(c->backend, "sim");
+  res->world = c->world;
+  res->nsteps = c->steps;
+  res->param_sum = NAN;
+  res->tokens_per_step = (int64_t)c->batch * c->seq;
+  res->model_flops_per_step = 3.0 * fb_model_forward_flops(&c->spec, c->batch, c->seq);
+  res->loss = calloc((size_t)c->steps, sizeof *res->loss);
+  res->grad_norm = calloc((size_t)c->steps, sizeof *res->grad_norm);
+  res->lr = calloc((size_t)c->steps, sizeof *res->lr);
+  if (!res->loss || !res->grad_norm || !res->lr) {
+    st = FB_ERR(FB_ENOMEM, "out of host memory (results)");
+    goto fail;
+  }
+
+  sh.nlocal = res->predicted || multi_process ? 1 : c->world;
+  sh.first_rank = multi_process ? mpi_rank : 0;
+  int total_threads = c->threads > 0 ? c->threads : omp_get_num_procs();
+  sh.threads = total_threads / sh.nlocal > 0 ? total_threads / sh.nlocal : 1;
+  if (!res->predicted) {
+    fb_blas_set_threads(sh.threads);
+    snprintf(res->blas, sizeof res->blas, "%s", fb_blas_describe());
+    res->peak_flops = !strcmp(c->backend, "cpu") ? fb_blas_measure_peak(total_threads, 0.3) * 1e9 / sh.nlocal
+                                                  : fb_hardware_peak(&hw, c->param_dtype);
+  } else {
+    snprintf(res->blas, sizeof res->blas, "none (simulated)");
+    res->peak_flops = fb_hardware_peak(&hw, c->param_dtype);
+  }
+  FB_CHECK_GOTO(st, fb_data_open(&data, c->data, c->spec.vocab, c->seed, c->seq), fail);
+
+  res->nranks = sh.nlocal;
+  res->ranks = calloc((size_t)sh.nlocal, sizeof *res->ranks);
+  ctx = calloc((size_t)sh.nlocal, sizeof *ctx);
+  th = calloc((size_t)sh.nlocal, sizeof *th);
+  if (!res->ranks || !ctx || !th) {
+    st = FB_ERR(FB_ENOMEM, "out of host memory (ranks)");
+    goto fail;
+  }
+  for (int i = 0; i < sh.nlocal; i++) {
+    res->ranks[i].steps = calloc((size_t)c->steps, sizeof(fb_step_stats));
+    if (!res->ranks[i].steps) {
+      st = FB_ERR(FB_ENOMEM, "out of host memory (step stats)");
+      goto fail;
+    }
+  }
+  sh.cfg = c;
+  sh.res = res;
+  sh.model = &res->model;
+  sh.data = &data;
+  sh.hw = &hw;
+  if (!strcmp(c->comm, "local"))
+    FB_CHECK_GOTO(st, fb_local_group_create(c->world, c->timeout_s, &sh.group), fail);
+
+  int started = 0;
+  for (int i = 0; i < sh.nlocal; i++) {
+    ctx[i] = (rank_ctx){.sh = &sh, .index = i, .rank = sh.first_rank + i};
+    if (sh.nlocal == 1) {
+      rank_thread(&ctx[i]);
+      continue;
+    }
+    if (pthread_create(&th[i], NULL, rank_thread, &ctx[i])) {
+      st = FB_ERR(FB_EINTERNAL, "cannot start rank thread %d", i);
+      if (sh.group) fb_local_group_abort(sh.group);
+      break;
+    }
+    started++;
+  }
+  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  if (st == FB_OK) {
+    /* report the root cause: a timeout or abort on one rank is usually caused by another */
+    int pick = -1;
+    for (int i = 0; i < sh.nlocal; i++)
+      if (ctx[i].st != FB_OK && (pick < 0 || (ctx[pick].st == FB_ECOMM || ctx[pick].st == FB_ETIMEOUT)))
+        pick = i;
+    if (pick >= 0) {
+      st = ctx[pick].st;
+      fb_error_copy(st, ctx[pick].msg, ctx[pick].where);
+    }
+  }
+  if (sh.group) fb_local_group_destroy(sh.group);
+  free(ctx);
+  free(th);
+  fb_data_close(&data);
+  res->wall_s = fb_cpu_clock() - t_start;
+  if (st != FB_OK) fb_run_result_free(res);
+  return st;
+fail:
+  if (sh.group) fb_local_group_destroy(sh.group);
+  free(ctx);
+  free(th);
+  fb_data_close(&data);
+  fb_run_result_free(res);
+  return st;
+}
+
+void fb_run_result_free(fb_run_result *res) {
+  for (int i = 0; i < res->nranks && res->ranks; i++) {
+    free(res->ranks[i].steps);
+    if (res->ranks[i].rec) fb_recorder_destroy(res->ranks[i].rec);
+  }
+  free(res->ranks);
+  free(res->loss);
+  free(res->grad_norm);
+  free(res->lr);
+  fb_model_free(&res->model);
+  res->ranks = NULL;
+  res->loss = res->grad_norm = res->lr = NULL;
+  res->nranks = 0;
+}

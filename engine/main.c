@@ -1,0 +1,117 @@
+/* fsdpbench: the command line. Subcommands: (default) train/run, prepare, plan, calibrate,
+ * selftest. It parses, runs, prints and exits: 0 success, 2 bad input (one line on stderr),
+ * 1 any other failure (one line with file:line context), 77 skipped (selftest without GPU).
+ * Before anything else it makes sure the BLAS runs the right kernel for this CPU (some
+ * libraries misdetect new CPUs): it sets the library's override variable and re-executes. */
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../traces/chrome_trace.h"
+#include "../traces/memory_snapshot.h"
+#include "comm/comm.h"
+#include "config/config.h"
+#include "exec/data.h"
+#include "exec/runner.h"
+#include "obs/report.h"
+#include "ops/blas.h"
+
+static int fail(fb_status st) {
+  if (st == FB_EUSAGE)
+    fprintf(stderr, "fsdpbench: error: %s\n", fb_error_msg());
+  else
+    fprintf(stderr, "fsdpbench: error: %s [%s, %s]\n", fb_error_msg(), fb_status_name(st),
+            fb_error_where());
+  return st == FB_EUSAGE ? 2 : 1;
+}
+
+static void maybe_reexec(char **argv) {
+  const char *hint = fb_blas_kernel_hint();
+  if (!hint || getenv("FSDPBENCH_NO_REEXEC")) return;
+  char *copy = strdup(hint);
+  if (!copy || putenv(copy)) return;
+  setenv("FSDPBENCH_NO_REEXEC", "1", 1);
+  execv("/proc/self/exe", argv);
+  /* exec failed: keep running with the library's own choice */
+}
+
+static int cmd_prepare(int argc, char **argv) {
+  if (argc != 4) {
+    fprintf(stderr, "fsdpbench: error: prepare: want `fsdpbench prepare TEXT_FILE OUT.tok`\n");
+    return 2;
+  }
+  uint64_t n = 0;
+  fb_status st = fb_data_prepare(argv[2], argv[3], &n);
+  if (st != FB_OK) return fail(st);
+  printf("prepare: %s -> %s: %llu byte-level tokens (vocab 256)\n", argv[2], argv[3],
+         (unsigned long long)n);
+  return 0;
+}
+
+static int cmd_run(int argc, char **argv, int first) {
+  fb_run_config cfg;
+  bool help = false;
+  fb_config_defaults(&cfg);
+  fb_status st = fb_config_parse_args(&cfg, argc, argv, first, &help);
+  if (st != FB_OK) return fail(st);
+  if (help) {
+    fb_config_print_help(stdout);
+    return 0;
+  }
+  st = fb_config_finalize(&cfg);
+  if (st != FB_OK) return fail(st);
+  const bool mpi = !strcmp(cfg.comm, "mpi") ||
+                   (!strcmp(cfg.comm, "auto") && getenv("OMPI_COMM_WORLD_SIZE"));
+  int rank = 0, world = 1;
+  if (mpi) {
+#ifdef FB_HAVE_MPI
+    st = fb_mpi_init(&argc, &argv, &rank, &world);
+    if (st != FB_OK) return fail(st);
+#else
+    fb_error_set(FB_EUSAGE, __FILE__, __LINE__, "--comm: 'mpi' is not built into this binary "
+                 "(install libopenmpi-dev and rebuild)");
+    return fail(FB_EUSAGE);
+#endif
+  }
+  fb_run_result res;
+  st = fb_run(&cfg, &res);
+  if (st == FB_OK && rank == 0 && !cfg.quiet) fb_report_print(stdout, &res);
+  if (st == FB_OK && cfg.out[0]) {
+    st = fb_report_write(cfg.out, &res);
+    if (st == FB_OK && cfg.trace) st = fb_trace_write(cfg.out, &res);
+    if (st == FB_OK && cfg.mem_snapshot) st = fb_memsnap_write(cfg.out, &res);
+    if (st == FB_OK && rank == 0 && !cfg.quiet) printf("outputs written under %s/\n", cfg.out);
+  }
+  if (st != FB_OK) {
+    int rc = fail(st);
+#ifdef FB_HAVE_MPI
+    if (mpi) fb_mpi_finalize();
+#endif
+    return rc;
+  }
+  fb_run_result_free(&res);
+#ifdef FB_HAVE_MPI
+  if (mpi) fb_mpi_finalize();
+#endif
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  maybe_reexec(argv);
+  /* keep freed activation blocks in the heap instead of returning them to the kernel every
+   * micro-step: the caching behaviour a device allocator has */
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  const char *sub = argc > 1 ? argv[1] : "";
+  if (!strcmp(sub, "prepare")) return cmd_prepare(argc, argv);
+  if (!strcmp(sub, "train") || !strcmp(sub, "run")) return cmd_run(argc, argv, 2);
+  if (sub[0] && sub[0] != '-') {
+    fprintf(stderr, "fsdpbench: error: unknown subcommand '%s' (allowed: train, prepare, plan, "
+                    "calibrate, selftest, or flags; see --help)\n", sub);
+    return 2;
+  }
+  return cmd_run(argc, argv, 1);
+}

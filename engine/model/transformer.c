@@ -1,0 +1,347 @@
+/* Transformer stages (see transformer.h). Composition only: every piece of math is a kernel
+ * behind fb_k_*; this file decides shapes, buffers and their lifetimes. */
+#include "transformer.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct fb_tf_block_acts {
+  fb_buf x_out;                          /* block output = next block input (always kept) */
+  fb_buf ln1, ln1_mean, ln1_rstd, qkv, q, k, v, att, lse, xmid, ln2, ln2_mean, ln2_rstd;
+  fb_buf fc, gelu, a, b, h;
+  bool have; /* the saved set (everything but x_out) is allocated */
+};
+
+#define ACT FB_MEM_ACT
+static inline size_t esz(const fb_tf *t) { (void)t; return sizeof(float); }
+static inline fb_kctx kc(const fb_tf *t, int unit) {
+  fb_kctx k = {.dev = t->dev, .s = t->s, .act = FB_F32, .unit = unit};
+  return k;
+}
+/* Parameter `slot` of unit u inside a flat buffer of the compute dtype / of fp32 grads. */
+static inline void *par(const fb_tf *t, const void *base, int u, int slot) {
+  const fb_param *p = &t->m->params[t->m->units[u].first + slot];
+  return (char *)base + (size_t)p->offset * esz(t);
+}
+static inline float *grd(const fb_tf *t, float *base, int u, int slot) {
+  const fb_param *p = &t->m->params[t->m->units[u].first + slot];
+  return base + p->offset;
+}
+
+static fb_status act_alloc(fb_tf *t, fb_buf *b, size_t elems, size_t elsz, const char *label) {
+  return fb_alloc(t->dev, elems * elsz, ACT, label, b);
+}
+
+fb_status fb_tf_begin(fb_tf *t, const fb_model *m, fb_device *dev, fb_stream *s, int B, int T,
+                      bool recompute, const int32_t *tokens, const int32_t *targets,
+                      float dscale, double *loss_dev) {
+  memset(t, 0, sizeof *t);
+  t->m = m;
+  t->dev = dev;
+  t->s = s;
+  t->B = B;
+  t->T = T;
+  t->recompute = recompute;
+  t->tokens = tokens;
+  t->targets = targets;
+  t->dscale = dscale;
+  t->loss_dev = loss_dev;
+  t->blocks = calloc((size_t)m->spec.layers, sizeof *t->blocks);
+  if (!t->blocks) return FB_ERR(FB_ENOMEM, "out of host memory (activation table)");
+  const fb_model_spec *sp = &m->spec;
+  size_t sc = fb_attention_scratch_bytes(dev, B, T, sp->heads, sp->kv_heads, fb_head_dim(sp));
+  return fb_alloc(dev, sc, FB_MEM_TEMP, "attention.scratch", &t->attn_scratch);
+}
+
+static void free_saved(fb_tf *t, fb_tf_block_acts *a) {
+  fb_buf *list[] = {&a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->q,  &a->k,
+                    &a->v,   &a->att,      &a->lse,      &a->xmid, &a->ln2, &a->ln2_mean,
+                    &a->ln2_rstd, &a->fc,  &a->gelu,     &a->a,   &a->b,  &a->h};
+  for (size_t i = 0; i < sizeof list / sizeof *list; i++) fb_free(t->dev, list[i], NULL);
+  a->have = false;
+}
+
+static fb_status alloc_saved(fb_tf *t, fb_tf_block_acts *a) {
+  const fb_model_spec *s = &t->m->spec;
+  const size_t N = (size_t)t->B * t->T, C = s->dim, F = s->ffn, E = esz(t);
+  const size_t kvd = (size_t)s->kv_heads * fb_head_dim(s), lse = (size_t)t->B * s->heads * t->T;
+  fb_status st;
+  FB_CHECK_GOTO(st, act_alloc(t, &a->ln1, N * C, E, "act.norm1"), fail);
+  FB_CHECK_GOTO(st, act_alloc(t, &a->ln1_rstd, N, 4, "act.norm1.rstd"), fail);
+  FB_CHECK_GOTO(st, act_alloc(t, &a->att, N * C, E, "act.attn_out"), fail);
+  FB_CHECK_GOTO(st, act_alloc(t, &a->lse, lse, 4, "act.attn_lse"), fail);
+  FB_CHECK_GOTO(st, act_alloc(t, &a->xmid, N * C, E, "act.residual_mid"), fail);
+  FB_CHECK_GOTO(st, act_alloc(t, &a->ln2, N * C, E, "act.norm2"), fail);
+  FB_CHECK_GOTO(st, act_alloc(t, &a->ln2_rstd, N, 4, "act.norm2.rstd"), fail);
+  if (s->family == FB_GPT2) {
+    FB_CHECK_GOTO(st, act_alloc(t, &a->ln1_mean, N, 4, "act.norm1.mean"), fail);
+    FB_CHECK_GOTO(st, act_alloc(t, &a->ln2_mean, N, 4, "act.norm2.mean"), fail);
+    FB_CHECK_GOTO(st, act_alloc(t, &a->qkv, N * 3 * C, E, "act.qkv"), fail);
+    FB_CHECK_GOTO(st, act_alloc(t, &a->fc, N * F, E, "act.fc"), fail);
+    FB_CHECK_GOTO(st, act_alloc(t, &a->gelu, N * F, E, "act.gelu"), fail);
+  } else {
+    FB_CHECK_GOTO(st, act_alloc(t, &a->q, N * C, E, "act.q"), fail);
+    FB_CHECK_GOTO(st, act_alloc(t, &a->k, N * kvd, E, "act.k"), fail);
+    FB_CHECK_GOTO(st, act_alloc(t, &a->v, N * kvd, E, "act.v"), fail);
+    FB_CHECK_GOTO(st, act_alloc(t, &a->a, N * F, E, "act.w1"), fail);
+    FB_CHECK_GOTO(st, act_alloc(t, &a->b, N * F, E, "act.w3"), fail);
+    FB_CHECK_GOTO(st, act_alloc(t, &a->h, N * F, E, "act.swiglu"), fail);
+  }
+  a->have = true;
+  return FB_OK;
+fail:
+  free_saved(t, a);
+  return st;
+}
+
+fb_status fb_tf_encoder_fwd(fb_tf *t, const void *root) {
+  const fb_model_spec *s = &t->m->spec;
+  const size_t N = (size_t)t->B * t->T;
+  FB_TRY(act_alloc(t, &t->x0, N * s->dim, esz(t), "act.embedding"));
+  fb_kctx k = kc(t, 0);
+  const void *wpe = s->family == FB_GPT2 ? par(t, root, 0, FB_G_WPE) : NULL;
+  return fb_k_encoder_fwd(&k, t->x0.ptr, t->tokens, par(t, root, 0, 0), wpe, t->B, t->T, s->dim);
+}
+
+static const void *block_input(const fb_tf *t, int l) {
+  return l == 1 ? t->x0.ptr : t->blocks[l - 2].x_out.ptr;
+}
+
+/* The block's forward into a (saved set must be allocated). */
+static fb_status block_compute(fb_tf *t, int l, const void *P, fb_tf_block_acts *a) {
+  const fb_model_spec *s = &t->m->spec;
+  const int N = t->B * t->T, C = s->dim, F = s->ffn, H = s->heads, KVH = s->kv_heads;
+  const int hd = fb_head_dim(s), kvd = KVH * hd;
+  const void *x = block_input(t, l);
+  fb_kctx k = kc(t, l);
+  char *att_scr = t->attn_scratch.ptr;
+  if (s->family == FB_GPT2) {
+    FB_TRY(fb_k_layernorm_fwd(&k, a->ln1.ptr, a->ln1_mean.ptr, a->ln1_rstd.ptr, x,
+                              par(t, P, l, FB_G_LN1_W), par(t, P, l, FB_G_LN1_B), N, C,
+                              s->norm_eps));
+    FB_TRY(fb_k_matmul_fwd(&k, a->qkv.ptr, a->ln1.ptr, par(t, P, l, FB_G_QKV_W),
+                           par(t, P, l, FB_G_QKV_B), N, C, 3 * C));
+    char *qkv = a->qkv.ptr;
+    FB_TRY(fb_k_attention_fwd(&k, a->att.ptr, a->lse.ptr, qkv, qkv + (size_t)C * esz(t),
+                              qkv + (size_t)2 * C * esz(t), t->B, t->T, H, H, hd, 3 * C, 3 * C,
+                              att_scr));
+    FB_TRY(fb_k_matmul_fwd(&k, a->xmid.ptr, a->att.ptr, par(t, P, l, FB_G_PROJ_W),
+                           par(t, P, l, FB_G_PROJ_B), N, C, C));
+    FB_TRY(fb_k_add(&k, a->xmid.ptr, a->xmid.ptr, x, (size_t)N * C));
+    FB_TRY(fb_k_layernorm_fwd(&k, a->ln2.ptr, a->ln2_mean.ptr, a->ln2_rstd.ptr, a->xmid.ptr,
+                              par(t, P, l, FB_G_LN2_W), par(t, P, l, FB_G_LN2_B), N, C,
+                              s->norm_eps));
+    FB_TRY(fb_k_matmul_fwd(&k, a->fc.ptr, a->ln2.ptr, par(t, P, l, FB_G_FC_W),
+                           par(t, P, l, FB_G_FC_B), N, C, F));
+    FB_TRY(fb_k_gelu_fwd(&k, a->gelu.ptr, a->fc.ptr, (size_t)N * F));
+    FB_TRY(fb_k_matmul_fwd(&k, a->x_out.ptr, a->gelu.ptr, par(t, P, l, FB_G_FC2_W),
+                           par(t, P, l, FB_G_FC2_B), N, F, C));
+  } else {
+    FB_TRY(fb_k_rmsnorm_fwd(&k, a->ln1.ptr, a->ln1_rstd.ptr, x, par(t, P, l, FB_L_ATTN_NORM), N,
+                            C, s->norm_eps));
+    FB_TRY(fb_k_matmul_fwd(&k, a->q.ptr, a->ln1.ptr, par(t, P, l, FB_L_WQ), NULL, N, C, C));
+    FB_TRY(fb_k_matmul_fwd(&k, a->k.ptr, a->ln1.ptr, par(t, P, l, FB_L_WK), NULL, N, C, kvd));
+    FB_TRY(fb_k_matmul_fwd(&k, a->v.ptr, a->ln1.ptr, par(t, P, l, FB_L_WV), NULL, N, C, kvd));
+    FB_TRY(fb_k_rope_fwd(&k, a->q.ptr, t->B, t->T, H, hd, C, s->rope_theta));
+    FB_TRY(fb_k_rope_fwd(&k, a->k.ptr, t->B, t->T, KVH, hd, kvd, s->rope_theta));
+    FB_TRY(fb_k_attention_fwd(&k, a->att.ptr, a->lse.ptr, a->q.ptr, a->k.ptr, a->v.ptr, t->B,
+                              t->T, H, KVH, hd, C, kvd, att_scr));
+    FB_TRY(fb_k_matmul_fwd(&k, a->xmid.ptr, a->att.ptr, par(t, P, l, FB_L_WO), NULL, N, C, C));
+    FB_TRY(fb_k_add(&k, a->xmid.ptr, a->xmid.ptr, x, (size_t)N * C));
+    FB_TRY(fb_k_rmsnorm_fwd(&k, a->ln2.ptr, a->ln2_rstd.ptr, a->xmid.ptr,
+                            par(t, P, l, FB_L_FFN_NORM), N, C, s->norm_eps));
+    FB_TRY(fb_k_matmul_fwd(&k, a->a.ptr, a->ln2.ptr, par(t, P, l, FB_L_W1), NULL, N, C, F));
+    FB_TRY(fb_k_matmul_fwd(&k, a->b.ptr, a->ln2.ptr, par(t, P, l, FB_L_W3), NULL, N, C, F));
+    FB_TRY(fb_k_swiglu_fwd(&k, a->h.ptr, a->a.ptr, a->b.ptr, (size_t)N * F));
+    FB_TRY(fb_k_matmul_fwd(&k, a->x_out.ptr, a->h.ptr, par(t, P, l, FB_L_W2), NULL, N, F, C));
+  }
+  return fb_k_add(&k, a->x_out.ptr, a->x_out.ptr, a->xmid.ptr, (size_t)N * C);
+}
+
+fb_status fb_tf_block_fwd(fb_tf *t, int l, const void *P) {
+  assert(l >= 1 && l <= t->m->spec.layers);
+  fb_tf_block_acts *a = &t->blocks[l - 1];
+  const size_t N = (size_t)t->B * t->T;
+  FB_TRY(act_alloc(t, &a->x_out, N * t->m->spec.dim, esz(t), "act.block_out"));
+  FB_TRY(alloc_saved(t, a));
+  FB_TRY(block_compute(t, l, P, a));
+  if (t->recompute) free_saved(t, a);
+  return FB_OK;
+}
+
+static size_t dscratch_elems(const fb_tf *t) {
+  const fb_model_spec *s = &t->m->spec;
+  const size_t N = (size_t)t->B * t->T, C = s->dim, F = s->ffn;
+  const size_t kvd = (size_t)s->kv_heads * fb_head_dim(s);
+  if (s->family == FB_GPT2) return N * (C + C + 3 * C + F);
+  return N * (C + C + C + C + 2 * kvd + 3 * F);
+}
+
+fb_status fb_tf_head(fb_tf *t, const void *root, float *rg) {
+  const fb_model_spec *s = &t->m->spec;
+  const int N = t->B * t->T, C = s->dim, V = s->vocab;
+  const int L = s->layers;
+  const void *x = t->blocks[L - 1].x_out.ptr;
+  fb_kctx k = kc(t, 0);
+  fb_buf xf = {0}, mean = {0}, rstd = {0}, dxf = {0}, logits = {0};
+  fb_status st;
+  const bool gpt2 = s->family == FB_GPT2;
+  const int head_slot = gpt2 ? FB_G_WTE : (s->tied ? FB_L_TOK : FB_L_HEAD);
+  const int norm_slot = gpt2 ? FB_G_LNF_W : FB_L_NORM;
+  /* rows per logits chunk: ~64 MiB of fp32 logits, at least 1 row */
+  int chunk = (int)((64u << 20) / ((size_t)V * 4));
+  if (chunk < 1) chunk = 1;
+  if (chunk > N) chunk = N;
+
+  FB_CHECK_GOTO(st, act_alloc(t, &t->dres, (size_t)N * C, esz(t), "grad.residual"), out);
+  FB_CHECK_GOTO(st, act_alloc(t, &t->dscratch, dscratch_elems(t), esz(t), "grad.block_scratch"),
+                out);
+  FB_CHECK_GOTO(st, act_alloc(t, &xf, (size_t)N * C, esz(t), "act.final_norm"), out);
+  FB_CHECK_GOTO(st, act_alloc(t, &rstd, (size_t)N, 4, "act.final_norm.rstd"), out);
+  FB_CHECK_GOTO(st, act_alloc(t, &dxf, (size_t)N * C, esz(t), "grad.final_norm"), out);
+  FB_CHECK_GOTO(st, fb_alloc(t->dev, (size_t)chunk * V * esz(t), FB_MEM_TEMP, "logits.chunk",
+                             &logits), out);
+  if (gpt2) {
+    FB_CHECK_GOTO(st, act_alloc(t, &mean, (size_t)N, 4, "act.final_norm.mean"), out);
+    FB_CHECK_GOTO(st, fb_k_layernorm_fwd(&k, xf.ptr, mean.ptr, rstd.ptr, x,
+                                         par(t, root, 0, norm_slot),
+                                         par(t, root, 0, FB_G_LNF_B), N, C, s->norm_eps), out);
+  } else {
+    FB_CHECK_GOTO(st, fb_k_rmsnorm_fwd(&k, xf.ptr, rstd.ptr, x, par(t, root, 0, norm_slot), N,
+                                       C, s->norm_eps), out);
+  }
+  for (int r0 = 0; r0 < N; r0 += chunk) {
+    int cn = N - r0 < chunk ? N - r0 : chunk;
+    const char *xr = (const char *)xf.ptr + (size_t)r0 * C * esz(t);
+    char *dxr = (char *)dxf.ptr + (size_t)r0 * C * esz(t);
+    FB_CHECK_GOTO(st, fb_k_matmul_fwd(&k, logits.ptr, xr, par(t, root, 0, head_slot), NULL, cn,
+                                      C, V), out);
+    FB_CHECK_GOTO(st, fb_k_xent_fwd_bwd(&k, logits.ptr, t->loss_dev, t->targets + r0, cn, V,
+                                        t->dscale), out);
+    FB_CHECK_GOTO(st, fb_k_matmul_bwd(&k, dxr, grd(t, rg, 0, head_slot), NULL, logits.ptr, xr,
+                                      par(t, root, 0, head_slot), cn, C, V), out);
+  }
+  FB_CHECK_GOTO(st, fb_k_memset0(&k, "zero_grad.residual", t->dres.ptr, (size_t)N * C * esz(t)),
+                out);
+  if (gpt2)
+    st = fb_k_layernorm_bwd(&k, t->dres.ptr, grd(t, rg, 0, norm_slot), grd(t, rg, 0, FB_G_LNF_B),
+                            dxf.ptr, x, par(t, root, 0, norm_slot), mean.ptr, rstd.ptr, N, C);
+  else
+    st = fb_k_rmsnorm_bwd(&k, t->dres.ptr, grd(t, rg, 0, norm_slot), dxf.ptr, x,
+                          par(t, root, 0, norm_slot), rstd.ptr, N, C);
+  if (st == FB_OK) fb_free(t->dev, &t->blocks[L - 1].x_out, NULL);
+out:
+  fb_free(t->dev, &logits, NULL);
+  fb_free(t->dev, &dxf, NULL);
+  fb_free(t->dev, &rstd, NULL);
+  fb_free(t->dev, &mean, NULL);
+  fb_free(t->dev, &xf, NULL);
+  return st;
+}
+
+fb_status fb_tf_block_bwd(fb_tf *t, int l, const void *P, float *G) {
+  const fb_model_spec *s = &t->m->spec;
+  const int N = t->B * t->T, C = s->dim, F = s->ffn, H = s->heads, KVH = s->kv_heads;
+  const int hd = fb_head_dim(s), kvd = KVH * hd;
+  fb_tf_block_acts *a = &t->blocks[l - 1];
+  const void *x = block_input(t, l);
+  fb_kctx k = kc(t, l);
+  char *att_scr = t->attn_scratch.ptr;
+  if (!a->have) { /* recompute: rebuild the saved set from the kept input */
+    FB_TRY(alloc_saved(t, a));
+    fb_buf keep = a->x_out;
+    FB_TRY(act_alloc(t, &a->x_out, (size_t)N * C, esz(t), "act.recompute_out"));
+    fb_status st = block_compute(t, l, P, a);
+    fb_free(t->dev, &a->x_out, NULL);
+    a->x_out = keep;
+    FB_TRY(st);
+  }
+  char *sc = t->dscratch.ptr;
+  float *dres = t->dres.ptr;
+  const size_t E = esz(t);
+  if (s->family == FB_GPT2) {
+    char *dln = sc, *datt = dln + (size_t)N * C * E, *dqkv = datt + (size_t)N * C * E;
+    char *dF = dqkv + (size_t)N * 3 * C * E;
+    FB_TRY(fb_k_matmul_bwd(&k, dF, grd(t, G, l, FB_G_FC2_W), grd(t, G, l, FB_G_FC2_B), dres,
+                           a->gelu.ptr, par(t, P, l, FB_G_FC2_W), N, F, C));
+    FB_TRY(fb_k_gelu_bwd(&k, dF, a->fc.ptr, dF, (size_t)N * F));
+    FB_TRY(fb_k_matmul_bwd(&k, dln, grd(t, G, l, FB_G_FC_W), grd(t, G, l, FB_G_FC_B), dF,
+                           a->ln2.ptr, par(t, P, l, FB_G_FC_W), N, C, F));
+    FB_TRY(fb_k_layernorm_bwd(&k, dres, grd(t, G, l, FB_G_LN2_W), grd(t, G, l, FB_G_LN2_B), dln,
+                              a->xmid.ptr, par(t, P, l, FB_G_LN2_W), a->ln2_mean.ptr,
+                              a->ln2_rstd.ptr, N, C));
+    FB_TRY(fb_k_matmul_bwd(&k, datt, grd(t, G, l, FB_G_PROJ_W), grd(t, G, l, FB_G_PROJ_B), dres,
+                           a->att.ptr, par(t, P, l, FB_G_PROJ_W), N, C, C));
+    char *qkv = a->qkv.ptr;
+    FB_TRY(fb_k_attention_bwd(&k, dqkv, dqkv + (size_t)C * E, dqkv + (size_t)2 * C * E, datt,
+                              qkv, qkv + (size_t)C * E, qkv + (size_t)2 * C * E, a->att.ptr,
+                              a->lse.ptr, t->B, t->T, H, H, hd, 3 * C, 3 * C, att_scr));
+    FB_TRY(fb_k_matmul_bwd(&k, dln, grd(t, G, l, FB_G_QKV_W), grd(t, G, l, FB_G_QKV_B), dqkv,
+                           a->ln1.ptr, par(t, P, l, FB_G_QKV_W), N, C, 3 * C));
+    FB_TRY(fb_k_layernorm_bwd(&k, dres, grd(t, G, l, FB_G_LN1_W), grd(t, G, l, FB_G_LN1_B), dln,
+                              x, par(t, P, l, FB_G_LN1_W), a->ln1_mean.ptr, a->ln1_rstd.ptr, N,
+                              C));
+  } else {
+    char *dn = sc, *dn2 = dn + (size_t)N * C * E, *datt = dn2 + (size_t)N * C * E;
+    char *dq = datt + (size_t)N * C * E, *dk = dq + (size_t)N * C * E;
+    char *dv = dk + (size_t)N * kvd * E, *da = dv + (size_t)N * kvd * E;
+    char *db = da + (size_t)N * F * E, *dh = db + (size_t)N * F * E;
+    FB_TRY(fb_k_matmul_bwd(&k, dh, grd(t, G, l, FB_L_W2), NULL, dres, a->h.ptr,
+                           par(t, P, l, FB_L_W2), N, F, C));
+    FB_TRY(fb_k_swiglu_bwd(&k, da, db, dh, a->a.ptr, a->b.ptr, (size_t)N * F));
+    FB_TRY(fb_k_matmul_bwd(&k, dn, grd(t, G, l, FB_L_W1), NULL, da, a->ln2.ptr,
+                           par(t, P, l, FB_L_W1), N, C, F));
+    FB_TRY(fb_k_matmul_bwd(&k, dn2, grd(t, G, l, FB_L_W3), NULL, db, a->ln2.ptr,
+                           par(t, P, l, FB_L_W3), N, C, F));
+    FB_TRY(fb_k_add(&k, dn, dn, dn2, (size_t)N * C));
+    FB_TRY(fb_k_rmsnorm_bwd(&k, dres, grd(t, G, l, FB_L_FFN_NORM), dn, a->xmid.ptr,
+                            par(t, P, l, FB_L_FFN_NORM), a->ln2_rstd.ptr, N, C));
+    FB_TRY(fb_k_matmul_bwd(&k, datt, grd(t, G, l, FB_L_WO), NULL, dres, a->att.ptr,
+                           par(t, P, l, FB_L_WO), N, C, C));
+    FB_TRY(fb_k_attention_bwd(&k, dq, dk, dv, datt, a->q.ptr, a->k.ptr, a->v.ptr, a->att.ptr,
+                              a->lse.ptr, t->B, t->T, H, KVH, hd, C, kvd, att_scr));
+    FB_TRY(fb_k_rope_bwd(&k, dq, t->B, t->T, H, hd, C, s->rope_theta));
+    FB_TRY(fb_k_rope_bwd(&k, dk, t->B, t->T, KVH, hd, kvd, s->rope_theta));
+    FB_TRY(fb_k_matmul_bwd(&k, dn, grd(t, G, l, FB_L_WQ), NULL, dq, a->ln1.ptr,
+                           par(t, P, l, FB_L_WQ), N, C, C));
+    FB_TRY(fb_k_matmul_bwd(&k, dn2, grd(t, G, l, FB_L_WK), NULL, dk, a->ln1.ptr,
+                           par(t, P, l, FB_L_WK), N, C, kvd));
+    FB_TRY(fb_k_add(&k, dn, dn, dn2, (size_t)N * C));
+    FB_TRY(fb_k_matmul_bwd(&k, dn2, grd(t, G, l, FB_L_WV), NULL, dv, a->ln1.ptr,
+                           par(t, P, l, FB_L_WV), N, C, kvd));
+    FB_TRY(fb_k_add(&k, dn, dn, dn2, (size_t)N * C));
+    FB_TRY(fb_k_rmsnorm_bwd(&k, dres, grd(t, G, l, FB_L_ATTN_NORM), dn, x,
+                            par(t, P, l, FB_L_ATTN_NORM), a->ln1_rstd.ptr, N, C));
+  }
+  free_saved(t, a);
+  if (l >= 2) fb_free(t->dev, &t->blocks[l - 2].x_out, NULL);
+  return FB_OK;
+}
+
+fb_status fb_tf_encoder_bwd(fb_tf *t, float *rg) {
+  const fb_model_spec *s = &t->m->spec;
+  fb_kctx k = kc(t, 0);
+  float *dwpe = s->family == FB_GPT2 ? grd(t, rg, 0, FB_G_WPE) : NULL;
+  FB_TRY(fb_k_encoder_bwd(&k, grd(t, rg, 0, 0), dwpe, t->dres.ptr, t->tokens, t->B, t->T,
+                          s->dim));
+  fb_free(t->dev, &t->x0, NULL);
+  fb_free(t->dev, &t->dres, NULL);
+  fb_free(t->dev, &t->dscratch, NULL);
+  return FB_OK;
+}
+
+void fb_tf_end(fb_tf *t) {
+  if (!t->m) return;
+  for (int l = 0; l < t->m->spec.layers && t->blocks; l++) {
+    free_saved(t, &t->blocks[l]);
+    fb_free(t->dev, &t->blocks[l].x_out, NULL);
+  }
+  fb_free(t->dev, &t->x0, NULL);
+  fb_free(t->dev, &t->dres, NULL);
+  fb_free(t->dev, &t->dscratch, NULL);
+  fb_free(t->dev, &t->attn_scratch, NULL);
+  free(t->blocks);
+  t->blocks = NULL;
+  t->m = NULL;
+}

@@ -1,0 +1,127 @@
+/* Shared strategy helpers (see common.h). */
+#include "common.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../engine/model/init.h"
+
+fb_status fb_materialize_range(fb_rank *r, int u, int64_t start, int64_t n, float *dst) {
+  if (n <= 0) return FB_OK;
+  if (r->dev->simulated) return FB_OK;
+  /* chunks of at most 16 Mi elements keep the host staging buffer small */
+  const int64_t chunk = (int64_t)1 << 24;
+  float *h = malloc((size_t)(n < chunk ? n : chunk) * sizeof *h);
+  if (!h) return FB_ERR(FB_ENOMEM, "out of host memory materialising unit %d", u);
+  fb_status st = FB_OK;
+  for (int64_t o = 0; o < n && st == FB_OK; o += chunk) {
+    int64_t c = n - o < chunk ? n - o : chunk;
+    /* ranges past the unit's end are world padding: zeros */
+    int64_t un = r->model->units[u].numel;
+    memset(h, 0, (size_t)c * sizeof *h);
+    if (start + o < un) {
+      int64_t valid = un - (start + o) < c ? un - (start + o) : c;
+      fb_unit_init(r->model, u, r->cfg->seed, start + o, valid, h);
+    }
+    st = fb_copy_h2d(r->dev, r->compute, dst + o, h, (size_t)c * sizeof *h);
+  }
+  free(h);
+  return st;
+}
+
+fb_status fb_optim_alloc(fb_rank *r, int64_t n, const char *label, fb_optim_state *o) {
+  memset(o, 0, sizeof *o);
+  fb_kctx k = fb_rank_kctx(r, r->compute, -1);
+  FB_TRY(fb_alloc(r->dev, (size_t)n * 4, FB_MEM_OPTIM, label, &o->m));
+  FB_TRY(fb_k_memset0(&k, "zero_optim", o->m.ptr, o->m.bytes));
+  if (!strcmp(r->cfg->optimizer, "adamw")) {
+    FB_TRY(fb_alloc(r->dev, (size_t)n * 4, FB_MEM_OPTIM, label, &o->v));
+    FB_TRY(fb_k_memset0(&k, "zero_optim", o->v.ptr, o->v.bytes));
+  }
+  return FB_OK;
+}
+
+void fb_optim_free(fb_rank *r, fb_optim_state *o) {
+  fb_free(r->dev, &o->m, NULL);
+  fb_free(r->dev, &o->v, NULL);
+}
+
+fb_status fb_optim_update(fb_rank *r, int u, int64_t start, int64_t n, float *p, const float *g,
+                          fb_optim_state *o, int64_t o_off) {
+  const fb_run_config *c = r->cfg;
+  const fb_unit *un = &r->model->units[u];
+  const bool adamw = !strcmp(c->optimizer, "adamw");
+  const int t = r->step + 1;
+  fb_kctx k = fb_rank_kctx(r, r->compute, u);
+  float *m = o->m.ptr ? (float *)o->m.ptr + o_off : NULL;
+  float *v = o->v.ptr ? (float *)o->v.ptr + o_off : NULL;
+  const int64_t end = start + n;
+  for (int i = un->first; i < un->first + un->count; i++) {
+    const fb_param *pp = &r->model->params[i];
+    int64_t a = pp->offset > start ? pp->offset : start;
+    int64_t b = pp->offset + pp->numel < end ? pp->offset + pp->numel : end;
+    if (a >= b) continue;
+    const int64_t off = a - start;
+    const size_t len = (size_t)(b - a);
+    const float wd = pp->decay ? (float)c->weight_decay : 0.0f;
+    if (adamw) {
+      fb_adamw_args args = {.lr = r->lr, .beta1 = (float)c->beta1, .beta2 = (float)c->beta2,
+                            .eps = (float)c->eps, .weight_decay = wd,
+                            .bias_corr1 = (float)(1.0 - pow(c->beta1, t)),
+                            .bias_corr2 = (float)(1.0 - pow(c->beta2, t)),
+                            .grad_scale = r->clip_coef};
+      FB_TRY(fb_k_adamw(&k, p + off, g + off, m + off, v + off, len, &args));
+    } else {
+      fb_sgd_args args = {.lr = r->lr, .momentum = (float)c->momentum, .weight_decay = wd,
+                          .grad_scale = r->clip_coef};
+      FB_TRY(fb_k_sgd(&k, p + off, g + off, m + off, len, &args));
+    }
+  }
+  return FB_OK;
+}
+
+fb_status fb_norm_begin(fb_rank *r) {
+  fb_kctx k = fb_rank_kctx(r, r->compute, -1);
+  FB_TRY(fb_alloc(r->dev, 2 * FB_NORM_BINS * sizeof(uint64_t), FB_MEM_TEMP, "grad_norm.bins",
+                  &r->norm_bins));
+  return fb_k_memset0(&k, "zero_norm_bins", r->norm_bins.ptr, r->norm_bins.bytes);
+}
+
+fb_status fb_norm_add(fb_rank *r, const float *g, int64_t n) {
+  fb_kctx k = fb_rank_kctx(r, r->compute, -1);
+  return fb_k_sumsq_bins(&k, r->norm_bins.ptr, g, (size_t)n);
+}
+
+fb_status fb_norm_finish(fb_rank *r, bool sharded) {
+  fb_status st = FB_OK;
+  uint64_t host[2 * FB_NORM_BINS];
+  memset(host, 0, sizeof host);
+  if (sharded && r->world > 1) {
+    fb_event *ev = NULL;
+    FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &ev), out);
+    st = fb_event_record(r->dev, ev, r->compute);
+    if (st == FB_OK) st = fb_stream_wait(r->dev, r->commst, ev);
+    if (st == FB_OK)
+      st = fb_all_reduce(r->comm, r->commst, -1, r->norm_bins.ptr, r->norm_bins.ptr,
+                         2 * FB_NORM_BINS, FB_U64);
+    if (st == FB_OK) st = fb_event_record(r->dev, ev, r->commst);
+    if (st == FB_OK) st = fb_stream_wait(r->dev, r->compute, ev);
+    r->dev->ops->event_destroy(r->dev, ev);
+    if (st != FB_OK) goto out;
+  }
+  FB_CHECK_GOTO(st, fb_copy_d2h(r->dev, r->compute, host, r->norm_bins.ptr, sizeof host), out);
+  r->grad_norm = r->dev->simulated ? NAN : fb_norm_from_bins(host);
+  r->clip_coef = 1.0f;
+  if (r->cfg->grad_clip > 0 && !r->dev->simulated) {
+    float coef = (float)(r->cfg->grad_clip / (r->grad_norm + 1e-6));
+    if (coef < 1.0f) r->clip_coef = coef;
+  }
+out:
+  fb_free(r->dev, &r->norm_bins, r->compute);
+  return st;
+}
+
+fb_status fb_read_range(fb_rank *r, const void *src, int64_t n, float *host) {
+  return fb_copy_d2h(r->dev, r->compute, host, src, (size_t)n * sizeof(float));
+}

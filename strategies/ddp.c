@@ -1,0 +1,201 @@
+/* `ddp`: every rank holds full parameters, gradients and optimizer state. Gradients live in
+ * one flat buffer laid out in the order backward completes them (blocks L..1, then the root),
+ * cut into buckets of ~bucket_bytes; when backward finishes the last unit of a bucket, the
+ * bucket is all-reduced in place on the communication stream while backward goes on.
+ * Accumulation: every micro-step after the first computes into a second flat buffer that is
+ * all-reduced and then added (reduce every micro-step), or, with --accum no-reduce
+ * (DDP's no_sync), gradients accumulate locally and only the last micro-step all-reduces. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+typedef struct ddp_state {
+  fb_buf *params;        /* [nunits] */
+  fb_optim_state *optim; /* [nunits] */
+  fb_buf grads;          /* flat accumulator, backward order */
+  fb_buf micro;          /* flat gradient of micro-steps > 0 (reduce mode) */
+  int64_t *goff;         /* [nunits] offset of each unit inside the flat gradient buffers */
+  int *bucket_of;        /* [nunits] bucket index */
+  int *bucket_last;      /* [nbuckets] unit whose completion closes the bucket */
+  int64_t *bucket_off, *bucket_len;
+  int nbuckets;
+  fb_event *ev_compute, *ev_comm;
+  bool pending;          /* all-reduces issued and not yet waited for */
+} ddp_state;
+
+static void ddp_teardown(fb_rank *r) {
+  ddp_state *s = r->st;
+  if (!s) return;
+  for (int u = 0; u < r->model->nunits; u++) {
+    if (s->params) fb_free(r->dev, &s->params[u], NULL);
+    if (s->optim) fb_optim_free(r, &s->optim[u]);
+  }
+  fb_free(r->dev, &s->grads, NULL);
+  fb_free(r->dev, &s->micro, NULL);
+  if (s->ev_compute) r->dev->ops->event_destroy(r->dev, s->ev_compute);
+  if (s->ev_comm) r->dev->ops->event_destroy(r->dev, s->ev_comm);
+  free(s->params);
+  free(s->optim);
+  free(s->goff);
+  free(s->bucket_of);
+  free(s->bucket_last);
+  free(s->bucket_off);
+  free(s->bucket_len);
+  free(s);
+  r->st = NULL;
+}
+
+static fb_status ddp_setup(fb_rank *r) {
+  const fb_model *m = r->model;
+  const int n = m->nunits;
+  ddp_state *s = calloc(1, sizeof *s);
+  if (!s) return FB_ERR(FB_ENOMEM, "out of host memory (ddp state)");
+  r->st = s;
+  s->params = calloc((size_t)n, sizeof *s->params);
+  s->optim = calloc((size_t)n, sizeof *s->optim);
+  s->goff = calloc((size_t)n, sizeof *s->goff);
+  s->bucket_of = calloc((size_t)n, sizeof *s->bucket_of);
+  s->bucket_last = calloc((size_t)n, sizeof *s->bucket_last);
+  s->bucket_off = calloc((size_t)n, sizeof *s->bucket_off);
+  s->bucket_len = calloc((size_t)n, sizeof *s->bucket_len);
+  fb_status st = FB_OK;
+  if (!s->params || !s->optim || !s->goff || !s->bucket_of || !s->bucket_last ||
+      !s->bucket_off || !s->bucket_len) {
+    st = FB_ERR(FB_ENOMEM, "out of host memory (ddp state)");
+    goto fail;
+  }
+  /* completion order: L, L-1, ..., 1, 0 */
+  int64_t off = 0, cur = 0;
+  const int64_t cap = r->cfg->bucket_bytes / 4 > 0 ? r->cfg->bucket_bytes / 4 : 1;
+  for (int i = 0; i < n; i++) {
+    int u = (i < n - 1) ? n - 1 - i : 0;
+    s->goff[u] = off;
+    s->bucket_of[u] = s->nbuckets;
+    off += m->units[u].numel;
+    cur += m->units[u].numel;
+    if (cur >= cap || i == n - 1) {
+      s->bucket_last[s->nbuckets] = u;
+      s->bucket_len[s->nbuckets] = cur;
+      s->bucket_off[s->nbuckets] = off - cur;
+      s->nbuckets++;
+      cur = 0;
+    }
+  }
+  for (int u = 0; u < n; u++) {
+    const int64_t len = m->units[u].numel;
+    FB_CHECK_GOTO(st, fb_alloc(r->dev, (size_t)len * 4, FB_MEM_PARAM_SHARD, "params",
+                               &s->params[u]), fail);
+    FB_CHECK_GOTO(st, fb_materialize_range(r, u, 0, len, s->params[u].ptr), fail);
+    FB_CHECK_GOTO(st, fb_optim_alloc(r, len, "optim", &s->optim[u]), fail);
+  }
+  FB_CHECK_GOTO(st, fb_alloc(r->dev, (size_t)off * 4, FB_MEM_GRAD_SHARD, "grads", &s->grads),
+                fail);
+  FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &s->ev_compute), fail);
+  FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &s->ev_comm), fail);
+  return FB_OK;
+fail:
+  ddp_teardown(r);
+  return st;
+}
+
+static fb_status ddp_pre_forward(fb_rank *r, int u) {
+  ddp_state *s = r->st;
+  r->view[u].params = s->params[u].ptr;
+  return FB_OK;
+}
+
+static fb_status ddp_post_forward(fb_rank *r, int u) { return FB_OK; }
+
+/* Which flat buffer this micro-step's gradients go to. */
+static float *micro_grads(fb_rank *r) {
+  ddp_state *s = r->st;
+  const bool into_acc = r->micro == 0 || r->cfg->accum == FB_ACCUM_NO_REDUCE;
+  return into_acc ? s->grads.ptr : s->micro.ptr;
+}
+
+static bool reduce_now(const fb_rank *r) {
+  return r->cfg->accum != FB_ACCUM_NO_REDUCE || r->micro == r->n_micro - 1;
+}
+
+static fb_status ddp_pre_backward(fb_rank *r, int u) {
+  ddp_state *s = r->st;
+  const fb_model *m = r->model;
+  r->view[u].params = s->params[u].ptr;
+  if (u == 0 && r->micro > 0 && r->cfg->accum != FB_ACCUM_NO_REDUCE && !s->micro.ptr) {
+    int64_t total = s->grads.bytes / 4;
+    FB_TRY(fb_alloc(r->dev, (size_t)total * 4, FB_MEM_GRAD_FULL, "grads.micro", &s->micro));
+  }
+  float *g = micro_grads(r) + s->goff[u];
+  r->view[u].grads = g;
+  /* no_reduce micro-steps > 0 accumulate into the previous gradient: no zeroing then */
+  if (r->cfg->accum == FB_ACCUM_NO_REDUCE && r->micro > 0) return FB_OK;
+  fb_kctx k = fb_rank_kctx(r, r->compute, u);
+  return fb_k_memset0(&k, "zero_grad", g, (size_t)m->units[u].numel * 4);
+}
+
+static fb_status ddp_post_backward(fb_rank *r, int u) {
+  ddp_state *s = r->st;
+  r->view[u].grads = NULL;
+  const int b = s->bucket_of[u];
+  if (s->bucket_last[b] != u || !reduce_now(r) || r->world == 1) return FB_OK;
+  float *g = micro_grads(r) + s->bucket_off[b];
+  FB_TRY(fb_event_record(r->dev, s->ev_compute, r->compute));
+  FB_TRY(fb_stream_wait(r->dev, r->commst, s->ev_compute));
+  FB_TRY(fb_all_reduce(r->comm, r->commst, u, g, g, (size_t)s->bucket_len[b], FB_F32));
+  s->pending = true;
+  return FB_OK;
+}
+
+/* Waits for the all-reduces and folds a reduce-mode micro-step into the accumulator. */
+static fb_status finish_micro(fb_rank *r) {
+  ddp_state *s = r->st;
+  if (s->pending) {
+    FB_TRY(fb_event_record(r->dev, s->ev_comm, r->commst));
+    FB_TRY(fb_stream_wait(r->dev, r->compute, s->ev_comm));
+    s->pending = false;
+  }
+  return FB_OK;
+}
+
+static fb_status ddp_step(fb_rank *r) {
+  ddp_state *s = r->st;
+  FB_TRY(finish_micro(r));
+  FB_TRY(fb_norm_begin(r));
+  FB_TRY(fb_norm_add(r, s->grads.ptr, (int64_t)(s->grads.bytes / 4)));
+  FB_TRY(fb_norm_finish(r, false));
+  for (int u = 0; u < r->model->nunits; u++)
+    FB_TRY(fb_optim_update(r, u, 0, r->model->units[u].numel, s->params[u].ptr,
+                           (float *)s->grads.ptr + s->goff[u], &s->optim[u], 0));
+  fb_free(r->dev, &s->micro, r->compute);
+  return FB_OK;
+}
+
+/* Called by the executor through post_backward(0) at the end of each micro-step: the root is
+ * the last unit, so the micro-step's reductions are all issued once it returns. */
+static fb_status ddp_post_backward_root(fb_rank *r, int u) {
+  FB_TRY(ddp_post_backward(r, u));
+  ddp_state *s = r->st;
+  if (u != 0 || r->micro == 0 || r->cfg->accum == FB_ACCUM_NO_REDUCE) return FB_OK;
+  FB_TRY(finish_micro(r));
+  fb_kctx k = fb_rank_kctx(r, r->compute, -1);
+  return fb_k_acc_f32(&k, s->grads.ptr, s->micro.ptr, s->grads.bytes / 4);
+}
+
+static fb_status ddp_read_params(fb_rank *r, int u, float *host) {
+  ddp_state *s = r->st;
+  return host ? fb_read_range(r, s->params[u].ptr, r->model->units[u].numel, host) : FB_OK;
+}
+
+const fb_strategy fb_strategy_ddp = {
+    .name = "ddp",
+    .summary = "full replicas, bucketed gradient all-reduce overlapped with backward",
+    .setup = ddp_setup,
+    .teardown = ddp_teardown,
+    .pre_forward = ddp_pre_forward,
+    .post_forward = ddp_post_forward,
+    .pre_backward = ddp_pre_backward,
+    .post_backward = ddp_post_backward_root,
+    .optimizer_step = ddp_step,
+    .read_params = ddp_read_params,
+};

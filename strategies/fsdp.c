@@ -1,0 +1,260 @@
+/* `fsdp` (intra-tensor, FSDP1/ZeRO-3 flat layout): each unit is one flat buffer padded to a
+ * multiple of W; rank r keeps slice r of the parameters, of the gradient accumulator and of
+ * the optimizer state. Before a unit runs forward (and again before its backward, when
+ * reshard_after_forward) its slices are all-gathered into a full buffer allocated for the
+ * occasion; after its backward the full gradient is reduce-scattered into the slice and both
+ * full buffers are freed. Forward prefetch issues the next unit's gather while the current
+ * one computes; backward prefetch issues the next backward unit's gather when a unit's
+ * backward starts; at most max_inflight gathers are in flight. Padding is zero in parameters,
+ * gradients and optimizer state (it is never written). */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+typedef enum { U_SHARDED = 0, U_GATHERING, U_GATHERED } unit_state;
+
+typedef struct fsdp_unit {
+  int64_t padded, shard;      /* padded length and slice length */
+  fb_buf p_shard, g_shard;    /* persistent slices */
+  fb_optim_state optim;
+  fb_buf p_full, g_full;      /* transient full buffers */
+  fb_buf rs_tmp;              /* reduce-scatter output of micro-steps > 0 */
+  unit_state state;
+  bool rs_pending, acc_pending;
+  fb_event *ev_gather, *ev_rs, *ev_ready;
+} fsdp_unit;
+
+typedef struct fsdp_state {
+  fsdp_unit *u;
+  int inflight; /* gathers issued and not yet consumed */
+} fsdp_state;
+
+static void fsdp_teardown(fb_rank *r) {
+  fsdp_state *s = r->st;
+  if (!s) return;
+  for (int i = 0; s->u && i < r->model->nunits; i++) {
+    fsdp_unit *x = &s->u[i];
+    fb_free(r->dev, &x->p_shard, NULL);
+    fb_free(r->dev, &x->g_shard, NULL);
+    fb_free(r->dev, &x->p_full, NULL);
+    fb_free(r->dev, &x->g_full, NULL);
+    fb_free(r->dev, &x->rs_tmp, NULL);
+    fb_optim_free(r, &x->optim);
+    fb_event *evs[] = {x->ev_gather, x->ev_rs, x->ev_ready};
+    for (int e = 0; e < 3; e++)
+      if (evs[e]) r->dev->ops->event_destroy(r->dev, evs[e]);
+  }
+  free(s->u);
+  free(s);
+  r->st = NULL;
+}
+
+static fb_status fsdp_setup(fb_rank *r) {
+  const fb_model *m = r->model;
+  fsdp_state *s = calloc(1, sizeof *s);
+  if (!s) return FB_ERR(FB_ENOMEM, "out of host memory (fsdp state)");
+  r->st = s;
+  s->u = calloc((size_t)m->nunits, sizeof *s->u);
+  fb_status st = FB_OK;
+  if (!s->u) {
+    st = FB_ERR(FB_ENOMEM, "out of host memory (fsdp units)");
+    goto fail;
+  }
+  fb_kctx k = fb_rank_kctx(r, r->compute, -1);
+  for (int i = 0; i < m->nunits; i++) {
+    fsdp_unit *x = &s->u[i];
+    x->padded = fb_round_up(m->units[i].numel, r->world);
+    x->shard = x->padded / r->world;
+    const size_t bytes = (size_t)x->shard * 4;
+    FB_CHECK_GOTO(st, fb_alloc(r->dev, bytes, FB_MEM_PARAM_SHARD, "params.shard", &x->p_shard),
+                  fail);
+    FB_CHECK_GOTO(st, fb_materialize_range(r, i, (int64_t)r->rank * x->shard, x->shard,
+                                           x->p_shard.ptr), fail);
+    FB_CHECK_GOTO(st, fb_alloc(r->dev, bytes, FB_MEM_GRAD_SHARD, "grads.shard", &x->g_shard),
+                  fail);
+    FB_CHECK_GOTO(st, fb_k_memset0(&k, "zero_grad", x->g_shard.ptr, bytes), fail);
+    FB_CHECK_GOTO(st, fb_optim_alloc(r, x->shard, "optim.shard", &x->optim), fail);
+    FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &x->ev_gather), fail);
+    FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &x->ev_rs), fail);
+    FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &x->ev_ready), fail);
+  }
+  return FB_OK;
+fail:
+  fsdp_teardown(r);
+  return st;
+}
+
+/* Issues the all-gather of unit i on the comm stream (no-op when held or in flight). */
+static fb_status gather(fb_rank *r, int i) {
+  fsdp_state *s = r->st;
+  fsdp_unit *x = &s->u[i];
+  if (x->state != U_SHARDED) return FB_OK;
+  FB_TRY(fb_alloc(r->dev, (size_t)x->padded * 4, FB_MEM_PARAM_FULL, "params.gathered",
+                  &x->p_full));
+  /* the comm stream must see the shard as the compute stream left it (after the optimizer) */
+  FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute));
+  FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
+  FB_TRY(fb_all_gather(r->comm, r->commst, i, x->p_shard.ptr, x->p_full.ptr, (size_t)x->shard,
+                       FB_F32));
+  FB_TRY(fb_event_record(r->dev, x->ev_gather, r->commst));
+  x->state = U_GATHERING;
+  s->inflight++;
+  return FB_OK;
+}
+
+static fb_status prefetch(fb_rank *r, int i) {
+  fsdp_state *s = r->st;
+  if (i < 0 || s->u[i].state != U_SHARDED || s->inflight >= r->cfg->max_inflight) return FB_OK;
+  return gather(r, i);
+}
+
+/* Makes unit i's full parameters usable by the compute stream. */
+static fb_status acquire(fb_rank *r, int i) {
+  fsdp_state *s = r->st;
+  fsdp_unit *x = &s->u[i];
+  FB_TRY(gather(r, i));
+  if (x->state == U_GATHERING) {
+    FB_TRY(fb_stream_wait(r->dev, r->compute, x->ev_gather));
+    x->state = U_GATHERED;
+    s->inflight--;
+  }
+  r->view[i].params = x->p_full.ptr;
+  return FB_OK;
+}
+
+static void release(fb_rank *r, int i) {
+  fsdp_state *s = r->st;
+  fsdp_unit *x = &s->u[i];
+  assert(x->state == U_GATHERED);
+  fb_free(r->dev, &x->p_full, r->compute);
+  x->state = U_SHARDED;
+  r->view[i].params = NULL;
+}
+
+static fb_status fsdp_pre_forward(fb_rank *r, int i) {
+  FB_TRY(acquire(r, i));
+  if (r->cfg->prefetch_forward) {
+    int next = fb_next_fwd_unit(r->model, i);
+    FB_TRY(prefetch(r, next < 0 ? 0 : next)); /* after the last block: root for the head */
+  }
+  return FB_OK;
+}
+
+/* ZeRO-2: no reshard after forward; accumulation without reshard keeps units gathered too */
+static bool keep_gathered(const fb_rank *r) {
+  return !r->cfg->reshard_after_forward || r->cfg->accum == FB_ACCUM_NO_RESHARD;
+}
+
+static fb_status fsdp_post_forward(fb_rank *r, int i) {
+  if (!keep_gathered(r)) release(r, i);
+  return FB_OK;
+}
+
+/* Folds finished reduce-scatters of micro-steps > 0 into the slices. */
+static fb_status fold_pending(fb_rank *r, bool all) {
+  fsdp_state *s = r->st;
+  fb_kctx k = fb_rank_kctx(r, r->compute, -1);
+  for (int i = 0; i < r->model->nunits; i++) {
+    fsdp_unit *x = &s->u[i];
+    if (x->rs_pending) {
+      FB_TRY(fb_stream_wait(r->dev, r->compute, x->ev_rs));
+      x->rs_pending = false;
+    }
+    if (x->acc_pending && all) {
+      k.unit = i;
+      FB_TRY(fb_k_acc_f32(&k, x->g_shard.ptr, x->rs_tmp.ptr, (size_t)x->shard));
+      fb_free(r->dev, &x->rs_tmp, r->compute);
+      x->acc_pending = false;
+    }
+  }
+  return FB_OK;
+}
+
+static fb_status fsdp_pre_backward(fb_rank *r, int i) {
+  fsdp_state *s = r->st;
+  fsdp_unit *x = &s->u[i];
+  FB_TRY(acquire(r, i));
+  if (r->cfg->prefetch_backward) FB_TRY(prefetch(r, fb_next_bwd_unit(r->model, i)));
+  const bool accumulate_local = r->cfg->accum == FB_ACCUM_NO_REDUCE && r->micro > 0;
+  if (!x->g_full.ptr) {
+    FB_TRY(fb_alloc(r->dev, (size_t)x->padded * 4, FB_MEM_GRAD_FULL, "grads.unsharded",
+                    &x->g_full));
+  }
+  r->view[i].grads = x->g_full.ptr;
+  if (accumulate_local) return FB_OK;
+  fb_kctx k = fb_rank_kctx(r, r->compute, i);
+  return fb_k_memset0(&k, "zero_grad", x->g_full.ptr, x->g_full.bytes);
+}
+
+static fb_status fsdp_post_backward(fb_rank *r, int i) {
+  fsdp_state *s = r->st;
+  fsdp_unit *x = &s->u[i];
+  const fb_accum_mode mode = r->cfg->accum;
+  const bool last_micro = r->micro == r->n_micro - 1;
+  r->view[i].grads = NULL;
+  /* parameters: keep across micro-steps in no-reshard mode, else reshard now */
+  if (!(mode == FB_ACCUM_NO_RESHARD && !last_micro)) release(r, i);
+  if (mode == FB_ACCUM_NO_REDUCE && !last_micro) return FB_OK; /* keep unsharded grads */
+  /* reduce-scatter: micro-step 0 (or the single no-reduce reduction) straight into the slice,
+   * later micro-steps into a temporary added once it lands */
+  const bool direct = r->micro == 0 || mode == FB_ACCUM_NO_REDUCE;
+  float *dst = x->g_shard.ptr;
+  if (!direct) {
+    FB_TRY(fb_alloc(r->dev, (size_t)x->shard * 4, FB_MEM_COMM, "grads.rs_out", &x->rs_tmp));
+    dst = x->rs_tmp.ptr;
+  }
+  FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute));
+  FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
+  FB_TRY(fb_reduce_scatter(r->comm, r->commst, i, x->g_full.ptr, dst, (size_t)x->shard, FB_F32));
+  FB_TRY(fb_event_record(r->dev, x->ev_rs, r->commst));
+  x->rs_pending = true;
+  x->acc_pending = !direct;
+  fb_free(r->dev, &x->g_full, r->commst);
+  /* the micro-step ends with the root: fold the finished reductions before the next one */
+  if (i == 0 && !last_micro) FB_TRY(fold_pending(r, true));
+  return FB_OK;
+}
+
+static fb_status fsdp_step(fb_rank *r) {
+  fsdp_state *s = r->st;
+  FB_TRY(fold_pending(r, true));
+  FB_TRY(fb_norm_begin(r));
+  for (int i = 0; i < r->model->nunits; i++)
+    FB_TRY(fb_norm_add(r, s->u[i].g_shard.ptr, s->u[i].shard));
+  FB_TRY(fb_norm_finish(r, true));
+  /* the slices need no zeroing: the next step's first reduce-scatter overwrites them */
+  for (int i = 0; i < r->model->nunits; i++) {
+    fsdp_unit *x = &s->u[i];
+    FB_TRY(fb_optim_update(r, i, (int64_t)r->rank * x->shard, x->shard, x->p_shard.ptr,
+                           x->g_shard.ptr, &x->optim, 0));
+  }
+  return FB_OK;
+}
+
+static fb_status fsdp_read_params(fb_rank *r, int i, float *host) {
+  fsdp_state *s = r->st;
+  fsdp_unit *x = &s->u[i];
+  fb_buf full = {0};
+  FB_TRY(fb_alloc(r->dev, (size_t)x->padded * 4, FB_MEM_TEMP, "readback", &full));
+  fb_status st = r->comm->ops->all_gather(r->comm, r->commst, x->p_shard.ptr, full.ptr,
+                                          (size_t)x->shard, FB_F32);
+  if (st == FB_OK) st = fb_stream_sync(r->dev, r->commst);
+  if (st == FB_OK && host) st = fb_read_range(r, full.ptr, r->model->units[i].numel, host);
+  fb_free(r->dev, &full, NULL);
+  return st;
+}
+
+const fb_strategy fb_strategy_fsdp = {
+    .name = "fsdp",
+    .summary = "flat unit buffers sliced across ranks: all-gather, reduce-scatter, prefetch",
+    .setup = fsdp_setup,
+    .teardown = fsdp_teardown,
+    .pre_forward = fsdp_pre_forward,
+    .post_forward = fsdp_post_forward,
+    .pre_backward = fsdp_pre_backward,
+    .post_backward = fsdp_post_backward,
+    .optimizer_step = fsdp_step,
+    .read_params = fsdp_read_params,
+};

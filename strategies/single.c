@@ -1,0 +1,123 @@
+/* `single`: one rank holds everything — parameters, gradients, optimizer state — and runs
+ * AdamW on all of it. The reference every other strategy must reproduce. With several
+ * micro-steps, micro-step 0 writes the gradient accumulator directly and later micro-steps
+ * compute into a fresh unit buffer that is then added, so the sum order equals a W-rank
+ * reduction in rank order (acc = g0; acc += g1; ...). */
+#include <stdlib.h>
+
+#include "common.h"
+
+typedef struct single_state {
+  fb_buf *params, *grads; /* [nunits] */
+  fb_optim_state *optim;  /* [nunits] */
+  fb_buf *tmp;            /* [nunits] unit gradient of micro-steps > 0 (root's lives long) */
+} single_state;
+
+static void single_teardown(fb_rank *r) {
+  single_state *s = r->st;
+  if (!s) return;
+  for (int u = 0; u < r->model->nunits; u++) {
+    if (s->params) fb_free(r->dev, &s->params[u], NULL);
+    if (s->grads) fb_free(r->dev, &s->grads[u], NULL);
+    if (s->optim) fb_optim_free(r, &s->optim[u]);
+    if (s->tmp) fb_free(r->dev, &s->tmp[u], NULL);
+  }
+  free(s->tmp);
+  free(s->params);
+  free(s->grads);
+  free(s->optim);
+  free(s);
+  r->st = NULL;
+}
+
+static fb_status single_setup(fb_rank *r) {
+  const int n = r->model->nunits;
+  single_state *s = calloc(1, sizeof *s);
+  if (!s) return FB_ERR(FB_ENOMEM, "out of host memory (single state)");
+  r->st = s;
+  s->params = calloc((size_t)n, sizeof *s->params);
+  s->grads = calloc((size_t)n, sizeof *s->grads);
+  s->optim = calloc((size_t)n, sizeof *s->optim);
+  s->tmp = calloc((size_t)n, sizeof *s->tmp);
+  if (!s->params || !s->grads || !s->optim || !s->tmp) {
+    single_teardown(r);
+    return FB_ERR(FB_ENOMEM, "out of host memory (single state)");
+  }
+  fb_status st;
+  for (int u = 0; u < n; u++) {
+    const int64_t len = r->model->units[u].numel;
+    FB_CHECK_GOTO(st, fb_alloc(r->dev, (size_t)len * 4, FB_MEM_PARAM_SHARD, "params", &s->params[u]),
+                  fail);
+    FB_CHECK_GOTO(st, fb_materialize_range(r, u, 0, len, s->params[u].ptr), fail);
+    FB_CHECK_GOTO(st, fb_alloc(r->dev, (size_t)len * 4, FB_MEM_GRAD_SHARD, "grads", &s->grads[u]),
+                  fail);
+    FB_CHECK_GOTO(st, fb_optim_alloc(r, len, "optim", &s->optim[u]), fail);
+  }
+  return FB_OK;
+fail:
+  single_teardown(r);
+  return st;
+}
+
+static fb_status single_pre_forward(fb_rank *r, int u) {
+  single_state *s = r->st;
+  r->view[u].params = s->params[u].ptr;
+  return FB_OK;
+}
+
+static fb_status single_post_forward(fb_rank *r, int u) { return FB_OK; }
+
+static fb_status single_pre_backward(fb_rank *r, int u) {
+  single_state *s = r->st;
+  const size_t bytes = (size_t)r->model->units[u].numel * 4;
+  fb_kctx k = fb_rank_kctx(r, r->compute, u);
+  r->view[u].params = s->params[u].ptr;
+  if (r->micro == 0) {
+    r->view[u].grads = s->grads[u].ptr;
+    return fb_k_memset0(&k, "zero_grad", s->grads[u].ptr, bytes);
+  }
+  FB_TRY(fb_alloc(r->dev, bytes, FB_MEM_GRAD_FULL, "grads.micro", &s->tmp[u]));
+  r->view[u].grads = s->tmp[u].ptr;
+  return fb_k_memset0(&k, "zero_grad", s->tmp[u].ptr, bytes);
+}
+
+static fb_status single_post_backward(fb_rank *r, int u) {
+  single_state *s = r->st;
+  r->view[u].grads = NULL;
+  if (r->micro == 0) return FB_OK;
+  fb_kctx k = fb_rank_kctx(r, r->compute, u);
+  fb_status st =
+      fb_k_acc_f32(&k, s->grads[u].ptr, s->tmp[u].ptr, (size_t)r->model->units[u].numel);
+  fb_free(r->dev, &s->tmp[u], r->compute);
+  return st;
+}
+
+static fb_status single_step(fb_rank *r) {
+  single_state *s = r->st;
+  FB_TRY(fb_norm_begin(r));
+  for (int u = 0; u < r->model->nunits; u++)
+    FB_TRY(fb_norm_add(r, s->grads[u].ptr, r->model->units[u].numel));
+  FB_TRY(fb_norm_finish(r, false));
+  for (int u = 0; u < r->model->nunits; u++)
+    FB_TRY(fb_optim_update(r, u, 0, r->model->units[u].numel, s->params[u].ptr, s->grads[u].ptr,
+                           &s->optim[u], 0));
+  return FB_OK;
+}
+
+static fb_status single_read_params(fb_rank *r, int u, float *host) {
+  single_state *s = r->st;
+  return host ? fb_read_range(r, s->params[u].ptr, r->model->units[u].numel, host) : FB_OK;
+}
+
+const fb_strategy fb_strategy_single = {
+    .name = "single",
+    .summary = "one rank holds everything (the reference)",
+    .setup = single_setup,
+    .teardown = single_teardown,
+    .pre_forward = single_pre_forward,
+    .post_forward = single_post_forward,
+    .pre_backward = single_pre_backward,
+    .post_backward = single_post_backward,
+    .optimizer_step = single_step,
+    .read_params = single_read_params,
+};

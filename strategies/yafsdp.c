@@ -1,0 +1,267 @@
+/* `yafsdp`: the sharding of fsdp (1/W slice of every flat unit) with YaFSDP's memory and
+ * overlap discipline. Two full-unit parameter buffers, sized to the largest unit, are
+ * preallocated and used alternately; gradients use two preallocated block buffers plus one
+ * for the root unit (its gradient lives from the head's backward to the embedding's). The
+ * communication stream runs ahead: when unit i starts its forward, unit i+1's all-gather is
+ * issued; when unit i starts its backward (the pre-backward trigger), unit i-1's all-gather
+ * is issued; the reduce-scatter of unit i overlaps the backward of unit i-1. Events guard
+ * every buffer reuse (a gather never overwrites a buffer whose unit still computes; a
+ * gradient buffer is not zeroed before its previous reduce-scatter finished). Nothing is
+ * allocated during a step. Accumulation across micro-steps reduces every micro-step;
+ * keeping units gathered or gradients unsharded across micro-steps needs every unit
+ * resident, which two buffers cannot hold: use fsdp for those modes. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+typedef struct ya_unit {
+  int64_t padded, shard;
+  fb_buf p_shard, g_shard, rs_tmp;
+  fb_optim_state optim;
+  int slot;           /* parameter buffer holding it, -1 when not resident */
+  bool gathering, acc_pending;
+  fb_event *ev_gather, *ev_ready;
+} ya_unit;
+
+typedef struct ya_state {
+  ya_unit *u;
+  fb_buf pbuf[2], gbuf[3];      /* gbuf[2] is the root's gradient buffer */
+  int owner[2];                 /* unit resident in each parameter buffer (-1 none) */
+  int last_slot;
+  fb_event *p_free[2], *g_free[3];
+  bool g_busy[3];               /* a reduce-scatter may still read the gradient buffer */
+} ya_state;
+
+static void ya_teardown(fb_rank *r) {
+  ya_state *s = r->st;
+  if (!s) return;
+  fb_device *d = r->dev;
+  for (int i = 0; s->u && i < r->model->nunits; i++) {
+    ya_unit *x = &s->u[i];
+    fb_free(d, &x->p_shard, NULL);
+    fb_free(d, &x->g_shard, NULL);
+    fb_free(d, &x->rs_tmp, NULL);
+    fb_optim_free(r, &x->optim);
+    if (x->ev_gather) d->ops->event_destroy(d, x->ev_gather);
+    if (x->ev_ready) d->ops->event_destroy(d, x->ev_ready);
+  }
+  for (int b = 0; b < 2; b++) {
+    fb_free(d, &s->pbuf[b], NULL);
+    if (s->p_free[b]) d->ops->event_destroy(d, s->p_free[b]);
+  }
+  for (int b = 0; b < 3; b++) {
+    fb_free(d, &s->gbuf[b], NULL);
+    if (s->g_free[b]) d->ops->event_destroy(d, s->g_free[b]);
+  }
+  free(s->u);
+  free(s);
+  r->st = NULL;
+}
+
+static fb_status ya_setup(fb_rank *r) {
+  const fb_model *m = r->model;
+  const fb_run_config *c = r->cfg;
+  const int n_micro = c->batch / r->world / c->micro_batch;
+  if (n_micro > 1 && c->accum != FB_ACCUM_REDUCE)
+    return FB_ERR(FB_EUSAGE, "--accum: '%s' is not available with yafsdp (two preallocated "
+                  "buffers cannot keep every unit resident; use --strategy fsdp)",
+                  c->accum == FB_ACCUM_NO_RESHARD ? "no-reshard" : "no-reduce");
+  if (!c->reshard_after_forward)
+    return FB_ERR(FB_EUSAGE, "--reshard-after-forward: false is not available with yafsdp "
+                  "(two preallocated buffers; use --strategy fsdp for ZeRO-2)");
+  ya_state *s = calloc(1, sizeof *s);
+  if (!s) return FB_ERR(FB_ENOMEM, "out of host memory (yafsdp state)");
+  r->st = s;
+  fb_status st = FB_OK;
+  s->u = calloc((size_t)m->nunits, sizeof *s->u);
+  if (!s->u) {
+    st = FB_ERR(FB_ENOMEM, "out of host memory (yafsdp units)");
+    goto fail;
+  }
+  fb_kctx k = fb_rank_kctx(r, r->compute, -1);
+  int64_t max_all = 0, max_block = 0;
+  for (int i = 0; i < m->nunits; i++) {
+    ya_unit *x = &s->u[i];
+    x->padded = fb_round_up(m->units[i].numel, r->world);
+    x->shard = x->padded / r->world;
+    x->slot = -1;
+    if (x->padded > max_all) max_all = x->padded;
+    if (i > 0 && x->padded > max_block) max_block = x->padded;
+    const size_t bytes = (size_t)x->shard * 4;
+    FB_CHECK_GOTO(st, fb_alloc(r->dev, bytes, FB_MEM_PARAM_SHARD, "params.shard", &x->p_shard),
+                  fail);
+    FB_CHECK_GOTO(st, fb_materialize_range(r, i, (int64_t)r->rank * x->shard, x->shard,
+                                           x->p_shard.ptr), fail);
+    FB_CHECK_GOTO(st, fb_alloc(r->dev, bytes, FB_MEM_GRAD_SHARD, "grads.shard", &x->g_shard),
+                  fail);
+    FB_CHECK_GOTO(st, fb_k_memset0(&k, "zero_grad", x->g_shard.ptr, bytes), fail);
+    if (n_micro > 1)
+      FB_CHECK_GOTO(st, fb_alloc(r->dev, bytes, FB_MEM_COMM, "grads.rs_out", &x->rs_tmp), fail);
+    FB_CHECK_GOTO(st, fb_optim_alloc(r, x->shard, "optim.shard", &x->optim), fail);
+    FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &x->ev_gather), fail);
+    FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &x->ev_ready), fail);
+  }
+  for (int b = 0; b < 2; b++) {
+    FB_CHECK_GOTO(st, fb_alloc(r->dev, (size_t)max_all * 4, FB_MEM_PARAM_FULL,
+                               "params.pingpong", &s->pbuf[b]), fail);
+    FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &s->p_free[b]), fail);
+    s->owner[b] = -1;
+  }
+  for (int b = 0; b < 3; b++) {
+    int64_t len = b < 2 ? max_block : s->u[0].padded;
+    FB_CHECK_GOTO(st, fb_alloc(r->dev, (size_t)len * 4, FB_MEM_GRAD_FULL,
+                               b < 2 ? "grads.pingpong" : "grads.root", &s->gbuf[b]), fail);
+    FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &s->g_free[b]), fail);
+  }
+  s->last_slot = 1;
+  return FB_OK;
+fail:
+  ya_teardown(r);
+  return st;
+}
+
+/* Issues unit i's all-gather into the other parameter buffer, once it is free. */
+static fb_status gather(fb_rank *r, int i) {
+  ya_state *s = r->st;
+  ya_unit *x = &s->u[i];
+  if (i < 0 || x->slot >= 0) return FB_OK;
+  const int b = 1 - s->last_slot;
+  if (s->owner[b] >= 0)
+    return FB_ERR(FB_EINTERNAL, "yafsdp: buffer %d still holds unit %d when unit %d is gathered",
+                  b, s->owner[b], i);
+  s->last_slot = b;
+  s->owner[b] = i;
+  x->slot = b;
+  x->gathering = true;
+  FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute)); /* shard as the optimizer left it */
+  FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
+  FB_TRY(fb_stream_wait(r->dev, r->commst, s->p_free[b])); /* previous occupant done */
+  FB_TRY(fb_all_gather(r->comm, r->commst, i, x->p_shard.ptr, s->pbuf[b].ptr, (size_t)x->shard,
+                       FB_F32));
+  return fb_event_record(r->dev, x->ev_gather, r->commst);
+}
+
+static fb_status acquire(fb_rank *r, int i, int next) {
+  ya_state *s = r->st;
+  ya_unit *x = &s->u[i];
+  FB_TRY(gather(r, i));
+  FB_TRY(gather(r, next)); /* the comm stream runs ahead by one unit */
+  if (x->gathering) {
+    FB_TRY(fb_stream_wait(r->dev, r->compute, x->ev_gather));
+    x->gathering = false;
+  }
+  r->view[i].params = s->pbuf[x->slot].ptr;
+  return FB_OK;
+}
+
+static fb_status release(fb_rank *r, int i) {
+  ya_state *s = r->st;
+  ya_unit *x = &s->u[i];
+  if (x->slot < 0) return FB_OK;
+  FB_TRY(fb_event_record(r->dev, s->p_free[x->slot], r->compute));
+  s->owner[x->slot] = -1;
+  x->slot = -1;
+  r->view[i].params = NULL;
+  return FB_OK;
+}
+
+static fb_status ya_pre_forward(fb_rank *r, int i) {
+  int next = fb_next_fwd_unit(r->model, i);
+  return acquire(r, i, next < 0 ? 0 : next);
+}
+
+static fb_status ya_post_forward(fb_rank *r, int i) { return release(r, i); }
+
+static int gslot(int i) { return i == 0 ? 2 : i % 2; }
+
+static fb_status ya_pre_backward(fb_rank *r, int i) {
+  ya_state *s = r->st;
+  if (i != 0) FB_TRY(release(r, 0)); /* the head is done with the root's parameters */
+  FB_TRY(acquire(r, i, fb_next_bwd_unit(r->model, i)));
+  const int g = gslot(i);
+  if (s->g_busy[g]) { /* the previous reduce-scatter from this buffer must have finished */
+    FB_TRY(fb_stream_wait(r->dev, r->compute, s->g_free[g]));
+    s->g_busy[g] = false;
+  }
+  r->view[i].grads = s->gbuf[g].ptr;
+  fb_kctx k = fb_rank_kctx(r, r->compute, i);
+  return fb_k_memset0(&k, "zero_grad", s->gbuf[g].ptr, (size_t)s->u[i].padded * 4);
+}
+
+static fb_status fold(fb_rank *r) {
+  ya_state *s = r->st;
+  fb_kctx k = fb_rank_kctx(r, r->compute, -1);
+  for (int g = 0; g < 3; g++)
+    if (s->g_busy[g]) {
+      FB_TRY(fb_stream_wait(r->dev, r->compute, s->g_free[g]));
+      s->g_busy[g] = false;
+    }
+  for (int i = 0; i < r->model->nunits; i++) {
+    ya_unit *x = &s->u[i];
+    if (!x->acc_pending) continue;
+    k.unit = i;
+    FB_TRY(fb_k_acc_f32(&k, x->g_shard.ptr, x->rs_tmp.ptr, (size_t)x->shard));
+    x->acc_pending = false;
+  }
+  return FB_OK;
+}
+
+static fb_status ya_post_backward(fb_rank *r, int i) {
+  ya_state *s = r->st;
+  ya_unit *x = &s->u[i];
+  const int g = gslot(i);
+  r->view[i].grads = NULL;
+  FB_TRY(release(r, i));
+  const bool direct = r->micro == 0;
+  FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute)); /* gradients complete */
+  FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
+  FB_TRY(fb_reduce_scatter(r->comm, r->commst, i, s->gbuf[g].ptr,
+                           direct ? x->g_shard.ptr : x->rs_tmp.ptr, (size_t)x->shard, FB_F32));
+  FB_TRY(fb_event_record(r->dev, s->g_free[g], r->commst));
+  s->g_busy[g] = true;
+  x->acc_pending = !direct;
+  if (i == 0 && r->micro < r->n_micro - 1) FB_TRY(fold(r));
+  return FB_OK;
+}
+
+static fb_status ya_step(fb_rank *r) {
+  ya_state *s = r->st;
+  FB_TRY(fold(r));
+  FB_TRY(fb_norm_begin(r));
+  for (int i = 0; i < r->model->nunits; i++)
+    FB_TRY(fb_norm_add(r, s->u[i].g_shard.ptr, s->u[i].shard));
+  FB_TRY(fb_norm_finish(r, true));
+  for (int i = 0; i < r->model->nunits; i++) {
+    ya_unit *x = &s->u[i];
+    FB_TRY(fb_optim_update(r, i, (int64_t)r->rank * x->shard, x->shard, x->p_shard.ptr,
+                           x->g_shard.ptr, &x->optim, 0));
+  }
+  return FB_OK;
+}
+
+static fb_status ya_read_params(fb_rank *r, int i, float *host) {
+  ya_state *s = r->st;
+  ya_unit *x = &s->u[i];
+  /* after the step both parameter buffers are free: borrow one for the readback */
+  fb_status st = fb_stream_wait(r->dev, r->commst, s->p_free[0]);
+  if (st == FB_OK)
+    st = r->comm->ops->all_gather(r->comm, r->commst, x->p_shard.ptr, s->pbuf[0].ptr,
+                                  (size_t)x->shard, FB_F32);
+  if (st == FB_OK) st = fb_stream_sync(r->dev, r->commst);
+  if (st == FB_OK && host) st = fb_read_range(r, s->pbuf[0].ptr, r->model->units[i].numel, host);
+  return st;
+}
+
+const fb_strategy fb_strategy_yafsdp = {
+    .name = "yafsdp",
+    .summary = "fsdp slices with two preallocated ping-pong buffers, comm stream running ahead",
+    .setup = ya_setup,
+    .teardown = ya_teardown,
+    .pre_forward = ya_pre_forward,
+    .post_forward = ya_post_forward,
+    .pre_backward = ya_pre_backward,
+    .post_backward = ya_post_backward,
+    .optimizer_step = ya_step,
+    .read_params = ya_read_params,
+};
