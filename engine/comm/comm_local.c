@@ -499,3 +499,9 @@ fail_free:
   free(c);
   return st;
 }
+
+void fb_local_group_abort(fb_local_group *g) {
+  pthread_mutex_lock(&g->mu);
+  poison_group(g, FB_ECOMM, "another rank failed");
+  pthread_mutex_unlock(&g->mu);
+}
