@@ -1,0 +1,615 @@
+/* `fsdpbench calibrate`: measures this machine through the executor's own code paths and
+ * fits the hardware profile's parameters to them:
+ *  - fp32 FMA peak (a register-only FMA loop on every thread);
+ *  - the GEMM efficiency curve: the cpu device's matmul at square and transformer shapes,
+ *    fitted to rate = peak * E * s / (s + h) (linear least squares on 1/rate vs 1/s);
+ *  - attention efficiency: the cpu device's attention fwd+bwd against that curve;
+ *  - memory bandwidth (STREAM triad) and the fraction the device's elementwise kernels reach;
+ *  - per-kernel overhead (a 16-element kernel);
+ *  - the slowdown of a GEMM while another thread streams memory (a comm worker's copies);
+ *  - the local communicator (2 rank threads, each with its own cpu device): latency and bus
+ *    bandwidth of all-gather, reduce-scatter and all-reduce, fitted through the cost model's
+ *    ring formulas. (MPI is not measured: it needs a launcher; run mpirun with the executor.)
+ * Writes the profile (default models/hardware/cpu.yaml) and prints what it measured. It does
+ * not simulate anything. */
+#define _GNU_SOURCE
+#include "calibrate.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../comm/comm.h"
+#include "../config/config.h"
+#include "../device/device.h"
+#include "../device/kernels.h"
+#include "../ops/blas.h"
+#include "cost_model.h"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---- FMA peak ------------------------------------------------------------------------------ */
+
+static volatile float fma_sink;
+
+__attribute__((target("avx512f"))) static double fma_loop_avx512(long iters) {
+  __m512 acc[12];
+  for (int i = 0; i < 12; i++) acc[i] = _mm512_set1_ps(1.0f + i * 1e-3f);
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  for (long it = 0; it < iters; it++)
+    for (int i = 0; i < 12; i++) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+  __m512 s = acc[0];
+  for (int i = 1; i < 12; i++) s = _mm512_add_ps(s, acc[i]);
+  fma_sink = _mm512_reduce_add_ps(s);
+  return (double)iters * 12 * 16 * 2;
+}
+
+__attribute__((target("avx2,fma"))) static double fma_loop_avx2(long iters) {
+  __m256 acc[12];
+  for (int i = 0; i < 12; i++) acc[i] = _mm256_set1_ps(1.0f + i * 1e-3f);
+  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+  for (long it = 0; it < iters; it++)
+    for (int i = 0; i < 12; i++) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+  __m256 s = acc[0];
+  for (int i = 1; i < 12; i++) s = _mm256_add_ps(s, acc[i]);
+  float out[8];
+  _mm256_storeu_ps(out, s);
+  fma_sink = out[0] + out[7];
+  return (double)iters * 12 * 8 * 2;
+}
+
+/* FLOP/s of `threads` threads each running an FMA-only loop (best of 3). */
+static double measure_fma_peak(int threads, bool quick) {
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  const long iters = quick ? 2000000 : 8000000;
+  double best = 0;
+  for (int rep = 0; rep < 3; rep++) {
+    double flops = 0;
+    double t0 = now_s();
+#pragma omp parallel num_threads(threads) reduction(+ : flops)
+    flops += avx512 ? fma_loop_avx512(iters) : fma_loop_avx2(iters);
+    double rate = flops / (now_s() - t0);
+    if (rate > best) best = rate;
+  }
+  return best;
+}
+
+/* ---- memory ---------------------------------------------------------------------------------- */
+
+static double measure_triad(int threads, bool quick) {
+  const size_t n = quick ? (size_t)4 << 20 : (size_t)24 << 20;
+  float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *c = malloc(n * sizeof *c);
+  double best = 0;
+  if (!a || !b || !c) goto out;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (size_t i = 0; i < n; i++) {
+    a[i] = 0;
+    b[i] = 1.0f;
+    c[i] = 2.0f;
+  }
+  for (int rep = 0; rep < 5; rep++) {
+    double t0 = now_s();
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (size_t i = 0; i < n; i++) a[i] = b[i] + 0.5f * c[i];
+    double bw = 3.0 * (double)n * sizeof(float) / (now_s() - t0);
+    if (bw > best) best = bw;
+  }
+  fma_sink = a[n / 2];
+out:
+  free(a);
+  free(b);
+  free(c);
+  return best;
+}
+
+/* ---- the cpu device's kernels ---------------------------------------------------------------- */
+
+typedef struct cdev {
+  fb_device *d;
+  fb_stream *s;
+  fb_kctx k;
+} cdev;
+
+static fb_status cdev_open(int threads, int rank, int world, cdev *c) {
+  const fb_device_ops *ops = fb_device_lookup("cpu");
+  if (!ops) return FB_ERR(FB_EUNSUPPORTED, "calibrate: the cpu device is not built");
+  FB_TRY(fb_device_open(ops, rank, world, threads, 0, NULL, &c->d));
+  fb_status st = c->d->ops->stream_create(c->d, FB_STREAM_COMPUTE, &c->s);
+  if (st != FB_OK) {
+    fb_device_close(c->d);
+    return st;
+  }
+  c->k = (fb_kctx){.dev = c->d, .s = c->s, .act = FB_F32, .unit = -1};
+  return FB_OK;
+}
+
+static void cdev_close(cdev *c) {
+  if (!c->d) return;
+  c->d->ops->stream_destroy(c->d, c->s);
+  fb_device_close(c->d);
+  c->d = NULL;
+}
+
+static fb_status zalloc(cdev *c, size_t bytes, fb_buf *b) {
+  FB_TRY(fb_alloc(c->d, bytes, FB_MEM_TEMP, "calibrate", b));
+  return fb_memset0(c->d, c->s, b->ptr, bytes);
+}
+
+/* Median seconds of one call of `fn`, repeated for about `budget` seconds (>= 3 runs). */
+typedef fb_status (*bench_fn)(cdev *c, void *arg);
+static fb_status time_median(cdev *c, bench_fn fn, void *arg, double budget, double *out) {
+  enum { MAXR = 4096 };
+  static _Thread_local double t[MAXR];
+  FB_TRY(fn(c, arg)); /* warm-up */
+  int n = 0;
+  double start = now_s();
+  while (n < MAXR && (n < 3 || now_s() - start < budget)) {
+    double t0 = now_s();
+    FB_TRY(fn(c, arg));
+    FB_TRY(fb_stream_sync(c->d, c->s));
+    t[n++] = now_s() - t0;
+  }
+  *out = median(t, n);
+  return FB_OK;
+}
+
+typedef struct gemm_arg {
+  int N, C, OC;
+  fb_buf out, inp, w;
+} gemm_arg;
+
+static fb_status run_gemm(cdev *c, void *p) {
+  gemm_arg *g = p;
+  return fb_k_matmul_fwd(&c->k, g->out.ptr, g->inp.ptr, g->w.ptr, NULL, g->N, g->C, g->OC);
+}
+
+typedef struct add_arg {
+  size_t n;
+  fb_buf a, b;
+} add_arg;
+
+static fb_status run_add(cdev *c, void *p) {
+  add_arg *a = p;
+  return fb_k_add(&c->k, a->a.ptr, a->a.ptr, a->b.ptr, a->n);
+}
+
+typedef struct attn_arg {
+  int B, T, H, hd;
+  fb_buf q, k, v, out, lse, dq, dk, dv, dout, scratch;
+} attn_arg;
+
+static fb_status run_attn(cdev *c, void *p) {
+  attn_arg *a = p;
+  int ld = a->H * a->hd;
+  FB_TRY(fb_k_attention_fwd(&c->k, a->out.ptr, a->lse.ptr, a->q.ptr, a->k.ptr, a->v.ptr, a->B,
+                            a->T, a->H, a->H, a->hd, ld, ld, a->scratch.ptr));
+  return fb_k_attention_bwd(&c->k, a->dq.ptr, a->dk.ptr, a->dv.ptr, a->dout.ptr, a->q.ptr,
+                            a->k.ptr, a->v.ptr, a->out.ptr, a->lse.ptr, a->B, a->T, a->H, a->H,
+                            a->hd, ld, ld, a->scratch.ptr);
+}
+
+/* A thread streaming memory while a GEMM runs: what a comm worker's copies cost compute. */
+typedef struct streamer {
+  volatile int stop;
+  float *a, *b;
+  size_t n;
+} streamer;
+
+static void *stream_thread(void *p) {
+  streamer *s = p;
+  while (!s->stop) memcpy(s->a, s->b, s->n * sizeof(float));
+  return NULL;
+}
+
+/* ---- the local communicator ------------------------------------------------------------------ */
+
+enum { NSIZES = 5 };
+static const size_t comm_counts[NSIZES] = {1, 1024, 65536, 1 << 20, 4 << 20};
+static const fb_coll comm_colls[3] = {FB_COLL_ALL_GATHER, FB_COLL_REDUCE_SCATTER,
+                                      FB_COLL_ALL_REDUCE};
+
+typedef struct comm_bench {
+  fb_local_group *g;
+  pthread_barrier_t bar;
+  int reps;
+  double t[3][NSIZES]; /* rank 0's medians */
+  fb_status st[2];
+  char msg[2][256];
+} comm_bench;
+
+typedef struct comm_rank {
+  comm_bench *b;
+  int rank;
+} comm_rank;
+
+static void *comm_rank_main(void *p) {
+  comm_rank *r = p;
+  comm_bench *b = r->b;
+  fb_status st = FB_OK;
+  fb_device *d = NULL;
+  fb_comm *comm = NULL;
+  fb_stream *s = NULL;
+  fb_buf send = {0}, recv = {0};
+  double *t = NULL;
+  const size_t maxc = comm_counts[NSIZES - 1];
+  FB_CHECK_GOTO(st, fb_device_open(fb_device_lookup("cpu"), r->rank, 2, 1, 0, NULL, &d), out);
+  FB_CHECK_GOTO(st, d->ops->stream_create(d, FB_STREAM_COMM, &s), out);
+  FB_CHECK_GOTO(st, fb_comm_local_create(b->g, r->rank, d, &comm), out);
+  FB_CHECK_GOTO(st, fb_alloc(d, 2 * maxc * sizeof(float), FB_MEM_COMM, "calib.send", &send), out);
+  FB_CHECK_GOTO(st, fb_alloc(d, 2 * maxc * sizeof(float), FB_MEM_COMM, "calib.recv", &recv), out);
+  FB_CHECK_GOTO(st, fb_memset0(d, s, send.ptr, send.bytes), out);
+  FB_CHECK_GOTO(st, fb_memset0(d, s, recv.ptr, recv.bytes), out);
+  t = malloc(sizeof *t * (size_t)b->reps);
+  if (!t) {
+    st = FB_ERR(FB_ENOMEM, "calibrate: out of memory");
+    goto out;
+  }
+  for (int ci = 0; ci < 3; ci++) {
+    for (int si = 0; si < NSIZES; si++) {
+      size_t count = comm_counts[si];
+      for (int rep = 0; rep < b->reps + 1; rep++) {
+        pthread_barrier_wait(&b->bar);
+        double t0 = now_s();
+        switch (comm_colls[ci]) {
+        case FB_COLL_ALL_GATHER:
+          st = fb_all_gather(comm, s, -1, send.ptr, recv.ptr, count, FB_F32);
+          break;
+        case FB_COLL_REDUCE_SCATTER:
+          st = fb_reduce_scatter(comm, s, -1, send.ptr, recv.ptr, count, FB_F32);
+          break;
+        default: st = fb_all_reduce(comm, s, -1, send.ptr, recv.ptr, 2 * count, FB_F32); break;
+        }
+        if (st == FB_OK) st = fb_stream_sync(d, s);
+        if (st != FB_OK) goto out; /* the peer times out and reports too */
+        if (rep > 0) t[rep - 1] = now_s() - t0;
+      }
+      if (r->rank == 0) b->t[ci][si] = median(t, b->reps);
+    }
+  }
+out:
+  if (st != FB_OK) snprintf(b->msg[r->rank], sizeof b->msg[r->rank], "%s", fb_error_msg());
+  b->st[r->rank] = st;
+  free(t);
+  if (d) {
+    if (s) fb_stream_sync(d, s);
+    fb_free(d, &send, NULL);
+    fb_free(d, &recv, NULL);
+    if (comm) fb_comm_destroy(comm);
+    if (s) d->ops->stream_destroy(d, s);
+    fb_device_close(d);
+  }
+  return NULL;
+}
+
+/* Full-buffer bytes a collective of per-rank `count` moves at W=2 (cost-model convention)
+ * and its ring factor and hops. */
+static void comm_shape(fb_coll c, size_t count, double *bytes, double *factor, double *hops) {
+  if (c == FB_COLL_ALL_REDUCE) {
+    *bytes = 2.0 * count * sizeof(float); /* the all-reduce buffer: 2*count elements */
+    *factor = 1.0;                        /* 2(W-1)/W at W=2 */
+    *hops = 2;
+  } else {
+    *bytes = 2.0 * count * sizeof(float); /* gathered buffer */
+    *factor = 0.5;                        /* (W-1)/W */
+    *hops = 1;
+  }
+}
+
+/* ---- the whole calibration ------------------------------------------------------------------- */
+
+fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
+  const int threads = o->threads > 0 ? o->threads : 1;
+  const double budget = o->quick ? 0.03 : 0.2;
+  fb_status st = FB_OK;
+  cdev c = {0};
+  fb_hardware hw;
+  memset(&hw, 0, sizeof hw);
+  snprintf(hw.name, sizeof hw.name, "cpu");
+
+  if (!quiet) {
+    printf("calibrate: %d thread(s), %s\n", threads, fb_blas_describe());
+    double load = 0;
+    FILE *lf = fopen("/proc/loadavg", "r");
+    if (lf) {
+      if (fscanf(lf, "%lf", &load) != 1) load = 0;
+      fclose(lf);
+    }
+    if (load > 0.75)
+      printf("calibrate: warning: load average %.2f: other work is running, so the measured "
+             "rates will be low; calibrate on an idle machine\n", load);
+  }
+  double peak = measure_fma_peak(threads, o->quick);
+  double triad = measure_triad(threads, o->quick);
+  hw.peak_fp32 = peak;
+  hw.peak_bf16 = peak; /* the cpu device computes in fp32 only */
+  hw.mem_bw = triad;
+
+  FB_TRY(cdev_open(threads, 0, 1, &c));
+
+  /* per-kernel overhead and the elementwise kernels' share of the triad bandwidth */
+  add_arg tiny = {.n = 16}, big = {.n = o->quick ? (size_t)2 << 20 : (size_t)16 << 20};
+  double t_tiny, t_big;
+  FB_CHECK_GOTO(st, zalloc(&c, tiny.n * 4, &tiny.a), out);
+  FB_CHECK_GOTO(st, zalloc(&c, tiny.n * 4, &tiny.b), out);
+  FB_CHECK_GOTO(st, time_median(&c, run_add, &tiny, budget / 4, &t_tiny), out);
+  FB_CHECK_GOTO(st, zalloc(&c, big.n * 4, &big.a), out);
+  FB_CHECK_GOTO(st, zalloc(&c, big.n * 4, &big.b), out);
+  FB_CHECK_GOTO(st, time_median(&c, run_add, &big, budget, &t_big), out);
+  hw.launch_s = t_tiny;
+  double add_bw = 3.0 * big.n * 4 / fmax(t_big - t_tiny, 1e-9);
+  hw.mem_eff = fmin(1.0, add_bw / triad);
+  fb_free(c.d, &tiny.a, NULL);
+  fb_free(c.d, &tiny.b, NULL);
+  fb_free(c.d, &big.a, NULL);
+  fb_free(c.d, &big.b, NULL);
+
+  /* GEMM curve: squares and the transformer shapes of gpt2-124m at B*T = 256 and 1024 */
+  static const int shapes[][3] = {{64, 64, 64},     {128, 128, 128},   {256, 256, 256},
+                                  {512, 512, 512},  {1024, 1024, 1024}, {256, 768, 768},
+                                  {256, 768, 2304}, {256, 768, 3072},  {256, 3072, 768},
+                                  {1024, 768, 2304}, {1024, 768, 3072}, {1024, 3072, 768}};
+  enum { NSH = sizeof shapes / sizeof shapes[0] };
+  double gs[NSH], grate[NSH];
+  double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (int i = 0; i < NSH; i++) {
+    gemm_arg g = {.N = shapes[i][0], .C = shapes[i][1], .OC = shapes[i][2]};
+    FB_CHECK_GOTO(st, zalloc(&c, (size_t)g.N * g.OC * 4, &g.out), out);
+    FB_CHECK_GOTO(st, zalloc(&c, (size_t)g.N * g.C * 4, &g.inp), out);
+    FB_CHECK_GOTO(st, zalloc(&c, (size_t)g.C * g.OC * 4, &g.w), out);
+    double t;
+    st = time_median(&c, run_gemm, &g, budget, &t);
+    fb_free(c.d, &g.out, NULL);
+    fb_free(c.d, &g.inp, NULL);
+    fb_free(c.d, &g.w, NULL);
+    if (st != FB_OK) goto out;
+    double flops = 2.0 * g.N * g.C * g.OC;
+    gs[i] = cbrt((double)g.N * g.C * g.OC);
+    grate[i] = flops / fmax(t - hw.launch_s, 1e-9);
+    /* weighted least squares of y = 1/rate on x = 1/s, weights 1/y^2 (relative error) */
+    double x = 1.0 / gs[i], y = 1.0 / grate[i], w = 1.0 / (y * y);
+    sw += w;
+    sx += w * x;
+    sy += w * y;
+    sxx += w * x * x;
+    sxy += w * x * y;
+  }
+  double den = sw * sxx - sx * sx;
+  double b = den != 0 ? (sw * sxy - sx * sy) / den : 0;
+  double a = (sy - b * sx) / sw;
+  if (!(a > 0)) a = 1.0 / grate[NSH - 1];
+  hw.gemm_max_eff = fmin(1.0, 1.0 / (peak * a));
+  hw.gemm_half_size = fmax(1.0, b / a);
+
+  /* attention fwd+bwd (gpt2-124m heads) against the GEMM curve at its size */
+  {
+    attn_arg at = {.B = o->quick ? 1 : 2, .T = 256, .H = 12, .hd = 64};
+    size_t act = (size_t)at.B * at.T * at.H * at.hd * 4;
+    size_t lse = (size_t)at.B * at.H * at.T * 4;
+    fb_buf *bufs[] = {&at.q, &at.k, &at.v, &at.out, &at.dq, &at.dk, &at.dv, &at.dout};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+      FB_CHECK_GOTO(st, zalloc(&c, act, bufs[i]), out);
+    FB_CHECK_GOTO(st, zalloc(&c, lse, &at.lse), out);
+    FB_CHECK_GOTO(st, zalloc(&c, fb_attention_scratch_bytes(c.d, at.B, at.T, at.H, at.H, at.hd),
+                             &at.scratch), out);
+    double t;
+    st = time_median(&c, run_attn, &at, budget, &t);
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) fb_free(c.d, bufs[i], NULL);
+    fb_free(c.d, &at.lse, NULL);
+    fb_free(c.d, &at.scratch, NULL);
+    if (st != FB_OK) goto out;
+    /* the kernel wrappers' FLOP count: (2 + 5) causal products + softmax work */
+    double bhtt = (double)at.B * at.H * at.T * at.T;
+    double flops = 7 * 2.0 * bhtt * at.hd * 0.5 + 2 * 5.0 * bhtt * 0.5;
+    double size = cbrt((double)at.T * at.T * at.hd * at.B * at.H);
+    double rate = flops / fmax(t - 2 * hw.launch_s, 1e-9);
+    hw.attn_eff = fmin(1.0, rate / (peak * fb_cost_gemm_efficiency(&hw, size)));
+    if (!quiet)
+      printf("  attention fwd+bwd B=%d T=%d H=%d hd=%d: %.2f ms, %.1f GFLOP/s -> efficiency %.3f "
+             "of a GEMM\n", at.B, at.T, at.H, at.hd, t * 1e3, rate * 1e-9, hw.attn_eff);
+  }
+
+  /* compute slowdown while another thread streams memory (a comm worker's copies) */
+  {
+    gemm_arg g = {.N = 512, .C = 768, .OC = 3072};
+    FB_CHECK_GOTO(st, zalloc(&c, (size_t)g.N * g.OC * 4, &g.out), out);
+    FB_CHECK_GOTO(st, zalloc(&c, (size_t)g.N * g.C * 4, &g.inp), out);
+    FB_CHECK_GOTO(st, zalloc(&c, (size_t)g.C * g.OC * 4, &g.w), out);
+    double alone = 0, shared = 0;
+    st = time_median(&c, run_gemm, &g, budget, &alone);
+    streamer sm = {.n = (size_t)8 << 20};
+    sm.a = calloc(sm.n, sizeof(float));
+    sm.b = calloc(sm.n, sizeof(float));
+    pthread_t th;
+    bool started = false;
+    if (st == FB_OK && sm.a && sm.b && pthread_create(&th, NULL, stream_thread, &sm) == 0) {
+      started = true;
+      st = time_median(&c, run_gemm, &g, budget, &shared);
+      sm.stop = 1;
+      pthread_join(th, NULL);
+    }
+    free(sm.a);
+    free(sm.b);
+    fb_free(c.d, &g.out, NULL);
+    fb_free(c.d, &g.inp, NULL);
+    fb_free(c.d, &g.w, NULL);
+    if (st != FB_OK) goto out;
+    hw.overlap_slowdown = started ? fmin(100.0, fmax(1.0, shared / alone)) : 1.0;
+  }
+
+  /* the local communicator: 2 rank threads */
+  hw.devices_per_node = 1;
+  {
+    comm_bench cb = {.reps = o->quick ? 3 : 9};
+    FB_CHECK_GOTO(st, fb_local_group_create(2, 30.0, &cb.g), out);
+    pthread_barrier_init(&cb.bar, NULL, 2);
+    pthread_t th[2];
+    comm_rank cr[2] = {{&cb, 0}, {&cb, 1}};
+    int started = 0;
+    for (int r = 0; r < 2; r++)
+      if (pthread_create(&th[r], NULL, comm_rank_main, &cr[r]) == 0) started++;
+    for (int r = 0; r < started; r++) pthread_join(th[r], NULL);
+    pthread_barrier_destroy(&cb.bar);
+    fb_local_group_destroy(cb.g);
+    if (started < 2) {
+      st = FB_ERR(FB_EINTERNAL, "calibrate: cannot start the rank threads");
+      goto out;
+    }
+    for (int r = 0; r < 2; r++)
+      if (cb.st[r] != FB_OK) {
+        st = FB_ERR(cb.st[r], "calibrate: local communicator, rank %d: %s", r, cb.msg[r]);
+        goto out;
+      }
+    double lat[3], bw[3];
+    for (int ci = 0; ci < 3; ci++) {
+      double b0, f0, h0, b1, f1, h1;
+      comm_shape(comm_colls[ci], comm_counts[0], &b0, &f0, &h0);
+      comm_shape(comm_colls[ci], comm_counts[NSIZES - 1], &b1, &f1, &h1);
+      double t_small = cb.t[ci][0], t_large = cb.t[ci][NSIZES - 1];
+      lat[ci] = fmax(0.0, t_small - hw.launch_s) / h0;
+      bw[ci] = (f1 * b1 - f0 * b0) / fmax(t_large - t_small, 1e-9);
+    }
+    double lat_s[3] = {lat[0], lat[1], lat[2]}, bw_s[3] = {bw[0], bw[1], bw[2]};
+    hw.intra_lat = hw.inter_lat = median(lat_s, 3);
+    hw.intra_bw = hw.inter_bw = median(bw_s, 3);
+    hw.coll_eff = 1.0; /* the fitted bandwidth is already the achieved one */
+    if (!quiet) {
+      printf("\n  local communicator, 2 ranks (threads), fp32; model = launch + hops*lat + "
+             "factor*bytes/bw\n");
+      printf("  %-15s %12s %12s %12s %9s\n", "collective", "bytes", "measured us", "model us",
+             "error %");
+      for (int ci = 0; ci < 3; ci++)
+        for (int si = 0; si < NSIZES; si++) {
+          double bytes, f, h;
+          comm_shape(comm_colls[ci], comm_counts[si], &bytes, &f, &h);
+          double model = fb_cost_collective(&hw, comm_colls[ci], bytes, 2);
+          double meas = cb.t[ci][si];
+          printf("  %-15s %12.0f %12.1f %12.1f %9.1f\n", fb_coll_name(comm_colls[ci]), bytes,
+                 meas * 1e6, model * 1e6, 100 * (model - meas) / meas);
+        }
+      printf("  per collective: lat us / bus GB/s: all_gather %.1f / %.2f, reduce_scatter %.1f / "
+             "%.2f, all_reduce %.1f / %.2f\n", lat[0] * 1e6, bw[0] * 1e-9, lat[1] * 1e6,
+             bw[1] * 1e-9, lat[2] * 1e6, bw[2] * 1e-9);
+    }
+  }
+
+  hw.devices_per_node = 1;
+  long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+  hw.mem_capacity = pages > 0 && psize > 0 ? (int64_t)pages * psize : (int64_t)1 << 30;
+  hw.mem_capacity = hw.mem_capacity / (1 << 20) * (1 << 20);
+  hw.host_runs_ahead = false; /* the cpu device runs compute on the calling thread */
+  hw.shared_host = true;      /* local ranks are threads of this one machine */
+
+  if (!quiet) {
+    printf("\n  sgemm through the cpu device (matmul_fwd), fit: rate = peak * %.3f * s / (s + %.0f)"
+           ", s = cbrt(m*n*k)\n", hw.gemm_max_eff, hw.gemm_half_size);
+    printf("  %6s %6s %6s %12s %12s %9s\n", "N", "C", "OC", "GFLOP/s", "model", "error %");
+    for (int i = 0; i < NSH; i++) {
+      double model = peak * fb_cost_gemm_efficiency(&hw, gs[i]);
+      printf("  %6d %6d %6d %12.1f %12.1f %9.1f\n", shapes[i][0], shapes[i][1], shapes[i][2],
+             grate[i] * 1e-9, model * 1e-9, 100 * (model - grate[i]) / grate[i]);
+    }
+    printf("\n  %-34s %12.1f GFLOP/s\n", "fp32 FMA peak", peak * 1e-9);
+    printf("  %-34s %12.2f GB/s\n", "memory bandwidth (triad)", triad * 1e-9);
+    printf("  %-34s %12.2f GB/s (%.0f%% of triad)\n", "elementwise kernel (add)", add_bw * 1e-9,
+           100 * hw.mem_eff);
+    printf("  %-34s %12.2f us\n", "kernel overhead (16 elements)", hw.launch_s * 1e6);
+    printf("  %-34s %12.3f x\n", "GEMM slowdown under memory traffic", hw.overlap_slowdown);
+    printf("  %-34s %12.2f GiB\n", "memory", (double)hw.mem_capacity / 1073741824.0);
+  }
+  st = fb_hardware_validate(&hw, "calibrate");
+  if (st == FB_OK) *out = hw;
+out:
+  cdev_close(&c);
+  return st;
+}
+
+static int usage(const char *msg) {
+  fprintf(stderr, "fsdpbench calibrate: error: %s\nusage: fsdpbench calibrate [--out FILE] "
+                  "[--threads N] [--quick]\n", msg);
+  return FB_EUSAGE;
+}
+
+int fb_calibrate_main(int argc, char **argv) {
+  char path[1024] = "";
+  fb_calib_opts o = {.threads = (int)sysconf(_SC_NPROCESSORS_ONLN), .quick = false};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *val = NULL;
+    size_t nlen = strcspn(a, "=");
+    if (!strcmp(a, "--quick")) {
+      o.quick = true;
+      continue;
+    }
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      printf("usage: fsdpbench calibrate [--out FILE] [--threads N] [--quick]\n"
+             "Measures this machine (GEMM curve, memory bandwidth, kernel overhead, local\n"
+             "communicator) and writes a hardware profile (default models/hardware/cpu.yaml).\n");
+      return 0;
+    }
+    if (a[nlen] == '=')
+      val = a + nlen + 1;
+    else if (i + 1 < argc)
+      val = argv[++i];
+    char flag[64];
+    snprintf(flag, sizeof flag, "%.*s", (int)nlen, a);
+    char msg[256];
+    if (!strcmp(flag, "--out")) {
+      if (!val || !*val) return usage("--out needs a file name");
+      snprintf(path, sizeof path, "%s", val);
+    } else if (!strcmp(flag, "--threads")) {
+      char *end = NULL;
+      long n = val ? strtol(val, &end, 10) : 0;
+      if (!val || *end || n < 1 || n > 1024) {
+        snprintf(msg, sizeof msg, "--threads: '%s' is not allowed (want an integer in [1, 1024])",
+                 val ? val : "");
+        return usage(msg);
+      }
+      o.threads = (int)n;
+    } else {
+      snprintf(msg, sizeof msg, "unknown flag '%s' (allowed: --out, --threads, --quick)", a);
+      return usage(msg);
+    }
+  }
+  if (!path[0]) snprintf(path, sizeof path, "%s/models/hardware/cpu.yaml", fb_data_root());
+  fb_hardware hw;
+  double t0 = now_s();
+  fb_status st = fb_calibrate(&o, false, &hw);
+  if (st == FB_OK) {
+    char comment[512];
+    time_t now = time(NULL);
+    char when[64];
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M", localtime(&now));
+    snprintf(comment, sizeof comment,
+             "This machine, measured by `fsdpbench calibrate --threads %d` on %s.\n"
+             "BLAS: %s. Regenerate with the same command; see docs/simulator.md.\n"
+             "intra/inter links = the local communicator (ranks are threads sharing memory).",
+             o.threads, when, fb_blas_describe());
+    st = fb_hardware_write(path, &hw, comment);
+  }
+  if (st != FB_OK) {
+    fprintf(stderr, "fsdpbench calibrate: error: %s\n", fb_error_msg());
+    return st;
+  }
+  printf("\ncalibrate: wrote %s in %.1f s\n", path, now_s() - t0);
+  return 0;
+}

@@ -1,0 +1,25 @@
+/* `fsdpbench calibrate`: measures this machine with the executor's own code paths (the cpu
+ * device's kernels, the local communicator) and writes a hardware profile the simulator uses
+ * to predict the cpu executor. It does not simulate anything itself. */
+#ifndef FB_CALIBRATE_H
+#define FB_CALIBRATE_H
+
+#include "../core/status.h"
+#include "hardware.h"
+
+/* argv[0] is the subcommand name ("calibrate"); flags follow:
+ *   --out FILE     profile to write (default models/hardware/cpu.yaml in the data root)
+ *   --threads N    threads the cpu device uses (default: all cores)
+ *   --quick        shorter measurements (tests)
+ * Prints a table of what it measured. Returns the process exit code (0, or the fb_status). */
+int fb_calibrate_main(int argc, char **argv);
+
+typedef struct fb_calib_opts {
+  int threads;   /* >= 1 */
+  bool quick;
+} fb_calib_opts;
+
+/* Measures and fills `out` (name "cpu"); prints the table to stdout unless quiet. */
+fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out);
+
+#endif

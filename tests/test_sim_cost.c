@@ -1,0 +1,309 @@
+/* Cost model and hardware profiles: every shipped profile loads and round-trips through
+ * fb_hardware_write; the model is monotonic (more bandwidth never slows anything, a bigger
+ * GEMM is never faster), all-reduce costs about two all-gathers of the same buffer, a
+ * multi-node collective is bounded by its slower stage, world 1 costs nothing, bf16 halves
+ * the bytes; bad profiles (missing key, unknown key, negative bandwidth, bad bool, malformed
+ * YAML) fail with FB_EUSAGE naming the key. */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "engine/sim/cost_model.h"
+#include "engine/sim/hardware.h"
+
+static const fb_coll colls[] = {FB_COLL_ALL_GATHER, FB_COLL_REDUCE_SCATTER, FB_COLL_ALL_REDUCE,
+                                FB_COLL_BROADCAST, FB_COLL_REDUCE, FB_COLL_BARRIER};
+static const int worlds[] = {2, 3, 4, 8, 16, 24, 64, 256, 1024};
+
+static fb_op_cost coll_op(fb_coll c, int64_t count, fb_dtype t, int world) {
+  return (fb_op_cost){.name = "coll", .kind = FB_OP_COLL, .coll = c, .count = count, .dtype = t,
+                      .world = world};
+}
+
+static fb_op_cost gemm_op(int64_t m, int64_t n, int64_t k, fb_dtype t) {
+  fb_op_cost c = {.name = "gemm", .kind = FB_OP_GEMM, .dtype = t, .m = m, .n = n, .k = k,
+                  .batch = 1};
+  c.flops = 2.0 * m * n * k;
+  c.bytes = (double)(m * k + k * n + m * n) * fb_dtype_size(t);
+  return c;
+}
+
+/* A small "step": the ops one block of a step issues, summed. */
+static double step_cost(const fb_hardware *hw, int world) {
+  double t = 0;
+  for (int l = 0; l < 4; l++) {
+    t += fb_cost_seconds(hw, &(fb_op_cost){.kind = FB_OP_COLL, .coll = FB_COLL_ALL_GATHER,
+                                           .count = 1 << 20, .dtype = FB_BF16, .world = world},
+                         world);
+    fb_op_cost g = gemm_op(4096, 4096, 1024, FB_BF16);
+    t += 3 * fb_cost_seconds(hw, &g, world);
+    fb_op_cost m = {.kind = FB_OP_MEM, .dtype = FB_BF16, .bytes = 64e6};
+    t += fb_cost_seconds(hw, &m, world);
+    t += fb_cost_seconds(hw, &(fb_op_cost){.kind = FB_OP_COLL, .coll = FB_COLL_REDUCE_SCATTER,
+                                           .count = 1 << 20, .dtype = FB_F32, .world = world},
+                         world);
+  }
+  return t;
+}
+
+static void check_monotonic(const fb_hardware *base) {
+  const char *name = base->name;
+  /* more bandwidth (any link, memory) or more FLOP/s never makes anything slower */
+  for (int which = 0; which < 4; which++) {
+    fb_hardware fast = *base;
+    switch (which) {
+    case 0: fast.intra_bw *= 2; break;
+    case 1: fast.inter_bw *= 2; break;
+    case 2: fast.mem_bw *= 2; break;
+    case 3: fast.peak_bf16 *= 2; fast.peak_fp32 *= 2; break;
+    }
+    for (size_t ci = 0; ci < sizeof colls / sizeof colls[0]; ci++)
+      for (size_t wi = 0; wi < sizeof worlds / sizeof worlds[0]; wi++)
+        for (int64_t count = 1; count <= (INT64_C(1) << 30); count *= 32) {
+          fb_op_cost c = coll_op(colls[ci], count, FB_F32, worlds[wi]);
+          double slow = fb_cost_seconds(base, &c, worlds[wi]);
+          double quick = fb_cost_seconds(&fast, &c, worlds[wi]);
+          CHECK(quick <= slow * (1 + 1e-12), "%s: faster link %d made %s W=%d count=%lld slower "
+                "(%g > %g)", name, which, fb_coll_name(colls[ci]), worlds[wi], (long long)count,
+                quick, slow);
+          CHECK(slow >= 0 && isfinite(slow), "%s: cost %g", name, slow);
+        }
+    for (int w = 1; w <= 1024; w *= 4) {
+      double a = step_cost(base, w), b = step_cost(&fast, w);
+      CHECK(b <= a * (1 + 1e-12), "%s: faster hardware (%d) made a step slower at W=%d: %g > %g",
+            name, which, w, b, a);
+    }
+  }
+  /* a bigger GEMM is never faster; per-FLOP it is never less efficient */
+  double prev = 0, prev_rate = 0;
+  for (int64_t s = 8; s <= 32768; s *= 2) {
+    fb_op_cost g = gemm_op(s, s, s, FB_BF16);
+    double t = fb_cost_seconds(base, &g, 1);
+    CHECK(t > prev, "%s: GEMM %lld^3 took %g s, not more than the smaller one's %g", name,
+          (long long)s, t, prev);
+    double rate = g.flops / t;
+    CHECK(rate >= prev_rate * (1 - 1e-12), "%s: GEMM %lld^3 rate %g below smaller's %g", name,
+          (long long)s, rate, prev_rate);
+    CHECK(rate <= fb_hardware_peak(base, FB_BF16) * base->gemm_max_eff * (1 + 1e-9),
+          "%s: GEMM rate %g above the efficiency ceiling", name, rate);
+    prev = t;
+    prev_rate = rate;
+    /* growing one dimension only also never gets faster */
+    fb_op_cost g2 = gemm_op(s, s, 2 * s, FB_BF16);
+    CHECK(fb_cost_seconds(base, &g2, 1) > t, "%s: doubling k of %lld^3 got faster", name,
+          (long long)s);
+  }
+  /* efficiency halves at gemm_half_size */
+  CHECK_CLOSE(fb_cost_gemm_efficiency(base, base->gemm_half_size), base->gemm_max_eff / 2, 1e-12,
+              0);
+  /* bf16 vs fp32: a GEMM at the bf16 rate, a collective of half the bytes */
+  fb_op_cost g32 = gemm_op(4096, 4096, 4096, FB_F32), g16 = gemm_op(4096, 4096, 4096, FB_BF16);
+  if (base->peak_bf16 > base->peak_fp32)
+    CHECK(fb_cost_seconds(base, &g16, 1) < fb_cost_seconds(base, &g32, 1), "%s: bf16 GEMM not "
+          "faster than fp32", name);
+  CHECK(fb_cost_seconds(base, &g16, 1) <= fb_cost_seconds(base, &g32, 1), "%s: bf16 GEMM slower "
+        "than fp32", name);
+  for (size_t wi = 0; wi < sizeof worlds / sizeof worlds[0]; wi++) {
+    int w = worlds[wi];
+    fb_op_cost a = coll_op(FB_COLL_ALL_GATHER, 1 << 24, FB_BF16, w);
+    fb_op_cost b = coll_op(FB_COLL_ALL_GATHER, 1 << 23, FB_F32, w);
+    CHECK_CLOSE(fb_cost_seconds(base, &a, w), fb_cost_seconds(base, &b, w), 1e-12, 0);
+    fb_op_cost c = coll_op(FB_COLL_ALL_GATHER, 1 << 24, FB_F32, w);
+    CHECK(fb_cost_seconds(base, &c, w) > fb_cost_seconds(base, &a, w), "%s: fp32 not dearer "
+          "than bf16 at W=%d", name, w);
+  }
+}
+
+static void check_collectives(const fb_hardware *hw) {
+  const char *name = hw->name;
+  /* world 1: nothing to do */
+  for (size_t ci = 0; ci < sizeof colls / sizeof colls[0]; ci++) {
+    fb_op_cost c = coll_op(colls[ci], 1 << 20, FB_F32, 1);
+    CHECK(fb_cost_seconds(hw, &c, 1) == 0, "%s: %s at world 1 costs %g", name,
+          fb_coll_name(colls[ci]), fb_cost_seconds(hw, &c, 1));
+  }
+  /* all-reduce ~ reduce-scatter + all-gather of the same buffer (large, bandwidth-bound) */
+  int64_t n = INT64_C(1) << 28; /* 1 GiB of fp32 */
+  for (size_t wi = 0; wi < sizeof worlds / sizeof worlds[0]; wi++) {
+    int w = worlds[wi];
+    fb_op_cost ag = coll_op(FB_COLL_ALL_GATHER, n / w, FB_F32, w);
+    fb_op_cost rs = coll_op(FB_COLL_REDUCE_SCATTER, n / w, FB_F32, w);
+    fb_op_cost ar = coll_op(FB_COLL_ALL_REDUCE, n, FB_F32, w);
+    double tag = fb_cost_seconds(hw, &ag, w), trs = fb_cost_seconds(hw, &rs, w);
+    double tar = fb_cost_seconds(hw, &ar, w);
+    /* ~2 on one node; across many nodes the tree (log latency) may beat the ring */
+    double lo = w <= hw->devices_per_node ? 1.9 : 1.5;
+    CHECK(tar / tag > lo && tar / tag < 2.1, "%s W=%d: all-reduce %g s vs all-gather %g s "
+          "(ratio %.3f, want ~2)", name, w, tar, tag, tar / tag);
+    CHECK_CLOSE(tag, trs, 1e-12, 0);
+  }
+  /* hierarchical: bounded below by each stage's bandwidth term, above by their sum */
+  int g = hw->devices_per_node;
+  for (int nodes = 2; nodes <= 128; nodes *= 4) {
+    int w = g * nodes;
+    double bytes = 4.0 * (double)n;
+    double t = fb_cost_collective(hw, FB_COLL_ALL_GATHER, bytes, w);
+    double intra = (double)(g - 1) / g * bytes / (hw->intra_bw * hw->coll_eff);
+    double inter = (double)(nodes - 1) / nodes * bytes / g / (hw->inter_bw * hw->coll_eff);
+    double lat = hw->launch_s + (g - 1) * hw->intra_lat + (nodes - 1) * hw->inter_lat;
+    CHECK(t >= fmax(intra, inter) * (1 - 1e-12), "%s W=%d: %g s below the slower stage %g",
+          name, w, t, fmax(intra, inter));
+    CHECK(t <= intra + inter + lat + 1e-12, "%s W=%d: %g s above both stages %g + %g + lat %g",
+          name, w, t, intra, inter, lat);
+    /* an infinitely fast NVLink leaves the network stage; an infinitely fast network the
+     * NVLink stage */
+    fb_hardware f = *hw;
+    f.intra_bw = 1e30;
+    f.intra_lat = 0;
+    CHECK_CLOSE(fb_cost_collective(&f, FB_COLL_ALL_GATHER, bytes, w),
+                inter + hw->launch_s + (nodes - 1) * hw->inter_lat, 1e-9, 0);
+  }
+  /* small messages: the tree keeps the all-reduce latency logarithmic at scale */
+  double small1k = fb_cost_collective(hw, FB_COLL_ALL_REDUCE, 1024, 1024);
+  CHECK(small1k < 1e-3, "%s: 1 KiB all-reduce over 1024 ranks takes %g s", name, small1k);
+}
+
+static fb_status write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  if (!f) return FB_EIO;
+  fputs(text, f);
+  fclose(f);
+  return FB_OK;
+}
+
+static char *read_text(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *s = calloc((size_t)n + 1, 1);
+  if (s && fread(s, 1, (size_t)n, f) != (size_t)n) s[0] = '\0';
+  fclose(f);
+  return s;
+}
+
+/* Replaces the line starting with `key:` by `repl` ("" deletes it). */
+static char *edit_line(const char *text, const char *key, const char *repl) {
+  size_t klen = strlen(key);
+  char *out = calloc(strlen(text) + strlen(repl) + 2, 1);
+  const char *p = text;
+  char *o = out;
+  while (*p) {
+    const char *nl = strchr(p, '\n');
+    size_t len = nl ? (size_t)(nl - p + 1) : strlen(p);
+    if (!strncmp(p, key, klen) && p[klen] == ':') {
+      o += sprintf(o, "%s", repl);
+    } else {
+      memcpy(o, p, len);
+      o += len;
+    }
+    p += len;
+  }
+  *o = '\0';
+  return out;
+}
+
+static void expect_bad(const char *path, const char *text, const char *must_name) {
+  CHECK(write_text(path, text) == FB_OK, "cannot write %s", path);
+  fb_hardware hw;
+  fb_status st = fb_hardware_load(path, &hw);
+  CHECK(st == FB_EUSAGE, "bad profile (%s) loaded with status %s", must_name, fb_status_name(st));
+  CHECK(strstr(fb_error_msg(), must_name) != NULL, "message '%s' does not name '%s'",
+        fb_error_msg(), must_name);
+  CHECK(strchr(fb_error_msg(), '\n') == NULL, "message is not one line: '%s'", fb_error_msg());
+}
+
+static void check_bad_profiles(const fb_hardware *good) {
+  char path[] = "/tmp/fb_test_hw_XXXXXX.yaml";
+  int fd = mkstemps(path, 5);
+  CHECK(fd >= 0, "mkstemps");
+  if (fd < 0) return;
+  CHECK_OK(fb_hardware_write(path, good, "round trip\nsecond comment line"));
+  fb_hardware back;
+  CHECK_OK(fb_hardware_load(path, &back));
+  CHECK(!strcmp(back.name, good->name), "name %s vs %s", back.name, good->name);
+  CHECK_CLOSE(back.peak_bf16, good->peak_bf16, 1e-12, 0);
+  CHECK_CLOSE(back.inter_bw, good->inter_bw, 1e-12, 0);
+  CHECK_CLOSE(back.launch_s, good->launch_s, 1e-12, 0);
+  CHECK(back.mem_capacity == good->mem_capacity, "capacity %lld vs %lld",
+        (long long)back.mem_capacity, (long long)good->mem_capacity);
+  CHECK(back.devices_per_node == good->devices_per_node && back.host_runs_ahead ==
+        good->host_runs_ahead && back.shared_host == good->shared_host, "int/bool fields");
+  char *text = read_text(path);
+  CHECK(text != NULL, "read back");
+  if (!text) return;
+  char *t;
+  t = edit_line(text, "inter_bw_gbs", "");
+  expect_bad(path, t, "inter_bw_gbs");
+  free(t);
+  t = edit_line(text, "inter_bw_gbs", "inter_bw_gbs: -50\n");
+  expect_bad(path, t, "inter_bw_gbs");
+  free(t);
+  t = edit_line(text, "mem_bw_gbs", "mem_bw_gbs: 0\n");
+  expect_bad(path, t, "mem_bw_gbs");
+  free(t);
+  t = edit_line(text, "gemm_max_efficiency", "gemm_max_efficiency: 1.5\n");
+  expect_bad(path, t, "gemm_max_efficiency");
+  free(t);
+  t = edit_line(text, "intra_lat_us", "intra_lat_us: fast\n");
+  expect_bad(path, t, "intra_lat_us");
+  free(t);
+  t = edit_line(text, "host_runs_ahead", "host_runs_ahead: maybe\n");
+  expect_bad(path, t, "host_runs_ahead");
+  free(t);
+  t = edit_line(text, "devices_per_node", "devices_per_node: 2.5\n");
+  expect_bad(path, t, "devices_per_node");
+  free(t);
+  t = edit_line(text, "name", "name: h100\nnvlink_gbs: 900\n");
+  expect_bad(path, t, "nvlink_gbs");
+  free(t);
+  t = edit_line(text, "name", "name: [a, b\n");
+  expect_bad(path, t, path);
+  free(t);
+  free(text);
+  fb_hardware h;
+  CHECK(fb_hardware_load("no-such-profile", &h) == FB_EUSAGE, "unknown profile name accepted");
+  remove(path);
+}
+
+int main(void) {
+  /* every shipped profile loads, is valid and behaves */
+  const char *names[] = {"h100", "h200", "a100", "cpu"};
+  fb_hardware h100;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    fb_hardware hw;
+    fb_status st = fb_hardware_load(names[i], &hw);
+    CHECK(st == FB_OK, "profile %s: %s", names[i], fb_error_msg());
+    if (st != FB_OK) continue;
+    CHECK(!strcmp(hw.name, names[i]), "profile %s names itself %s", names[i], hw.name);
+    CHECK_OK(fb_hardware_validate(&hw, names[i]));
+    if (i == 0) h100 = hw;
+    check_monotonic(&hw);
+    check_collectives(&hw);
+  }
+  /* and every other YAML in models/hardware loads too */
+  DIR *dir = opendir("models/hardware");
+  CHECK(dir != NULL, "models/hardware not found (run from the source tree)");
+  int nfiles = 0;
+  for (struct dirent *e; dir && (e = readdir(dir));) {
+    size_t len = strlen(e->d_name);
+    if (len < 6 || strcmp(e->d_name + len - 5, ".yaml")) continue;
+    char p[512];
+    snprintf(p, sizeof p, "models/hardware/%s", e->d_name);
+    fb_hardware hw;
+    CHECK_OK(fb_hardware_load(p, &hw));
+    nfiles++;
+  }
+  if (dir) closedir(dir);
+  CHECK(nfiles >= 4, "only %d profiles shipped", nfiles);
+  /* published-figure sanity: an 8-GPU H100 1 GiB all-reduce is ~5-7 ms, (nccl-tests busbw
+   * ~360 GB/s: 2*7/8*1.07e9/360e9 = 5.2 ms) */
+  double t = fb_cost_collective(&h100, FB_COLL_ALL_REDUCE, 1073741824.0, 8);
+  CHECK(t > 4e-3 && t < 8e-3, "h100 8-GPU 1 GiB all-reduce %g s", t);
+  check_bad_profiles(&h100);
+  return fb_test_done("test_sim_cost");
+}
