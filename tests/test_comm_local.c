@@ -456,6 +456,10 @@ static void test_setup_errors(void) {
   float x[4];
   CHECK(fb_all_reduce(c, s, -1, x, x, 4, FB_I32) == FB_EUNSUPPORTED, "i32: %s", fb_error_msg());
   CHECK(fb_comm_lookup("local") == c->ops && fb_comm_lookup("nope") == NULL, "registry");
+  CHECK(fb_comm_lookup("sim") && !strcmp(fb_comm_lookup("sim")->name, "sim"), "sim registered");
+#ifndef FB_HAVE_MPI
+  CHECK(fb_comm_lookup("mpi") == NULL, "no mpi in this build");
+#endif
   d->ops->stream_destroy(d, s);
   fb_comm_destroy(c);
   fb_device_close(d);

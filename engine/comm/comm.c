@@ -12,11 +12,10 @@ extern const fb_comm_ops fb_local_comm_ops;
 #ifdef FB_HAVE_MPI
 extern const fb_comm_ops fb_mpi_comm_ops;
 #endif
-/* Tables owned by other backends' files. Weak references: a program that never links the
- * backend (e.g. a unit test of the local communicator) gets NULL instead of a link error. */
-extern const fb_comm_ops fb_sim_comm_ops __attribute__((weak));
+/* Tables owned by the other backends' files (comm_sim.c, comm_nccl.c). */
+extern const fb_comm_ops fb_sim_comm_ops;
 #ifdef FB_HAVE_CUDA
-extern const fb_comm_ops fb_nccl_comm_ops __attribute__((weak));
+extern const fb_comm_ops fb_nccl_comm_ops;
 #endif
 
 const fb_comm_ops *fb_comm_lookup(const char *name) {
