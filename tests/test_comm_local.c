@@ -15,6 +15,7 @@
 #include "check.h"
 #include "engine/comm/comm.h"
 #include "engine/device/device_cpu.h"
+#include "engine/obs/recorder.h"
 
 /* ---- values and their exact sums ----------------------------------------------------------- */
 
@@ -466,6 +467,74 @@ static void test_setup_errors(void) {
   fb_local_group_destroy(g);
 }
 
+
+/* ---- recording: the wrappers stamp marks on the comm stream around the collective -------- */
+
+typedef struct rec_ctx {
+  rank_ctx rc;
+  fb_step_stats st;
+  int n_ops;
+} rec_ctx;
+
+static void *recorded_rank(void *p) {
+  rec_ctx *x = p;
+  rank_ctx *rc = &x->rc;
+  fb_status st = rank_open(rc);
+  rcheck(rc, st == FB_OK, "open: %s", fb_error_msg());
+  fb_recorder *rec = NULL;
+  if (st == FB_OK) {
+    fb_rec_config cfg = {.trace = false};
+    RCHECK_OK(rc, fb_recorder_create(rc->dev, &cfg, &rec));
+  }
+  if (rec) {
+    rc->dev->rec = rec;
+    fb_recorder_stream(rec, rc->comp, "compute");
+    fb_recorder_stream(rec, rc->comm, "comm");
+    fb_recorder_step_begin(rec, 0, 0);
+    dbuf a;
+    dalloc(rc, &a, FB_F32, 1000);
+    dfill(rc, &a, FB_F32, 0, 1000, rc->r, 0);
+    if (rc->r == 1) { /* rank 0's all_reduce waits ~100 ms for rank 1 on its comm stream */
+      struct timespec ts = {0, 100000000L};
+      nanosleep(&ts, NULL);
+    }
+    RCHECK_OK(rc, fb_all_reduce(rc->c, rc->comm, 3, a.b.ptr, a.b.ptr, 1000, FB_F32));
+    RCHECK_OK(rc, fb_stream_sync(rc->dev, rc->comm));
+    dexpect(rc, rc->comm, &a, FB_F32, 0, 1000, E_SUM, 0, 0, "recorded all_reduce");
+    RCHECK_OK(rc, fb_recorder_step_end(rec, &x->st));
+    fb_free(rc->dev, &a.b, NULL);
+    rc->dev->rec = NULL;
+    fb_recorder_destroy(rec);
+  }
+  rank_close(rc);
+  return NULL;
+}
+
+static void test_recorded(void) {
+  fb_local_group *g = NULL;
+  CHECK_OK(fb_local_group_create(2, 10.0, &g));
+  if (!g) return;
+  rec_ctx x[2];
+  pthread_t th[2];
+  for (int r = 0; r < 2; r++) {
+    memset(&x[r], 0, sizeof x[r]);
+    x[r].rc = (rank_ctx){.r = r, .W = 2, .g = g};
+    pthread_create(&th[r], NULL, recorded_rank, &x[r]);
+  }
+  for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  for (int r = 0; r < 2; r++) {
+    const fb_step_stats *s = &x[r].st;
+    CHECK(x[r].rc.fails == 0, "recorded rank %d: %d failures", r, x[r].rc.fails);
+    CHECK(s->coll_bytes[FB_COLL_ALL_REDUCE] == 8000, "rank %d ledger: %g bytes", r,
+          s->coll_bytes[FB_COLL_ALL_REDUCE]);
+    CHECK(s->n_ops >= 1, "rank %d: %d ops recorded", r, s->n_ops);
+  }
+  CHECK(x[0].st.comm >= 0.09 && x[0].st.comm < 2.0,
+        "rank 0's all_reduce spans its wait for rank 1 on the comm track: %.3f s", x[0].st.comm);
+  CHECK(x[1].st.comm < 0.09, "rank 1 did not wait: %.3f s", x[1].st.comm);
+  fb_local_group_destroy(g);
+}
+
 int main(void) {
   /* the fp32/fp64 data really discriminates the summation order */
   int differs32 = 0, differs64 = 0;
@@ -482,5 +551,6 @@ int main(void) {
   for (int i = 0; i < 5; i++) test_world(worlds[i]);
   test_timeout();
   test_mismatch();
+  test_recorded();
   return fb_test_done("test_comm_local");
 }
