@@ -162,24 +162,24 @@ void fb_plan_print(FILE *f, const fb_run_config *base, const fb_plan_row *rows_i
     else nbig++;
   }
   fprintf(f, "\nranked by predicted step time (fits in %.1f GiB per device):\n", gib(capacity));
-  fprintf(f, "%4s  %-7s %-52s %10s %13s %7s %12s %9s\n", "rank", "strategy", "options",
+  fprintf(f, "%4s  %-7s %-56s %10s %13s %7s %12s %9s\n", "rank", "strategy", "options",
           "step ms", "tok/s/GPU", "MFU %", "exposed ms", "peak GiB");
   int k = 0;
   for (int i = 0; i < nrows; i++) {
     const fb_plan_row *r = &rows[i];
     if (r->st != FB_OK || !r->fits) continue;
-    fprintf(f, "%4d  %-7s %-52s %10.2f %13.0f %7.1f %12.2f %9.2f\n", ++k, r->strategy,
+    fprintf(f, "%4d  %-7s %-56s %10.2f %13.0f %7.1f %12.2f %9.2f\n", ++k, r->strategy,
             r->options, r->step_s * 1e3, r->tokens_per_s_per_rank, 100 * r->mfu,
             r->exposed_comm_s * 1e3, gib(r->peak_bytes));
   }
-  if (!nfit) fprintf(f, "      (no candidate fits: more ranks, a smaller micro-batch or bf16 "
-                        "parameters may)\n");
+  if (!nfit) fprintf(f, "      (no candidate fits: activation recomputation (--recompute), a "
+                        "smaller --micro-batch or --seq, bf16 parameters or more ranks may)\n");
   if (nbig) {
     fprintf(f, "\ndoes not fit (predicted peak per rank > %.1f GiB):\n", gib(capacity));
     for (int i = 0; i < nrows; i++) {
       const fb_plan_row *r = &rows[i];
       if (r->st != FB_OK || r->fits) continue;
-      fprintf(f, "      %-7s %-52s peak %9.2f GiB (step would be %.2f ms)\n", r->strategy,
+      fprintf(f, "      %-7s %-56s peak %9.2f GiB (step would be %.2f ms)\n", r->strategy,
               r->options, gib(r->peak_bytes), r->step_s * 1e3);
     }
   }
@@ -188,7 +188,7 @@ void fb_plan_print(FILE *f, const fb_run_config *base, const fb_plan_row *rows_i
     for (int i = 0; i < nrows; i++) {
       const fb_plan_row *r = &rows[i];
       if (r->st == FB_OK) continue;
-      fprintf(f, "      %-7s %-52s %s: %s\n", r->strategy, r->options, fb_status_name(r->st),
+      fprintf(f, "      %-7s %-56s %s: %s\n", r->strategy, r->options, fb_status_name(r->st),
               r->error);
     }
   }
