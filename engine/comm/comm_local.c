@@ -4,7 +4,7 @@
  * barrier, checks that all issued the same collective, then computes ITS OWN share reading
  * every rank's buffers directly. Sums run in rank order 0..W-1 starting from rank 0's value,
  * so a result is bitwise the sequential ((x0 + x1) + x2) + ... whatever W and the chunking.
- * A barrier that waits longer than the group's timeout fails with FB_ETIMEOUT and poisons the
+ * A barrier that waits longer than the comm's timeout_s fails with FB_ETIMEOUT and poisons the
  * group, so the other ranks fail too instead of hanging. It does not record timings (comm.c). */
 #define _GNU_SOURCE
 #include "comm.h"
@@ -26,12 +26,13 @@ typedef struct coll_args {
   int root;
   const void *send;
   void *recv;
-  uint64_t seq; /* 1-based number of this rank's collective */
+  uint64_t seq;     /* 1-based number of this rank's collective */
+  double timeout_s; /* the issuing comm's c->timeout_s; <= 0 waits forever */
 } coll_args;
 
 struct fb_local_group {
   int world;
-  double timeout_s; /* <= 0: wait forever */
+  double timeout_s; /* default for the comms created on it */
   pthread_mutex_t mu;
   pthread_cond_t cv;
   uint64_t gen;          /* barrier generation */
@@ -176,10 +177,10 @@ static fb_status group_barrier(fb_local_group *g, int rank, const coll_args *a) 
     goto out;
   }
   const double t0 = mono_s();
-  const bool forever = !(g->timeout_s > 0);
+  const bool forever = !(a->timeout_s > 0);
   struct timespec dl;
   if (!forever) {
-    double end = t0 + g->timeout_s;
+    double end = t0 + a->timeout_s;
     dl.tv_sec = (time_t)end;
     dl.tv_nsec = (long)((end - (double)dl.tv_sec) * 1e9);
     if (dl.tv_nsec >= 1000000000L) {
@@ -397,7 +398,7 @@ static fb_status issue(fb_comm *c, fb_stream *s, fb_coll op, const void *send, v
   if (!j) return FB_ERR(FB_ENOMEM, "local comm: out of host memory");
   j->c = c;
   j->a = (coll_args){.op = op, .count = count, .t = t, .root = root, .send = send,
-                     .recv = recv, .seq = ++lc->seq};
+                     .recv = recv, .seq = ++lc->seq, .timeout_s = c->timeout_s};
   pthread_mutex_lock(&lc->mu);
   j->next = lc->pending;
   if (lc->pending) lc->pending->prev = j;
