@@ -2,6 +2,7 @@
 """Structural checks of a fsdpbench Chrome trace (and optionally a memory snapshot).
 
 Usage: check_trace.py TRACE.json [--world N] [--threads compute,comm] [--snapshot SNAP.json]
+                      [--baseline REPORT.json]
 
 Checks what Perfetto / chrome://tracing need: valid JSON object with traceEvents; every
 complete event ("X") has numeric ts and dur >= 0, a pid and a tid; slices on one (pid, tid)
@@ -9,6 +10,11 @@ track nest properly (no partial overlap); every rank 0..N-1 has a named process;
 has threads with the required names; each rank has memory counter events ("C").
 A snapshot must have device_traces with alloc/free entries carrying addr, size, stream,
 time_us and frames, and segments whose blocks are active allocations.
+With --baseline, the memory counters at the start of every traced step (the last sample before
+the step's slice on the "steps" thread) must be the same, category by category, as at the start
+of the first traced step (memory returns to its baseline after each step), and that baseline
+must hold at least the rank's persistent_bytes from report.json.
+(Needs distinct host times for frees and the next step's start: cpu / cuda runs.)
 Exit 0 when all hold, 1 with one line per problem otherwise."""
 import argparse
 import json
@@ -81,6 +87,42 @@ def check_trace(path, world, threads):
     return errs
 
 
+def check_baseline(trace_path, report_path):
+    errs = []
+    with open(trace_path) as f:
+        evs = json.load(f)["traceEvents"]
+    with open(report_path) as f:
+        rep = json.load(f)
+    for rk in rep["ranks"]:
+        r, persistent = rk["rank"], rk["persistent_bytes"]
+        steps = sorted(e["ts"] for e in evs
+                       if e.get("ph") == "X" and e.get("cat") == "step" and e["pid"] == r)
+        samples = sorted((e["ts"], e["args"]) for e in evs
+                         if e.get("ph") == "C" and e.get("name") == "memory (MiB)"
+                         and e["pid"] == r)
+        if len(steps) < 2 or not samples:
+            errs.append(f"rank {r}: need >= 2 step slices and memory samples for --baseline")
+            continue
+        states = []
+        for i, t in enumerate(steps):
+            before = [a for ts, a in samples if ts < t]
+            if not before:
+                errs.append(f"rank {r}: no memory sample before traced step #{i}")
+                break
+            states.append({k: round(v * 2**20) for k, v in before[-1].items()})
+        else:
+            base = states[0]
+            if sum(base.values()) < persistent:
+                errs.append(f"rank {r}: {sum(base.values())} B in use at a step start, below "
+                            f"the persistent {persistent} B")
+            for i, st in enumerate(states[1:], 1):
+                diff = {k: st[k] - base.get(k, 0) for k in st if st[k] != base.get(k, 0)}
+                if diff:
+                    errs.append(f"rank {r}: memory at traced step #{i} start differs from the "
+                                f"baseline by {diff} B")
+    return errs
+
+
 def check_snapshot(path):
     errs = []
     with open(path) as f:
@@ -129,10 +171,13 @@ def main():
     ap.add_argument("--world", type=int)
     ap.add_argument("--threads", default="compute,comm")
     ap.add_argument("--snapshot", action="append", default=[])
+    ap.add_argument("--baseline")
     a = ap.parse_args()
     threads = [t for t in a.threads.split(",") if t]
     try:
         errs = check_trace(a.trace, a.world, threads)
+        if a.baseline:
+            errs += check_baseline(a.trace, a.baseline)
         for s in a.snapshot:
             errs += [f"{s}: {m}" for m in check_snapshot(s)]
     except (OSError, ValueError, KeyError, TypeError) as ex:

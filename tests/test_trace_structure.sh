@@ -2,7 +2,8 @@
 # End-to-end trace structure: a 2-rank fsdp run of the debug model with --trace must write a
 # Chrome trace that Perfetto / chrome://tracing can open: valid JSON, complete events with
 # ts and dur >= 0, slices nested per track, both ranks present with compute and comm threads,
-# memory counters. The checks live in tests/check_trace.py.
+# memory counters, and memory back to the same baseline at each traced step start (cpu run).
+# The checks live in tests/check_trace.py.
 # Skips (77) when the CLI is not built yet, python3 is missing, or the run is not supported.
 set -u
 src=${FB_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -27,7 +28,11 @@ trace=$(find "$tmp" -name trace.json | head -n 1)
 if [ -z "$trace" ]; then
   echo "FAIL: no trace.json under --out $tmp:"; find "$tmp" -type f; exit 1
 fi
-python3 "$src/tests/check_trace.py" "$trace" --world 2 --threads compute,comm || exit 1
+# With report.json beside it: memory returns to the same baseline at every traced step start.
+baseline=()
+[ -f "$tmp/report.json" ] && baseline=(--baseline "$tmp/report.json")
+python3 "$src/tests/check_trace.py" "$trace" --world 2 --threads compute,comm,steps \
+  "${baseline[@]}" || exit 1
 
 # The report must be printed with its units row and the final parameter sum (%.17g).
 grep -q "(ms)" "$tmp/log.txt" || { echo "FAIL: report units row missing"; cat "$tmp/log.txt"; exit 1; }

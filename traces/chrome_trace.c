@@ -151,6 +151,40 @@ static fb_status write_rank_ops(FILE *f, bool *first, const fb_rank_result *rk, 
   return FB_OK;
 }
 
+/* A "steps" track (tid = tracks + 1): one slice per traced step, from step begin to end, like
+ * torch.profiler's ProfilerStep#N. */
+static fb_status write_rank_steps(FILE *f, bool *first, const fb_run_result *r,
+                                  const fb_rank_result *rk, double origin) {
+  int64_t n;
+  const fb_rec_op *ops = fb_recorder_ops(rk->rec, &n);
+  if (r->nsteps <= 0 || !rk->steps) return FB_OK;
+  bool *traced = calloc((size_t)r->nsteps, sizeof *traced);
+  if (!traced) return FB_ERR(FB_ENOMEM, "trace: out of host memory");
+  for (int64_t k = 0; k < n; k++)
+    if (ops[k].step >= 0 && ops[k].step < r->nsteps) traced[ops[k].step] = true;
+  int tid = fb_recorder_nstreams(rk->rec) + 1;
+  int64_t end = 0;
+  for (int k = 0; k < r->nsteps; k++) {
+    if (!traced[k]) continue;
+    int64_t t0 = to_ns(rk->steps[k].t_start, origin), t1 = to_ns(rk->steps[k].t_end, origin);
+    if (t0 < end) t0 = end;
+    if (t1 < t0) t1 = t0;
+    end = t1;
+    fputs(*first ? "\n" : ",\n", f);
+    *first = false;
+    fprintf(f, "{\"name\":\"step %d\",\"cat\":\"step\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,"
+               "\"ts\":", k, rk->rank, tid);
+    put_us(f, t0);
+    fputs(",\"dur\":", f);
+    put_us(f, t1 - t0);
+    fprintf(f, ",\"args\":{\"step\":%d,\"ops\":%d,\"flops\":", k, rk->steps[k].n_ops);
+    fb_json_num(f, rk->steps[k].flops);
+    fputs("}}", f);
+  }
+  free(traced);
+  return FB_OK;
+}
+
 static void write_rank_counters(FILE *f, bool *first, const fb_rank_result *rk, double origin) {
   int64_t n;
   const fb_rec_mem *m = fb_recorder_mems(rk->rec, &n);
@@ -225,7 +259,11 @@ static fb_status write_file(const char *dir, const char *name, const fb_run_resu
            fb_recorder_stream_name(rk->rec, tr), 0);
       meta(f, &first, "thread_sort_index", rk->rank, tr + 1, "sort_index", NULL, tr + 1);
     }
+    int steps_tid = fb_recorder_nstreams(rk->rec) + 1;
+    meta(f, &first, "thread_name", rk->rank, steps_tid, "name", "steps", 0);
+    meta(f, &first, "thread_sort_index", rk->rank, steps_tid, "sort_index", NULL, 0);
     st = write_rank_ops(f, &first, rk, origin);
+    if (st == FB_OK) st = write_rank_steps(f, &first, r, rk, origin);
     if (st != FB_OK) break;
     write_rank_counters(f, &first, rk, origin);
   }

@@ -11,8 +11,10 @@
  * written), category = op kind ("gemm", "attn", "mem", "optim", "span") or the collective's
  * name, args {bytes, flops, unit, step, micro}. Slices on one track nest properly: a start
  * that falls inside an earlier slice which ends first is moved to that slice's end (timer
- * noise). Memory is a counter ("C") per rank named "memory (MiB)" with one series per
- * category, plus "memory total (MiB)". It does not capture anything itself. */
+ * noise). A "steps" thread (sorted first) holds one slice per traced step, from the step's
+ * begin to its end (like torch.profiler's ProfilerStep#N). Memory is a counter ("C") per
+ * rank named "memory (MiB)" with one series per category, plus "memory total (MiB)".
+ * It does not capture anything itself. */
 #ifndef FB_CHROME_TRACE_H
 #define FB_CHROME_TRACE_H
 #include "../engine/exec/runner.h"
