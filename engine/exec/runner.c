@@ -143,7 +143,8 @@ static fb_status rank_run(rank_ctx *ctx) {
   FB_CHECK_GOTO(st, r.strategy->setup(&r), out);
   setup_done = true;
   FB_CHECK_GOTO(st, fb_stream_sync(dev, compute), out);
-  rr->persistent_bytes = dev->mem.cur_total;
+  rr->persistent_bytes = dev->mem.cur[FB_MEM_PARAM_SHARD] + dev->mem.cur[FB_MEM_GRAD_SHARD] +
+                         dev->mem.cur[FB_MEM_OPTIM];
   rr->zero3_imbalance = r.zero3_imbalance;
   FB_CHECK_GOTO(st, fb_exec_init(&e, &r, sh->data), out);
 
