@@ -154,6 +154,7 @@ void fb_plan_print(FILE *f, const fb_run_config *base, const fb_plan_row *rows_i
   fb_plan_row *rows = malloc(sizeof *rows * (size_t)(nrows > 0 ? nrows : 1));
   if (!rows) return;
   memcpy(rows, rows_in, sizeof *rows * (size_t)nrows);
+  for (int i = 0; i < nrows; i++) rows[i].fits = rows[i].peak_bytes <= capacity;
   qsort(rows, (size_t)nrows, sizeof *rows, by_step);
   int nfit = 0, nbig = 0, nfail = 0;
   for (int i = 0; i < nrows; i++) {

@@ -35,7 +35,8 @@ typedef struct fb_plan_row {
  * capacity receives the hardware's memory per device. */
 fb_status fb_plan_run(const fb_run_config *base, fb_plan_row **rows, int *nrows,
                       int64_t *capacity);
-/* Prints the ranked table, the "does not fit" and the "could not run" sections. */
+/* Prints the ranked table, the "does not fit" (peak > capacity) and the "could not run"
+ * sections. */
 void fb_plan_print(FILE *f, const fb_run_config *base, const fb_plan_row *rows, int nrows,
                    int64_t capacity);
 

@@ -1,0 +1,48 @@
+/* calibrate (quick): every measured figure is positive and within physical bounds (the GEMM
+ * curve never beats the FMA peak, the fitted profile validates), the written profile loads
+ * back to the same values and the simulator accepts it; bad flags are usage errors. */
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "engine/sim/calibrate.h"
+#include "engine/sim/cost_model.h"
+#include "engine/sim/hardware.h"
+
+int main(void) {
+  fb_calib_opts o = {.threads = 2, .quick = true};
+  fb_hardware hw;
+  fb_status st = fb_calibrate(&o, true, &hw);
+  CHECK(st == FB_OK, "calibrate: %s", fb_error_msg());
+  if (st != FB_OK) return fb_test_done("test_sim_calibrate");
+  CHECK(!strcmp(hw.name, "cpu"), "name %s", hw.name);
+  CHECK(hw.peak_fp32 > 1e9 && hw.peak_fp32 < 1e14, "fp32 peak %g", hw.peak_fp32);
+  CHECK(hw.gemm_max_eff > 0 && hw.gemm_max_eff <= 1, "gemm efficiency %g", hw.gemm_max_eff);
+  CHECK(hw.gemm_half_size >= 1, "half size %g", hw.gemm_half_size);
+  CHECK(hw.mem_bw > 1e8 && hw.mem_bw < 1e13, "memory bandwidth %g", hw.mem_bw);
+  CHECK(hw.intra_bw > 1e6 && hw.intra_lat >= 0 && hw.intra_lat < 0.1, "local comm %g B/s, %g s",
+        hw.intra_bw, hw.intra_lat);
+  CHECK(hw.overlap_slowdown >= 1, "slowdown %g", hw.overlap_slowdown);
+  CHECK(!hw.host_runs_ahead && hw.shared_host && hw.devices_per_node == 1, "cpu modes");
+  CHECK(hw.mem_capacity > ((int64_t)1 << 28), "memory %lld", (long long)hw.mem_capacity);
+  CHECK_OK(fb_hardware_validate(&hw, "calibrated"));
+  const char *path = "/tmp/fb_test_calibrate.yaml";
+  CHECK_OK(fb_hardware_write(path, &hw, "test"));
+  fb_hardware back;
+  CHECK_OK(fb_hardware_load(path, &back));
+  CHECK_CLOSE(back.peak_fp32, hw.peak_fp32, 1e-12, 0);
+  CHECK_CLOSE(back.gemm_half_size, hw.gemm_half_size, 1e-12, 0);
+  CHECK_CLOSE(back.intra_bw, hw.intra_bw, 1e-12, 0);
+  /* the model on the calibrated profile: a 1024^3 sgemm between 1 GFLOP/s and the peak */
+  fb_op_cost g = {.kind = FB_OP_GEMM, .dtype = FB_F32, .m = 1024, .n = 1024, .k = 1024,
+                  .batch = 1, .flops = 2.0 * 1024 * 1024 * 1024, .bytes = 12.0 * 1024 * 1024};
+  double t = fb_cost_seconds(&back, &g, 1);
+  CHECK(g.flops / t > 1e9 && g.flops / t <= back.peak_fp32, "modelled sgemm rate %g", g.flops / t);
+  remove(path);
+  /* flags */
+  char *bad1[] = {"calibrate", "--threads", "0"};
+  CHECK(fb_calibrate_main(3, bad1) == FB_EUSAGE, "--threads 0 accepted");
+  char *bad2[] = {"calibrate", "--frobnicate"};
+  CHECK(fb_calibrate_main(2, bad2) == FB_EUSAGE, "unknown flag accepted");
+  return fb_test_done("test_sim_calibrate");
+}
