@@ -498,7 +498,8 @@ static int kernel_checks(harness *h) {
 }
 
 /* ---- strategy equivalence --------------------------------------------------------------------- */
-static fb_status run_one(const char *strategy, const char *comm, int world, fb_run_result *res) {
+static fb_status run_one(const char *strategy, const char *comm, int world, int batch,
+                         fb_run_result *res) {
   fb_run_config cfg;
   fb_config_defaults(&cfg);
   snprintf(cfg.model, sizeof cfg.model, "debug");
@@ -507,7 +508,7 @@ static fb_status run_one(const char *strategy, const char *comm, int world, fb_r
   snprintf(cfg.comm, sizeof cfg.comm, "%s", comm);
   cfg.world = world;
   cfg.steps = 3;
-  cfg.batch = 8;
+  cfg.batch = batch;
   cfg.seq = 64;
   cfg.micro_batch = 0;
   cfg.quiet = true;
@@ -520,13 +521,17 @@ static fb_status run_one(const char *strategy, const char *comm, int world, fb_r
 static double rel(double a, double b) { return fabs(a - b) / fmax(fabs(b), 1e-30); }
 
 static int strategy_checks(void) {
-  const bool launched = getenv("OMPI_COMM_WORLD_SIZE") || getenv("WORLD_SIZE");
+  const char *ws = getenv("OMPI_COMM_WORLD_SIZE") ? getenv("OMPI_COMM_WORLD_SIZE")
+                                                  : getenv("WORLD_SIZE");
+  const int W = ws ? atoi(ws) : 1;
+  const bool launched = W > 1;
+  const int batch = 4 * (W > 1 ? W : 2); /* the global batch splits evenly over any world */
   const char *comm = launched ? "nccl" : "local";
   printf("selftest: 3-step equivalence against single (%s)\n",
          launched ? "nccl at the launcher's world" : "world 1 on one GPU");
   fb_run_result ref;
   memset(&ref, 0, sizeof ref);
-  fb_status st = run_one("single", "local", 1, &ref);
+  fb_status st = run_one("single", "local", 1, batch, &ref);
   if (st != FB_OK) {
     fprintf(stderr, "selftest: error: single: %s (%s)\n", fb_error_msg(), fb_error_where());
     return 1;
@@ -539,7 +544,7 @@ static int strategy_checks(void) {
     if (!strcmp(name, "single")) continue;
     fb_run_result r;
     memset(&r, 0, sizeof r);
-    st = run_one(name, comm, launched ? 0 : 1, &r);
+    st = run_one(name, comm, launched ? 0 : 1, batch, &r);
     if (st != FB_OK) {
       fprintf(stderr, "selftest: error: %s: %s (%s)\n", name, fb_error_msg(), fb_error_where());
       fails++;
