@@ -1,8 +1,8 @@
 /* Cost model formulas (see docs/simulator.md for the derivation and the sources):
  *  - GEMM / attention: launch + max(flops / (peak[dtype] * eff(size)), bytes / (bw * mem_eff))
  *  - memory-bound ops: launch + bytes / (bw * mem_eff)
- *  - collectives: ring (and, for all-reduce / barrier, a tree alternative like NCCL's tuner
- *    takes the cheaper), hierarchical when the ranks span nodes: the intra-node and the
+ *  - collectives: ring (and, for all-reduce / barrier, a tree alternative: like NCCL's tuner
+ *    we take the cheaper), hierarchical when the ranks span nodes: the intra-node and the
  *    network stages pipeline, so the slower stage's bandwidth term bounds, both latencies add.
  * It keeps no state and knows nothing about streams (device_sim.c does). */
 #include "cost_model.h"
@@ -62,14 +62,13 @@ static stage ring_stage(fb_coll coll, double bytes, int n, double bw, double lat
 }
 
 /* Tree (NCCL's double binary tree): log2 hops up and down, each rank sends the buffer about
- * once per direction; only used for all-reduce, broadcast, reduce and barrier. */
+ * once per direction. NCCL offers it for all-reduce only (and we for barrier, an empty one). */
 static stage tree_stage(fb_coll coll, double bytes, int n, double bw, double lat) {
   stage s = {0, 0};
   if (n <= 1) return s;
   double depth = ceil(log2((double)n));
-  double dirs = (coll == FB_COLL_ALL_REDUCE || coll == FB_COLL_BARRIER) ? 2.0 : 1.0;
-  s.lat = dirs * depth * lat;
-  s.bw_s = coll == FB_COLL_BARRIER ? 0 : dirs * bytes / bw;
+  s.lat = 2.0 * depth * lat;
+  s.bw_s = coll == FB_COLL_BARRIER ? 0 : 2.0 * bytes / bw;
   return s;
 }
 
@@ -87,7 +86,7 @@ double fb_cost_collective(const fb_hardware *hw, fb_coll coll, double bytes, int
   double t_ring, t_tree = INFINITY;
   if (nodes == 1) {
     t_ring = combine(ring_stage(coll, bytes, g, intra_bw, hw->intra_lat), (stage){0, 0});
-    if (coll != FB_COLL_ALL_GATHER && coll != FB_COLL_REDUCE_SCATTER)
+    if (coll == FB_COLL_ALL_REDUCE || coll == FB_COLL_BARRIER)
       t_tree = combine(tree_stage(coll, bytes, g, intra_bw, hw->intra_lat), (stage){0, 0});
   } else {
     /* Network stage: g parallel rings (one per NIC / rail), each carrying 1/g of the buffer
@@ -95,7 +94,7 @@ double fb_cost_collective(const fb_hardware *hw, fb_coll coll, double bytes, int
     stage inter = ring_stage(coll, bytes / g, nodes, inter_bw, hw->inter_lat);
     stage intra = ring_stage(coll, bytes, g, intra_bw, hw->intra_lat);
     t_ring = combine(intra, inter);
-    if (coll != FB_COLL_ALL_GATHER && coll != FB_COLL_REDUCE_SCATTER) {
+    if (coll == FB_COLL_ALL_REDUCE || coll == FB_COLL_BARRIER) {
       stage ti = tree_stage(coll, bytes / g, nodes, inter_bw, hw->inter_lat);
       stage ta = tree_stage(coll, bytes, g, intra_bw, hw->intra_lat);
       t_tree = combine(ta, ti);
