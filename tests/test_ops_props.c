@@ -136,6 +136,20 @@ static void run_matmul(outbuf *o, int *n) {
   CHECK_OK(KT->matmul_fwd(&K, out, g_x, g_w, g_b, PN, PC, POC));
   CHECK_OK(KT->matmul_bwd(&K, dx, dw, db, g_dout, g_x, g_w, PN, PC, POC));
 }
+/* a shape where OpenBLAS's own threading rounds differently with 1 and 2 threads */
+static void run_matmul_big(outbuf *o, int *n) {
+  enum { BN = 1000, BC = 700, BOC = 300 };
+  float *x = malloc((size_t)BN * BC * 4), *w = malloc((size_t)BOC * BC * 4);
+  float *d = malloc((size_t)BN * BOC * 4);
+  for (size_t i = 0; i < (size_t)BN * BC; i++) x[i] = g_x[i % ((size_t)PN * PV)];
+  for (size_t i = 0; i < (size_t)BOC * BC; i++) w[i] = g_w[i % ((size_t)POC * PC)];
+  for (size_t i = 0; i < (size_t)BN * BOC; i++) d[i] = g_dout[i % ((size_t)PN * PV)];
+  float *out = out_alloc(o, n, (size_t)BN * BOC), *dx = out_alloc(o, n, (size_t)BN * BC);
+  float *dw = out_alloc(o, n, (size_t)BOC * BC);
+  CHECK_OK(KT->matmul_fwd(&K, out, x, w, NULL, BN, BC, BOC));
+  CHECK_OK(KT->matmul_bwd(&K, dx, dw, NULL, d, x, w, BN, BC, BOC));
+  free(x), free(w), free(d);
+}
 static void run_attention(outbuf *o, int *n) {
   size_t nout = (size_t)PB * PT * PH * PHD, nbuf = (size_t)PB * PT * PLD;
   float *out = out_alloc(o, n, nout), *lse = out_alloc(o, n, (size_t)PB * PH * PT);
@@ -217,7 +231,8 @@ static void test_threads(void) {
   }
   static const struct { const char *name; op_run fn; } ops[] = {
       {"encoder", run_encoder}, {"layernorm", run_layernorm}, {"rmsnorm", run_rmsnorm},
-      {"matmul", run_matmul},   {"attention", run_attention}, {"rope", run_rope},
+      {"matmul", run_matmul},   {"matmul 1000x300x700", run_matmul_big},
+      {"attention", run_attention}, {"rope", run_rope},
       {"gelu/swiglu", run_elementwise}, {"add/acc/scale/sum", run_vec}, {"xent", run_xent},
       {"adamw/sgd", run_optim}, {"cast", run_cast},           {"sumsq", run_sumsq}};
   int saved = omp_get_max_threads();

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "../device/kernels.h"
+#include "blas.h"
 
 #define FB_R float
 #define FB_OPNAME(x) x##_f32

@@ -2,6 +2,11 @@
  * element type) and FB_OPNAME(x) (the suffixed name). No include guard on purpose.
  * Conventions are those of engine/device/kernels.h; statistics (mean, rstd, lse) and optimizer
  * state have the element type too, so the double variant is a full-precision reference. */
+/* Row-major C = alpha op(A) op(B) + beta C through CBLAS, cut into panels fixed by the shape
+ * so the result does not depend on the thread count (see ops_impl.h). */
+void FB_OPNAME(fb_gemm)(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, FB_R alpha,
+                        const FB_R *A, int lda, const FB_R *B, int ldb, FB_R beta, FB_R *C,
+                        int ldc);
 void FB_OPNAME(fb_encoder_fwd)(FB_R *out, const int32_t *tok, const FB_R *wte, const FB_R *wpe,
                                int B, int T, int C);
 void FB_OPNAME(fb_encoder_bwd)(FB_R *dwte, FB_R *dwpe, const FB_R *dout, const int32_t *tok,

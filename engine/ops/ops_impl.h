@@ -178,10 +178,42 @@ void OPN(fb_rmsnorm_bwd)(REAL *dinp, REAL *dw, const REAL *dout, const REAL *inp
   }
 }
 
+/* ---- GEMM with a result independent of the thread count ---------------------------------
+ * Multithreaded BLAS GEMMs may round differently with different thread counts (OpenBLAS
+ * 0.3.21 does for some shapes). So the larger output dimension is cut into a fixed number of
+ * panels that depends only on the shape, and each panel is one single-threaded BLAS call
+ * (BLAS called inside an OpenMP parallel region runs on one thread) on one OpenMP thread.
+ * Row-major C[M,N] = alpha op(A)[M,K] op(B)[K,N] + beta C. */
+#define GEMM_PANEL_MIN 128 /* smallest panel; panel widths are multiples of 16 */
+#define GEMM_PANELS_MAX 16
+void OPN(fb_gemm)(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, REAL alpha,
+                  const REAL *A, int lda, const REAL *B, int ldb, REAL beta, REAL *C, int ldc) {
+  int split_n = N >= M, D = split_n ? N : M;
+  int np = D / GEMM_PANEL_MIN;
+  np = np < 1 ? 1 : (np > GEMM_PANELS_MAX ? GEMM_PANELS_MAX : np);
+  int width = ((D + np - 1) / np + 15) / 16 * 16;
+  np = (D + width - 1) / width;
+  /* always a parallel region, even for one panel: BLAS must not thread inside */
+#pragma omp parallel for schedule(static)
+  for (int p = 0; p < np; p++) {
+    int d0 = p * width, dn = D - d0 < width ? D - d0 : width;
+    if (split_n) { /* columns d0.. of op(B) and C */
+      const REAL *Bp = tb == CblasNoTrans ? B + d0 : B + (int64_t)d0 * ldb;
+      R_GEMM(CblasRowMajor, ta, tb, M, dn, K, alpha, A, lda, Bp, ldb, beta, C + d0, ldc);
+    } else { /* rows d0.. of op(A) and C */
+      const REAL *Ap = ta == CblasNoTrans ? A + (int64_t)d0 * lda : A + d0;
+      R_GEMM(CblasRowMajor, ta, tb, dn, N, K, alpha, Ap, lda, B, ldb, beta,
+             C + (int64_t)d0 * ldc, ldc);
+    }
+  }
+}
+#undef GEMM_PANEL_MIN
+#undef GEMM_PANELS_MAX
+
 /* ---- matmul (weights [OC, C]) --------------------------------------------------------- */
 void OPN(fb_matmul_fwd)(REAL *out, const REAL *inp, const REAL *w, const REAL *bias, int N,
                         int C, int OC) {
-  R_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, (REAL)1, inp, C, w, C, (REAL)0, out,
+  OPN(fb_gemm)(CblasNoTrans, CblasTrans, N, OC, C, (REAL)1, inp, C, w, C, (REAL)0, out,
          OC);
   if (!bias) return;
 #pragma omp parallel for schedule(static) if ((int64_t)N * OC > EW_BLOCK)
@@ -194,9 +226,9 @@ void OPN(fb_matmul_fwd)(REAL *out, const REAL *inp, const REAL *w, const REAL *b
 void OPN(fb_matmul_bwd)(REAL *dinp, REAL *dw, REAL *dbias, const REAL *dout, const REAL *inp,
                         const REAL *w, int N, int C, int OC) {
   if (dinp)
-    R_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, (REAL)1, dout, OC, w, C,
+    OPN(fb_gemm)(CblasNoTrans, CblasNoTrans, N, C, OC, (REAL)1, dout, OC, w, C,
            (REAL)0, dinp, C);
-  R_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, (REAL)1, dout, OC, inp, C, (REAL)1,
+  OPN(fb_gemm)(CblasTrans, CblasNoTrans, OC, C, N, (REAL)1, dout, OC, inp, C, (REAL)1,
          dw, C);
   if (!dbias) return;
   int ncb = (OC + COL_BLOCK - 1) / COL_BLOCK;

@@ -1,0 +1,131 @@
+/* bench_gemm: the CBLAS sgemm ceiling at the GEMM shapes of one gpt2-124m training step
+ * (C = 768, 3C, 4C, vocabulary 50257) at B*T = 256 and 1024 tokens, with the transposes the
+ * cpu matmul uses (forward inp @ w^T, backward dout @ w and dout^T @ inp). Prints GFLOP/s
+ * (median of 5) and the fraction of the 2-core fp32 FMA peak, then the step-weighted ceiling
+ * (12 layers of the four products plus the tied head). Like the CLI, it re-executes itself
+ * with the BLAS kernel override this CPU needs unless --no-hint is given.
+ * Usage: bench_gemm [--threads N] [--no-hint]. Not a test. */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/ops/blas.h"
+
+#define FMA_PEAK_GFLOPS 338.0 /* 2 cores x 2 AVX-512 FMA units x 16 lanes x 2 x ~2.6 GHz */
+#define REPS 5
+
+typedef struct {
+  const char *op;
+  CBLAS_TRANSPOSE ta, tb;
+  int m, n, k;
+  int per_step; /* how many times one training step runs this product */
+} shape;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Median seconds of REPS runs of C[m,n] = op(A) op(B). */
+static double time_gemm(const shape *s, float *a, float *b, float *c) {
+  int lda = s->ta == CblasNoTrans ? s->k : s->m, ldb = s->tb == CblasNoTrans ? s->n : s->k;
+  double t[REPS];
+  cblas_sgemm(CblasRowMajor, s->ta, s->tb, s->m, s->n, s->k, 1.0f, a, lda, b, ldb, 0.0f, c,
+              s->n);
+  for (int r = 0; r < REPS; r++) {
+    double t0 = now_s();
+    cblas_sgemm(CblasRowMajor, s->ta, s->tb, s->m, s->n, s->k, 1.0f, a, lda, b, ldb, 0.0f, c,
+                s->n);
+    t[r] = now_s() - t0;
+  }
+  qsort(t, REPS, sizeof t[0], cmp_double);
+  return t[REPS / 2];
+}
+
+int main(int argc, char **argv) {
+  int threads = 2, use_hint = 1;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+      threads = atoi(argv[++i]);
+    } else if (!strcmp(argv[i], "--no-hint")) {
+      use_hint = 0;
+    } else {
+      fprintf(stderr, "bench_gemm: unknown argument '%s' (allowed: --threads N, --no-hint)\n",
+              argv[i]);
+      return 2;
+    }
+  }
+  if (threads < 1) {
+    fprintf(stderr, "bench_gemm: --threads %d: must be >= 1\n", threads);
+    return 2;
+  }
+  const char *hint = use_hint ? fb_blas_kernel_hint() : NULL;
+  if (hint) { /* the library reads its kernel choice at load time: restart with it set */
+    char name[64];
+    const char *eq = strchr(hint, '=');
+    snprintf(name, sizeof name, "%.*s", (int)(eq - hint), hint);
+    setenv(name, eq + 1, 1);
+    execv("/proc/self/exe", argv);
+    perror("bench_gemm: re-exec with the BLAS kernel override failed");
+  }
+  fb_blas_set_threads(threads);
+  printf("BLAS: %s\n", fb_blas_describe());
+  printf("fp32 FMA peak used for %%: %.0f GFLOP/s (2 cores)\n\n", FMA_PEAK_GFLOPS);
+
+  const int C = 768, V = 50257, L = 12, tokens[2] = {256, 1024};
+  for (int ti = 0; ti < 2; ti++) {
+    int N = tokens[ti];
+    const shape shapes[] = {
+        {"qkv fwd", CblasNoTrans, CblasTrans, N, 3 * C, C, L},
+        {"attproj fwd", CblasNoTrans, CblasTrans, N, C, C, L},
+        {"fc fwd", CblasNoTrans, CblasTrans, N, 4 * C, C, L},
+        {"fcproj fwd", CblasNoTrans, CblasTrans, N, C, 4 * C, L},
+        {"lm_head fwd", CblasNoTrans, CblasTrans, N, V, C, 1},
+        {"qkv dinp", CblasNoTrans, CblasNoTrans, N, C, 3 * C, L},
+        {"attproj dinp", CblasNoTrans, CblasNoTrans, N, C, C, L},
+        {"fc dinp", CblasNoTrans, CblasNoTrans, N, C, 4 * C, L},
+        {"fcproj dinp", CblasNoTrans, CblasNoTrans, N, 4 * C, C, L},
+        {"lm_head dinp", CblasNoTrans, CblasNoTrans, N, C, V, 1},
+        {"qkv dw", CblasTrans, CblasNoTrans, 3 * C, C, N, L},
+        {"attproj dw", CblasTrans, CblasNoTrans, C, C, N, L},
+        {"fc dw", CblasTrans, CblasNoTrans, 4 * C, C, N, L},
+        {"fcproj dw", CblasTrans, CblasNoTrans, C, 4 * C, N, L},
+        {"lm_head dw", CblasTrans, CblasNoTrans, V, C, N, 1},
+    };
+    size_t na = (size_t)V * C, nb = (size_t)V * C, nc = (size_t)N * V; /* largest operands */
+    float *a = malloc(na * 4), *b = malloc(nb * 4), *c = malloc(nc * 4);
+    if (!a || !b || !c) {
+      fprintf(stderr, "bench_gemm: out of memory\n");
+      return 3;
+    }
+    for (size_t i = 0; i < na; i++) a[i] = (float)((i * 7 + 3) % 13) * 0.01f;
+    for (size_t i = 0; i < nb; i++) b[i] = (float)((i * 5 + 1) % 11) * 0.01f;
+    printf("B*T = %d tokens, %d threads\n", N, threads);
+    printf("%-13s %-5s %6s %6s %6s %10s %8s\n", "product", "op", "M", "N", "K", "GFLOP/s",
+           "% peak");
+    double step_flops = 0, step_time = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+      const shape *s = &shapes[i];
+      double t = time_gemm(s, a, b, c), fl = 2.0 * s->m * s->n * s->k;
+      printf("%-13s %c%c    %6d %6d %6d %10.1f %7.1f%%\n", s->op,
+             s->ta == CblasTrans ? 'T' : 'N', s->tb == CblasTrans ? 'T' : 'N', s->m, s->n, s->k,
+             fl / t * 1e-9, 100.0 * fl / t * 1e-9 / FMA_PEAK_GFLOPS);
+      step_flops += fl * s->per_step;
+      step_time += t * s->per_step;
+    }
+    printf("step-weighted GEMM ceiling: %.1f GFLOP/s (%.1f%% of peak), %.3f s of GEMM per step"
+           "\n\n",
+           step_flops / step_time * 1e-9, 100.0 * step_flops / step_time * 1e-9 / FMA_PEAK_GFLOPS,
+           step_time);
+    free(a), free(b), free(c);
+  }
+  return 0;
+}
