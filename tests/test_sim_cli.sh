@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The simulator from the command line: `plan` ranks strategies and names what does not fit;
+# a 70B x 1024 simulated run finishes in under 10 s and labels its figures as predicted; bad
+# hardware profiles (missing key, unknown key, negative bandwidth) and bad calibrate flags are
+# one-line errors with exit code 2.
+set -u
+: "${FSDPBENCH:?FSDPBENCH must point at the fsdpbench binary}"
+: "${FB_SRC:?FB_SRC must point at the source tree}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+bad() { echo "FAIL: $*" >&2; fail=1; }
+
+# plan: a ranked table with every strategy
+out=$("$FSDPBENCH" plan --model 1B --hardware h100 --world 16 --batch 32 --seq 1024 2>&1)
+rc=$?
+[ $rc -eq 0 ] || bad "plan exited $rc: $out"
+for s in ddp zero3 fsdp yafsdp; do
+  grep -q "^ *[0-9]\+ \+$s " <<<"$out" || bad "plan did not rank $s: $out"
+done
+grep -q "ranked by predicted step time" <<<"$out" || bad "plan printed no table: $out"
+
+# plan on a profile too small for ddp: ddp lands in "does not fit"
+sed 's/^memory_gib:.*/memory_gib: 6/' "$FB_SRC/models/hardware/h100.yaml" >"$tmp/small.yaml"
+out=$("$FSDPBENCH" plan --model 1B --hardware "$tmp/small.yaml" --world 64 --batch 64 --seq 1024 2>&1)
+rc=$?
+[ $rc -eq 0 ] || bad "plan on small profile exited $rc: $out"
+sed -n '/does not fit/,$p' <<<"$out" | grep -q "ddp" || bad "ddp not listed as not fitting: $out"
+
+# 70B on 1024 simulated ranks: bounded time, figures labelled predicted
+start=$(date +%s.%N)
+out=$("$FSDPBENCH" --backend sim --hardware h100 --model 70B --world 1024 --batch 1024 \
+  --strategy yafsdp --steps 2 2>&1)
+rc=$?
+end=$(date +%s.%N)
+[ $rc -eq 0 ] || bad "70B x 1024 sim exited $rc: $out"
+awk -v a="$start" -v b="$end" 'BEGIN { exit !(b - a < 10) }' || bad "70B x 1024 took $(awk -v a="$start" -v b="$end" 'BEGIN{print b-a}') s"
+grep -qi "pred" <<<"$out" || bad "sim output does not say predicted: $out"
+
+# bad profiles: one line, exit 2, the key named
+check_bad() { # file key
+  local o rc
+  o=$("$FSDPBENCH" --backend sim --hardware "$1" --model debug --world 2 --batch 4 --steps 1 2>&1)
+  rc=$?
+  [ $rc -eq 2 ] || bad "profile $1: exit $rc (want 2): $o"
+  grep -q "$2" <<<"$o" || bad "profile $1: message does not name $2: $o"
+  [ "$(grep -c . <<<"$o")" -eq 1 ] || bad "profile $1: not one line: $o"
+}
+grep -v '^inter_bw_gbs:' "$FB_SRC/models/hardware/h100.yaml" >"$tmp/missing.yaml"
+check_bad "$tmp/missing.yaml" inter_bw_gbs
+sed 's/^inter_bw_gbs:.*/inter_bw_gbs: -50/' "$FB_SRC/models/hardware/h100.yaml" >"$tmp/negative.yaml"
+check_bad "$tmp/negative.yaml" inter_bw_gbs
+{ cat "$FB_SRC/models/hardware/h100.yaml"; echo "nvlink_gbs: 900"; } >"$tmp/unknown.yaml"
+check_bad "$tmp/unknown.yaml" nvlink_gbs
+
+# calibrate rejects bad flags
+"$FSDPBENCH" calibrate --threads 0 >/dev/null 2>&1
+rc=$?
+[ $rc -eq 2 ] || bad "calibrate --threads 0 exited $rc (want 2)"
+
+exit $fail
