@@ -17,6 +17,9 @@
 #include "exec/runner.h"
 #include "obs/report.h"
 #include "ops/blas.h"
+#include "selftest/selftest.h"
+#include "sim/calibrate.h"
+#include "sim/plan.h"
 
 static int fail(fb_status st) {
   if (st == FB_EUSAGE)
@@ -52,12 +55,22 @@ static int cmd_prepare(int argc, char **argv) {
 
 static int cmd_run(int argc, char **argv, int first) {
   fb_run_config cfg;
-  bool help = false;
+  fb_cli_action action = FB_CLI_RUN;
   fb_config_defaults(&cfg);
-  fb_status st = fb_config_parse_args(&cfg, argc, argv, first, &help);
+  fb_status st = fb_config_parse_cli(&cfg, argc, argv, first, &action);
   if (st != FB_OK) return fail(st);
-  if (help) {
+  if (action == FB_CLI_HELP) {
+    printf("usage: fsdpbench [train] [flags]      train / simulate one configuration\n"
+           "       fsdpbench plan [flags]         rank every strategy in simulation\n"
+           "       fsdpbench compare [flags]      run several strategies side by side\n"
+           "       fsdpbench calibrate [--out F]  measure this machine into a hardware profile\n"
+           "       fsdpbench selftest --backend cuda   GPU kernels and strategies vs the CPU\n"
+           "       fsdpbench prepare TEXT OUT.tok  byte-level tokens from any file\n\n");
     fb_config_print_help(stdout);
+    return 0;
+  }
+  if (action == FB_CLI_VERSION) {
+    printf("fsdpbench %s (BLAS %s)\n", FB_VERSION, fb_blas_describe());
     return 0;
   }
   st = fb_config_finalize(&cfg);
@@ -65,6 +78,7 @@ static int cmd_run(int argc, char **argv, int first) {
   const bool mpi = !strcmp(cfg.comm, "mpi") ||
                    (!strcmp(cfg.comm, "auto") && getenv("OMPI_COMM_WORLD_SIZE"));
   int rank = 0, world = 1;
+  (void)world;
   if (mpi) {
 #ifdef FB_HAVE_MPI
     st = fb_mpi_init(&argc, &argv, &rank, &world);
@@ -107,6 +121,9 @@ int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   const char *sub = argc > 1 ? argv[1] : "";
   if (!strcmp(sub, "prepare")) return cmd_prepare(argc, argv);
+  if (!strcmp(sub, "plan")) return fb_plan_main(argc - 1, argv + 1);
+  if (!strcmp(sub, "calibrate")) return fb_calibrate_main(argc - 1, argv + 1);
+  if (!strcmp(sub, "selftest")) return fb_selftest_main(argc, argv);
   if (!strcmp(sub, "train") || !strcmp(sub, "run")) return cmd_run(argc, argv, 2);
   if (sub[0] && sub[0] != '-') {
     fprintf(stderr, "fsdpbench: error: unknown subcommand '%s' (allowed: train, prepare, plan, "

@@ -78,7 +78,7 @@ static void test_defaults(void) {
   fb_config_defaults(&c);
   CHECK(!strcmp(c.model, "debug") && !strcmp(c.strategy, "fsdp"), "model/strategy defaults");
   CHECK(!strcmp(c.backend, "auto") && !strcmp(c.comm, "auto") && !c.hardware[0], "backend/comm");
-  CHECK(c.world == 0 && c.batch == 8 && c.micro_batch == 0 && c.seq == 0 && c.steps == 10,
+  CHECK(c.world == 0 && c.batch == 0 && c.micro_batch == 0 && c.seq == 0 && c.steps == 10,
         "sizes");
   CHECK(!strcmp(c.optimizer, "adamw") && c.lr == 3e-4 && c.min_lr == -1 && c.warmup == 0,
         "optimizer");
@@ -443,7 +443,7 @@ static void test_help(void) {
     CHECK(eol && (o->kind >= FB_OPT_CONFIG || memmem(at, (size_t)(eol - at), "[default: ", 10)),
           "help line of %s has no default", o->name);
   }
-  CHECK(strstr(text, "--batch N") && strstr(text, "[default: 8]"), "batch default");
+  CHECK(strstr(text, "--batch N") && strstr(text, "[default: auto"), "batch default");
   CHECK(strstr(text, "[default: 0.0003]") && strstr(text, "[default: lr/10]"), "lr defaults");
   CHECK(strstr(text, "{single, ddp, zero3, fsdp, yafsdp}"), "strategies listed");
   CHECK(strstr(text, "{auto|cpu|cuda|sim}"), "backends listed");

@@ -16,7 +16,7 @@ void fb_config_defaults(fb_run_config *c) {
       .comm = "auto",
       .hardware = "",
       .world = 0,
-      .batch = 8,
+      .batch = 0, /* auto: resolved by the runner once the world is known */
       .micro_batch = 0,
       .seq = 0,
       .steps = 10,
@@ -59,8 +59,11 @@ void fb_config_defaults(fb_run_config *c) {
 fb_status fb_config_finalize(fb_run_config *c) {
   if (c->min_lr < 0) c->min_lr = c->lr / 10;
   /* Every value on its own. */
-  for (int i = 0; i < fb_config_option_count(); i++)
-    FB_TRY(fb_config_check_option(c, fb_config_option_at(i)));
+  for (int i = 0; i < fb_config_option_count(); i++) {
+    const fb_option *o = fb_config_option_at(i);
+    if (!strcmp(o->name, "batch") && c->batch == 0) continue; /* 0 = auto (the default) */
+    FB_TRY(fb_config_check_option(c, o));
+  }
   if (c->min_lr > c->lr)
     return FB_ERR(FB_EUSAGE, "--min-lr: '%g' is not allowed (want a number between 0 and lr, %g)",
                   c->min_lr, c->lr);

@@ -35,7 +35,8 @@ static const fb_option options[] = {
      .min = 0, .max = 1 << 20, .dflt = "0 = auto", .help = "ranks (mpi/nccl: from the launcher)"},
 
     {.name = "batch", .group = G_BATCH, .kind = FB_OPT_INT, FIELD(batch), .metavar = "N",
-     .min = 1, .max = IMAX, .help = "global batch: sequences per step over all ranks"},
+     .min = 1, .max = IMAX, .dflt = "auto = max(8, world) rounded to a multiple of world",
+     .help = "global batch: sequences per step over all ranks"},
     {.name = "micro-batch", .group = G_BATCH, .kind = FB_OPT_INT, FIELD(micro_batch),
      .metavar = "N", .min = 0, .max = IMAX, .dflt = "0 = batch/world",
      .help = "sequences per micro-step per rank (gradient accumulation below batch/world)"},

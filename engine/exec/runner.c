@@ -165,6 +165,8 @@ static fb_status rank_run(rank_ctx *ctx) {
         log_step(sh, step, &rr->steps[step], dev);
     }
   }
+  /* the run's memory figures are those of the training steps, not of the readback below */
+  rr->mem = dev->mem;
   if (!dev->simulated) {
     double sum = 0;
     FB_CHECK_GOTO(st, final_param_sum(&r, &sum), out);
@@ -176,7 +178,7 @@ out:
   fb_exec_fini(&e);
   if (setup_done) r.strategy->teardown(&r);
   free(r.view);
-  if (dev) rr->mem = dev->mem;
+  if (dev && st != FB_OK) rr->mem = dev->mem;
   if (comm) fb_comm_destroy(comm);
   if (commst) dev->ops->stream_destroy(dev, commst);
   if (compute) dev->ops->stream_destroy(dev, compute);
@@ -214,7 +216,7 @@ static fb_status resolve_auto(fb_run_config *c, const fb_model *m, char *why, si
       snprintf(c->backend, sizeof c->backend, "cuda");
     } else {
       /* execute on this CPU when the whole run takes about a minute or less */
-      int B = c->batch, T = c->seq;
+      int B = c->batch > 0 ? c->batch : 8, T = c->seq;
       double flops = 3.0 * fb_model_forward_flops(&m->spec, B, T) * c->steps;
       double est = flops / 100e9;
       if (est <= 60.0) {
@@ -294,6 +296,7 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
     else if (!strcmp(c->backend, "sim")) c->world = hw.devices_per_node > 0 ? hw.devices_per_node : 8;
     else c->world = 2;
   }
+  if (c->batch <= 0) c->batch = c->world >= 8 ? c->world : (8 + c->world - 1) / c->world * c->world;
   /* re-check what depends on the world now that it is known */
   if (c->batch % c->world) {
     st = FB_ERR(FB_EUSAGE, "--batch: %d does not divide over --world %d", c->batch, c->world);
