@@ -37,6 +37,10 @@ typedef struct fb_cuda_dev {
   int ordinal;                        /* CUDA device index this rank uses */
   char gpu_name[256];
   cudaStream_t alloc_stream;          /* where pool allocations are made */
+  cudaEvent_t alloc_done;             /* recorded after each allocation; every stream waits */
+  pthread_mutex_t streams_mu;
+  fb_stream **streams;                /* streams created on this device (for alloc_done) */
+  size_t nstreams, cap_streams;
   cudaMemPool_t pool[FB_MEM_NCAT];    /* one pool per memory category */
   cublasHandle_t blas;
   pthread_mutex_t blas_mu;            /* the handle is bound to one stream per call */

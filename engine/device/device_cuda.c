@@ -1,5 +1,9 @@
 /* The cuda device: one GPU per rank. Memory comes from one CUDA memory pool per category
- * (release threshold = unlimited, so after warm-up nothing reaches cudaMalloc); streams are
+ * (release threshold = unlimited, so after warm-up nothing reaches cudaMalloc), allocated on a
+ * private stream that every stream of the device then waits for (an event, no host stall): a
+ * block the pool hands out again while another stream's work on it is still queued is safe,
+ * because the pool orders the allocation after that free and every user after the allocation.
+ * Streams are
  * non-blocking cudaStream_t (the communication stream at the highest priority); events are
  * cudaEvent_t without timing; host tasks are cudaLaunchHostFunc; timing marks are timing
  * events resolved against an epoch event recorded at init, shifted onto the host clock
@@ -101,9 +105,17 @@ static fb_status cuda_init(fb_device *d) {
                 d->rank, c->ordinal, prop.name, prop.major, prop.minor);
     goto fail_mark_mu;
   }
+  if (pthread_mutex_init(&c->streams_mu, NULL) != 0) {
+    st = FB_ERR(FB_EINTERNAL, "rank %d: pthread_mutex_init failed", d->rank);
+    goto fail_mark_mu;
+  }
   if ((e = cudaStreamCreateWithFlags(&c->alloc_stream, cudaStreamNonBlocking)) != cudaSuccess) {
     st = CU_ERR(d, "cudaStreamCreateWithFlags", e);
-    goto fail_mark_mu;
+    goto fail_streams_mu;
+  }
+  if ((e = cudaEventCreateWithFlags(&c->alloc_done, cudaEventDisableTiming)) != cudaSuccess) {
+    st = CU_ERR(d, "cudaEventCreateWithFlags(alloc)", e);
+    goto fail_alloc_stream;
   }
   int npool = 0;
   for (; npool < FB_MEM_NCAT; npool++) {
@@ -157,7 +169,11 @@ fail_blas:
   cublasDestroy(c->blas);
 fail_pools:
   while (npool-- > 0) cudaMemPoolDestroy(c->pool[npool]);
+  cudaEventDestroy(c->alloc_done);
+fail_alloc_stream:
   cudaStreamDestroy(c->alloc_stream);
+fail_streams_mu:
+  pthread_mutex_destroy(&c->streams_mu);
 fail_mark_mu:
   pthread_mutex_destroy(&c->mark_mu);
 fail_blas_mu:
@@ -178,7 +194,10 @@ static void cuda_fini(fb_device *d) {
   cudaEventDestroy(c->epoch);
   cublasDestroy(c->blas);
   for (int i = 0; i < FB_MEM_NCAT; i++) cudaMemPoolDestroy(c->pool[i]);
+  cudaEventDestroy(c->alloc_done);
   cudaStreamDestroy(c->alloc_stream);
+  free(c->streams);
+  pthread_mutex_destroy(&c->streams_mu);
   pthread_mutex_destroy(&c->mark_mu);
   pthread_mutex_destroy(&c->blas_mu);
   free(c);
@@ -197,9 +216,19 @@ static fb_status cuda_alloc(fb_device *d, size_t bytes, fb_mem_cat cat, void **o
                   "%.2f MiB for %s", d->rank, (double)bytes / 1048576.0, fb_mem_cat_name(cat));
   }
   if (e != cudaSuccess) return CU_ERR(d, "cudaMallocFromPoolAsync", e);
-  /* Make the allocation complete in host order so any stream may use it right away. */
-  e = cudaStreamSynchronize(c->alloc_stream);
-  if (e != cudaSuccess) return CU_ERR(d, "cudaStreamSynchronize(alloc)", e);
+  /* Order every stream after the allocation (the host does not wait). */
+  fb_status st = FB_OK;
+  pthread_mutex_lock(&c->streams_mu);
+  e = cudaEventRecord(c->alloc_done, c->alloc_stream);
+  if (e != cudaSuccess) st = CU_ERR(d, "cudaEventRecord(alloc)", e);
+  for (size_t i = 0; st == FB_OK && i < c->nstreams; i++)
+    if ((e = cudaStreamWaitEvent(c->streams[i]->s, c->alloc_done, 0)) != cudaSuccess)
+      st = CU_ERR(d, "cudaStreamWaitEvent(alloc)", e);
+  pthread_mutex_unlock(&c->streams_mu);
+  if (st != FB_OK) {
+    cudaFreeAsync(p, c->alloc_stream);
+    return st;
+  }
   *out = p;
   return FB_OK;
 }
@@ -276,9 +305,26 @@ static fb_status cuda_stream_create(fb_device *d, fb_stream_kind kind, fb_stream
     st = CU_ERR(d, "cudaMalloc(kernel scratch)", e);
     goto fail_ws;
   }
+  fb_cuda_dev *c = fb_cuda_of(d);
+  pthread_mutex_lock(&c->streams_mu);
+  if (c->nstreams == c->cap_streams) {
+    size_t cap = c->cap_streams ? 2 * c->cap_streams : 8;
+    fb_stream **v = realloc(c->streams, cap * sizeof *v);
+    if (!v) {
+      pthread_mutex_unlock(&c->streams_mu);
+      st = FB_ERR(FB_ENOMEM, "rank %d: cuda stream: out of host memory", d->rank);
+      goto fail_scratch;
+    }
+    c->streams = v;
+    c->cap_streams = cap;
+  }
+  c->streams[c->nstreams++] = s;
+  pthread_mutex_unlock(&c->streams_mu);
   *out = s;
   return FB_OK;
 
+fail_scratch:
+  cudaFree(s->scratch);
 fail_ws:
   cudaFree(s->blas_ws);
 fail_stream:
@@ -290,6 +336,14 @@ fail_free:
 
 static void cuda_stream_destroy(fb_device *d, fb_stream *s) {
   if (!s) return;
+  fb_cuda_dev *c = fb_cuda_of(d);
+  pthread_mutex_lock(&c->streams_mu);
+  for (size_t i = 0; i < c->nstreams; i++)
+    if (c->streams[i] == s) {
+      c->streams[i] = c->streams[--c->nstreams];
+      break;
+    }
+  pthread_mutex_unlock(&c->streams_mu);
   (void)fb_cuda_bind(d);
   (void)cudaStreamSynchronize(s->s);
   cudaFree(s->scratch);
