@@ -237,7 +237,15 @@ static void cuda_free(fb_device *d, void *p, size_t bytes, fb_mem_cat cat, fb_st
   fb_cuda_dev *c = fb_cuda_of(d);
   if (!p) return;
   if (fb_cuda_bind(d) != FB_OK) return;
-  /* Stream-ordered: the block returns to its pool once `s` has finished earlier work. */
+  /* Stream-ordered: the block returns to its pool once `s` has finished earlier work. With no
+   * stream, once every stream of the device has (cheap insurance for teardown paths). */
+  if (!s) {
+    pthread_mutex_lock(&c->streams_mu);
+    for (size_t i = 0; i < c->nstreams; i++)
+      if (cudaEventRecord(c->alloc_done, c->streams[i]->s) == cudaSuccess)
+        (void)cudaStreamWaitEvent(c->alloc_stream, c->alloc_done, 0);
+    pthread_mutex_unlock(&c->streams_mu);
+  }
   cudaError_t e = cudaFreeAsync(p, s ? s->s : c->alloc_stream);
   if (e != cudaSuccess)
     fprintf(stderr, "fsdpbench: rank %d: cudaFreeAsync(%zu bytes, %s) failed: %s\n", d->rank,
