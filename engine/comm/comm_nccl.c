@@ -414,7 +414,7 @@ static fb_status check_alive(fb_comm *c, fb_coll op) {
 
 static fb_status nccl_all_gather(fb_comm *c, fb_stream *s, const void *send, void *recv,
                                  size_t count, fb_dtype t) {
-  ncclDataType_t dt;
+  ncclDataType_t dt = ncclFloat32;
   FB_TRY(check_alive(c, FB_COLL_ALL_GATHER));
   FB_TRY(nccl_type(c, t, &dt));
   nccl_impl *n = c->impl;
@@ -423,7 +423,7 @@ static fb_status nccl_all_gather(fb_comm *c, fb_stream *s, const void *send, voi
 
 static fb_status nccl_reduce_scatter(fb_comm *c, fb_stream *s, const void *send, void *recv,
                                      size_t count, fb_dtype t) {
-  ncclDataType_t dt;
+  ncclDataType_t dt = ncclFloat32;
   FB_TRY(check_alive(c, FB_COLL_REDUCE_SCATTER));
   FB_TRY(nccl_type(c, t, &dt));
   nccl_impl *n = c->impl;
@@ -433,7 +433,7 @@ static fb_status nccl_reduce_scatter(fb_comm *c, fb_stream *s, const void *send,
 
 static fb_status nccl_all_reduce(fb_comm *c, fb_stream *s, const void *send, void *recv,
                                  size_t count, fb_dtype t) {
-  ncclDataType_t dt;
+  ncclDataType_t dt = ncclFloat32;
   FB_TRY(check_alive(c, FB_COLL_ALL_REDUCE));
   FB_TRY(nccl_type(c, t, &dt));
   nccl_impl *n = c->impl;
@@ -443,7 +443,7 @@ static fb_status nccl_all_reduce(fb_comm *c, fb_stream *s, const void *send, voi
 
 static fb_status nccl_broadcast(fb_comm *c, fb_stream *s, void *buf, size_t count, fb_dtype t,
                                 int root) {
-  ncclDataType_t dt;
+  ncclDataType_t dt = ncclFloat32;
   FB_TRY(check_alive(c, FB_COLL_BROADCAST));
   FB_TRY(nccl_type(c, t, &dt));
   if (root < 0 || root >= c->world)
@@ -454,7 +454,7 @@ static fb_status nccl_broadcast(fb_comm *c, fb_stream *s, void *buf, size_t coun
 
 static fb_status nccl_reduce(fb_comm *c, fb_stream *s, const void *send, void *recv,
                              size_t count, fb_dtype t, int root) {
-  ncclDataType_t dt;
+  ncclDataType_t dt = ncclFloat32;
   FB_TRY(check_alive(c, FB_COLL_REDUCE));
   FB_TRY(nccl_type(c, t, &dt));
   if (root < 0 || root >= c->world)
