@@ -10,6 +10,7 @@
  *  - the local communicator (2 rank threads, each with its own cpu device): latency and bus
  *    bandwidth of all-gather, reduce-scatter and all-reduce, fitted through the cost model's
  *    ring formulas. (MPI is not measured: it needs a launcher; run mpirun with the executor.)
+ * Timings are the lower quartile of repeated runs (robust to bursts of other load).
  * Writes the profile (default models/hardware/cpu.yaml) and prints what it measured. It does
  * not simulate anything. */
 #define _GNU_SOURCE
@@ -46,6 +47,12 @@ static int cmp_double(const void *a, const void *b) {
 static double median(double *v, int n) {
   qsort(v, (size_t)n, sizeof *v, cmp_double);
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Lower quartile: repeatable timings that a burst of other load does not drag up. */
+static double lower_quartile(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return v[(n - 1) / 4];
 }
 
 /* ---- FMA peak ------------------------------------------------------------------------------ */
@@ -155,7 +162,7 @@ static fb_status zalloc(cdev *c, size_t bytes, fb_buf *b) {
   return fb_memset0(c->d, c->s, b->ptr, bytes);
 }
 
-/* Median seconds of one call of `fn`, repeated for about `budget` seconds (>= 3 runs). */
+/* Lower-quartile seconds of one call of `fn`, repeated for about `budget` seconds (>= 4 runs). */
 typedef fb_status (*bench_fn)(cdev *c, void *arg);
 static fb_status time_median(cdev *c, bench_fn fn, void *arg, double budget, double *out) {
   enum { MAXR = 4096 };
@@ -163,13 +170,13 @@ static fb_status time_median(cdev *c, bench_fn fn, void *arg, double budget, dou
   FB_TRY(fn(c, arg)); /* warm-up */
   int n = 0;
   double start = now_s();
-  while (n < MAXR && (n < 3 || now_s() - start < budget)) {
+  while (n < MAXR && (n < 4 || now_s() - start < budget)) {
     double t0 = now_s();
     FB_TRY(fn(c, arg));
     FB_TRY(fb_stream_sync(c->d, c->s));
     t[n++] = now_s() - t0;
   }
-  *out = median(t, n);
+  *out = lower_quartile(t, n);
   return FB_OK;
 }
 
@@ -232,7 +239,7 @@ typedef struct comm_bench {
   fb_local_group *g;
   pthread_barrier_t bar;
   int reps;
-  double t[3][NSIZES]; /* rank 0's medians */
+  double t[3][NSIZES]; /* rank 0's lower quartiles */
   fb_status st[2];
   char msg[2][256];
 } comm_bench;
@@ -283,7 +290,7 @@ static void *comm_rank_main(void *p) {
         if (st != FB_OK) goto out; /* the peer times out and reports too */
         if (rep > 0) t[rep - 1] = now_s() - t0;
       }
-      if (r->rank == 0) b->t[ci][si] = median(t, b->reps);
+      if (r->rank == 0) b->t[ci][si] = lower_quartile(t, b->reps);
     }
   }
 out:
