@@ -1,8 +1,9 @@
 /* bench_gemm: the CBLAS sgemm ceiling at the GEMM shapes of one gpt2-124m training step
  * (C = 768, 3C, 4C, vocabulary 50257) at B*T = 256 and 1024 tokens, with the transposes the
  * cpu matmul uses (forward inp @ w^T, backward dout @ w and dout^T @ inp). Prints GFLOP/s
- * (median of 5) and the fraction of the 2-core fp32 FMA peak, then the step-weighted ceiling
- * (12 layers of the four products plus the tied head). Like the CLI, it re-executes itself
+ * (median of 5) and the fraction of the 2-core fp32 FMA peak, for the library's own threading
+ * ("cblas") and for the engine's thread-count-independent panel GEMM ("fb_gemm", what the cpu
+ * matmul runs), then the step-weighted ceilings (12 layers of four products plus the head). Like the CLI, it re-executes itself
  * with the BLAS kernel override this CPU needs unless --no-hint is given.
  * Usage: bench_gemm [--threads N] [--no-hint]. Not a test. */
 #include <omp.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "engine/ops/blas.h"
+#include "engine/ops/ops.h"
 
 #define FMA_PEAK_GFLOPS 338.0 /* 2 cores x 2 AVX-512 FMA units x 16 lanes x 2 x ~2.6 GHz */
 #define REPS 5
@@ -34,16 +36,22 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+typedef void (*gemm_fn)(CBLAS_TRANSPOSE, CBLAS_TRANSPOSE, int, int, int, float, const float *,
+                        int, const float *, int, float, float *, int);
+static void cblas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
+                       const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                       int ldc) {
+  cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
 /* Median seconds of REPS runs of C[m,n] = op(A) op(B). */
-static double time_gemm(const shape *s, float *a, float *b, float *c) {
+static double time_gemm(gemm_fn f, const shape *s, float *a, float *b, float *c) {
   int lda = s->ta == CblasNoTrans ? s->k : s->m, ldb = s->tb == CblasNoTrans ? s->n : s->k;
   double t[REPS];
-  cblas_sgemm(CblasRowMajor, s->ta, s->tb, s->m, s->n, s->k, 1.0f, a, lda, b, ldb, 0.0f, c,
-              s->n);
+  f(s->ta, s->tb, s->m, s->n, s->k, 1.0f, a, lda, b, ldb, 0.0f, c, s->n);
   for (int r = 0; r < REPS; r++) {
     double t0 = now_s();
-    cblas_sgemm(CblasRowMajor, s->ta, s->tb, s->m, s->n, s->k, 1.0f, a, lda, b, ldb, 0.0f, c,
-                s->n);
+    f(s->ta, s->tb, s->m, s->n, s->k, 1.0f, a, lda, b, ldb, 0.0f, c, s->n);
     t[r] = now_s() - t0;
   }
   qsort(t, REPS, sizeof t[0], cmp_double);
@@ -100,7 +108,9 @@ int main(int argc, char **argv) {
         {"fcproj dw", CblasTrans, CblasNoTrans, C, 4 * C, N, L},
         {"lm_head dw", CblasTrans, CblasNoTrans, V, C, N, 1},
     };
-    size_t na = (size_t)V * C, nb = (size_t)V * C, nc = (size_t)N * V; /* largest operands */
+    /* largest operands: A = dout[N,V] (head dinp/dw), B = w[V,C], C = logits[N,V] or the
+     * head's weight gradient [V,C] */
+    size_t big = (size_t)V * (N > C ? N : C), na = big, nb = (size_t)V * C, nc = big;
     float *a = malloc(na * 4), *b = malloc(nb * 4), *c = malloc(nc * 4);
     if (!a || !b || !c) {
       fprintf(stderr, "bench_gemm: out of memory\n");
@@ -109,22 +119,28 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < na; i++) a[i] = (float)((i * 7 + 3) % 13) * 0.01f;
     for (size_t i = 0; i < nb; i++) b[i] = (float)((i * 5 + 1) % 11) * 0.01f;
     printf("B*T = %d tokens, %d threads\n", N, threads);
-    printf("%-13s %-5s %6s %6s %6s %10s %8s\n", "product", "op", "M", "N", "K", "GFLOP/s",
-           "% peak");
-    double step_flops = 0, step_time = 0;
+    printf("%-13s %-3s %6s %6s %6s %9s %7s %9s %7s\n", "product", "op", "M", "N", "K",
+           "cblas", "% peak", "fb_gemm", "% peak");
+    printf("%-13s %-3s %6s %6s %6s %9s %7s %9s %7s\n", "", "", "", "", "", "GFLOP/s", "",
+           "GFLOP/s", "");
+    double step_flops = 0, step_t[2] = {0, 0};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
       const shape *s = &shapes[i];
-      double t = time_gemm(s, a, b, c), fl = 2.0 * s->m * s->n * s->k;
-      printf("%-13s %c%c    %6d %6d %6d %10.1f %7.1f%%\n", s->op,
+      double fl = 2.0 * s->m * s->n * s->k;
+      double t0 = time_gemm(cblas_gemm, s, a, b, c), t1 = time_gemm(fb_gemm_f32, s, a, b, c);
+      printf("%-13s %c%c  %6d %6d %6d %9.1f %6.1f%% %9.1f %6.1f%%\n", s->op,
              s->ta == CblasTrans ? 'T' : 'N', s->tb == CblasTrans ? 'T' : 'N', s->m, s->n, s->k,
-             fl / t * 1e-9, 100.0 * fl / t * 1e-9 / FMA_PEAK_GFLOPS);
+             fl / t0 * 1e-9, 100.0 * fl / t0 * 1e-9 / FMA_PEAK_GFLOPS, fl / t1 * 1e-9,
+             100.0 * fl / t1 * 1e-9 / FMA_PEAK_GFLOPS);
       step_flops += fl * s->per_step;
-      step_time += t * s->per_step;
+      step_t[0] += t0 * s->per_step;
+      step_t[1] += t1 * s->per_step;
     }
-    printf("step-weighted GEMM ceiling: %.1f GFLOP/s (%.1f%% of peak), %.3f s of GEMM per step"
-           "\n\n",
-           step_flops / step_time * 1e-9, 100.0 * step_flops / step_time * 1e-9 / FMA_PEAK_GFLOPS,
-           step_time);
+    for (int v = 0; v < 2; v++)
+      printf("step-weighted GEMM ceiling (%s): %.1f GFLOP/s (%.1f%% of peak), %.3f s per step\n",
+             v ? "fb_gemm" : "cblas", step_flops / step_t[v] * 1e-9,
+             100.0 * step_flops / step_t[v] * 1e-9 / FMA_PEAK_GFLOPS, step_t[v]);
+    printf("\n");
     free(a), free(b), free(c);
   }
   return 0;
