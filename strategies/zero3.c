@@ -154,8 +154,9 @@ fail:
 
 /* ---- parameters: broadcast from the owners ------------------------------------------------ */
 
-/* Issues unit i's gather on the comm stream: zero the full buffer (gaps), owners stage their
- * tensors into it, one broadcast per tensor from its owner. No-op when held or in flight. */
+/* Issues unit i's gather on the comm stream: zero the alignment gaps of the full buffer,
+ * owners stage their tensors into it, one broadcast per tensor from its owner. No-op when
+ * held or in flight. */
 static fb_status gather(fb_rank *r, int i) {
   z3_state *s = r->st;
   z3_unit *x = &s->u[i];
@@ -168,7 +169,13 @@ static fb_status gather(fb_rank *r, int i) {
   FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
   fb_kctx k = fb_rank_kctx(r, r->commst, i);
   float *full = x->p_full.ptr;
-  FB_TRY(fb_k_memset0(&k, "zero3.zero_gaps", full, x->p_full.bytes));
+  int64_t end = 0; /* alignment gaps (before each tensor and at the tail) are zeroed */
+  for (int p = un->first; p <= un->first + un->count; p++) {
+    const int64_t next = p < un->first + un->count ? r->model->params[p].offset : un->numel;
+    if (next > end)
+      FB_TRY(fb_k_memset0(&k, "zero3.zero_gaps", full + end, (size_t)(next - end) * 4));
+    if (p < un->first + un->count) end = next + r->model->params[p].numel;
+  }
   for (int p = un->first; p < un->first + un->count; p++) {
     if (s->owner[p] != r->rank) continue;
     const fb_param *pp = &r->model->params[p];
