@@ -2,14 +2,14 @@
  * fits the hardware profile's parameters to them:
  *  - fp32 FMA peak (a register-only FMA loop on every thread);
  *  - the GEMM efficiency curve: the cpu device's matmul at square and transformer shapes,
- *    fitted to rate = peak * E * s / (s + h) (linear least squares on 1/rate vs 1/s);
+ *    fitted to rate = peak * E * s / (s + h) (least squares on log rate);
  *  - attention efficiency: the cpu device's attention fwd+bwd against that curve;
  *  - memory bandwidth (STREAM triad) and the fraction the device's elementwise kernels reach;
  *  - per-kernel overhead (a 16-element kernel);
  *  - the slowdown of a GEMM while another thread streams memory (a comm worker's copies);
- *  - the local communicator (2 rank threads, each with its own cpu device): latency and bus
- *    bandwidth of all-gather, reduce-scatter and all-reduce, fitted through the cost model's
- *    ring formulas. (MPI is not measured: it needs a launcher; run mpirun with the executor.)
+ *  - the local communicator (2 rank threads, each with its own cpu device): latency (smallest
+ *    message) and bus bandwidth (log least squares over the larger ones) of all-gather,
+ *    reduce-scatter and all-reduce through the cost model's ring formulas; the medians. (MPI is not measured: it needs a launcher; run mpirun with the executor.)
  * Timings are the lower quartile of repeated runs (robust to bursts of other load).
  * Writes the profile (default models/hardware/cpu.yaml) and prints what it measured. It does
  * not simulate anything. */
@@ -322,6 +322,51 @@ static void comm_shape(fb_coll c, size_t count, double *bytes, double *factor, d
   }
 }
 
+/* ---- fits ------------------------------------------------------------------------------------ */
+
+/* rate(s) = peak * E * s / (s + h), least squares on log(rate) (relative errors, so neither
+ * the big nor the small shapes dominate): for each h on a log grid the best log E is the mean
+ * residual; E is capped at 1. */
+static void fit_gemm_curve(const double *s, const double *rate, int n, double peak, double *E,
+                           double *h) {
+  double best_err = INFINITY;
+  *E = 1;
+  *h = 1;
+  for (double hh = 1; hh <= 65536; hh *= 1.05) {
+    double mean = 0;
+    for (int i = 0; i < n; i++) mean += log(rate[i] / (peak * s[i] / (s[i] + hh)));
+    mean /= n;
+    double e = fmin(1.0, exp(mean)), err = 0;
+    for (int i = 0; i < n; i++) {
+      double r = log(rate[i]) - log(peak * e * s[i] / (s[i] + hh));
+      err += r * r;
+    }
+    if (err < best_err) {
+      best_err = err;
+      *E = e;
+      *h = hh;
+    }
+  }
+}
+
+/* Bus bandwidth for t(S) = t0 + factor * S / bw over the sizes after the first (latency from
+ * the smallest), least squares on log t over a log grid of bw. */
+static double fit_bandwidth(const double *t, const double *fbytes, int n, double t0) {
+  double best = 1e9, best_err = INFINITY;
+  for (double bw = 1e6; bw <= 1e13; bw *= 1.02) {
+    double err = 0;
+    for (int i = 1; i < n; i++) {
+      double r = log(t[i]) - log(t0 + fbytes[i] / bw);
+      err += r * r;
+    }
+    if (err < best_err) {
+      best_err = err;
+      best = bw;
+    }
+  }
+  return best;
+}
+
 /* ---- the whole calibration ------------------------------------------------------------------- */
 
 fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
@@ -377,7 +422,6 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
                                   {1024, 768, 2304}, {1024, 768, 3072}, {1024, 3072, 768}};
   enum { NSH = sizeof shapes / sizeof shapes[0] };
   double gs[NSH], grate[NSH];
-  double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
   for (int i = 0; i < NSH; i++) {
     gemm_arg g = {.N = shapes[i][0], .C = shapes[i][1], .OC = shapes[i][2]};
     FB_CHECK_GOTO(st, zalloc(&c, (size_t)g.N * g.OC * 4, &g.out), out);
@@ -392,20 +436,17 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
     double flops = 2.0 * g.N * g.C * g.OC;
     gs[i] = cbrt((double)g.N * g.C * g.OC);
     grate[i] = flops / fmax(t - hw.launch_s, 1e-9);
-    /* weighted least squares of y = 1/rate on x = 1/s, weights 1/y^2 (relative error) */
-    double x = 1.0 / gs[i], y = 1.0 / grate[i], w = 1.0 / (y * y);
-    sw += w;
-    sx += w * x;
-    sy += w * y;
-    sxx += w * x * x;
-    sxy += w * x * y;
   }
-  double den = sw * sxx - sx * sx;
-  double b = den != 0 ? (sw * sxy - sx * sy) / den : 0;
-  double a = (sy - b * sx) / sw;
-  if (!(a > 0)) a = 1.0 / grate[NSH - 1];
-  hw.gemm_max_eff = fmin(1.0, 1.0 / (peak * a));
-  hw.gemm_half_size = fmax(1.0, b / a);
+  double best_gemm = 0;
+  for (int i = 0; i < NSH; i++) best_gemm = fmax(best_gemm, grate[i]);
+  if (best_gemm > peak) { /* the FMA loop was descheduled: the GEMMs prove a higher peak */
+    if (!quiet)
+      printf("calibrate: warning: a GEMM reached %.1f GFLOP/s, above the measured FMA peak %.1f; "
+             "using the GEMM rate as the peak\n", best_gemm * 1e-9, peak * 1e-9);
+    peak = best_gemm;
+    hw.peak_fp32 = hw.peak_bf16 = peak;
+  }
+  fit_gemm_curve(gs, grate, NSH, peak, &hw.gemm_max_eff, &hw.gemm_half_size);
 
   /* attention fwd+bwd (gpt2-124m heads) against the GEMM curve at its size */
   {
@@ -488,12 +529,15 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
       }
     double lat[3], bw[3];
     for (int ci = 0; ci < 3; ci++) {
-      double b0, f0, h0, b1, f1, h1;
+      double fb[NSIZES], b0, f0, h0;
+      for (int si = 0; si < NSIZES; si++) {
+        double bytes, f, h;
+        comm_shape(comm_colls[ci], comm_counts[si], &bytes, &f, &h);
+        fb[si] = f * bytes;
+      }
       comm_shape(comm_colls[ci], comm_counts[0], &b0, &f0, &h0);
-      comm_shape(comm_colls[ci], comm_counts[NSIZES - 1], &b1, &f1, &h1);
-      double t_small = cb.t[ci][0], t_large = cb.t[ci][NSIZES - 1];
-      lat[ci] = fmax(0.0, t_small - hw.launch_s) / h0;
-      bw[ci] = (f1 * b1 - f0 * b0) / fmax(t_large - t_small, 1e-9);
+      lat[ci] = fmax(0.0, cb.t[ci][0] - hw.launch_s) / h0;
+      bw[ci] = fit_bandwidth(cb.t[ci], fb, NSIZES, cb.t[ci][0]);
     }
     double lat_s[3] = {lat[0], lat[1], lat[2]}, bw_s[3] = {bw[0], bw[1], bw[2]};
     hw.intra_lat = hw.inter_lat = median(lat_s, 3);
