@@ -17,7 +17,10 @@
  *   world, batch, micro_batch, seq, steps  as finalized (batch: global sequences per step)
  *   param_dtype, accum, prefetch_forward, prefetch_backward, reshard_after_forward,
  *   max_inflight, bucket_mb, recompute     the strategy options of the run
- *   status         ok, or the error class (EUSAGE, ENOMEM = does not fit, ...)
+ *   status         ok; no_fit (out of memory, or a predicted peak above the hardware
+ *                  profile's memory per device: the figures are kept); bad_config (the grid
+ *                  point is not a valid run, e.g. batch not divisible by world); unsupported;
+ *                  timeout; failed
  *   predicted      1 when every time figure is a prediction (sim backend), else 0
  *   step_ms        median step time (ms)
  *   tokens_per_s, tokens_per_s_rank   global tokens per second, and per rank
@@ -37,7 +40,7 @@
  *   param_sum      final parameter sum, 17 significant digits
  *   param_match    "=" when param_sum equals, bit for bit, that of the first successful run of
  *                  the same point, "differs" otherwise (empty when there is no sum)
- *   error          why the run failed (commas replaced by ';'), else empty
+ *   error          why the run failed or does not fit (commas replaced by ';'), else empty
  *
  * compare_steps.csv: one row per (run, step), rank 0.
  *   run, strategy, world, step, wall_ms, compute_ms, comm_ms, exposed_ms, loss, grad_norm, lr
@@ -68,6 +71,7 @@
 #include "../../traces/json_out.h"
 #include "../config/config.h"
 #include "../obs/report.h"
+#include "../sim/hardware.h"
 #include "runner.h"
 
 #define CMP_MAX_AXES 8
@@ -109,6 +113,8 @@ typedef struct cmp_row {
   bool predicted;
   fb_rank_summary sum;
   int64_t peak, at_peak[FB_MEM_NCAT], persistent;
+  bool figures;                      /* the run completed (a predicted run may still not fit) */
+  int64_t capacity;                  /* predicted runs: the profile's memory per device, else 0 */
   double coll_bytes, wire_bytes, final_loss, param_sum;
   const char *match;                 /* "=", "differs" or "" */
 } cmp_row;
@@ -463,8 +469,21 @@ static fb_status run_one(const cmp_plan *p, cmp_row *row, const cmp_files *files
     return FB_OK;
   }
   row->st = FB_OK;
+  row->figures = true;
   row->cfg = res.cfg;
   collect(row, &res);
+  if (res.predicted) {
+    /* the simulated device counts bytes without a ceiling: the profile's capacity decides */
+    fb_hardware hw;
+    if (fb_hardware_load(res.hardware, &hw) == FB_OK) row->capacity = hw.mem_capacity;
+    if (row->capacity > 0 && row->peak > row->capacity) {
+      row->st = FB_ENOMEM;
+      snprintf(row->error, sizeof row->error,
+               "predicted peak %.2f GiB per rank > %.2f GiB of %s (step would be %.3f ms)",
+               (double)row->peak / 1073741824.0, (double)row->capacity / 1073741824.0,
+               hw.name, row->sum.step_s * 1e3);
+    }
+  }
   write_steps(files->steps, row, &res);
   for (int r = 0; r < res.nranks; r++)
     if (res.ranks[r].rank == 0) write_timeline(files->timeline, row, &res.ranks[r], res.nsteps);
@@ -525,8 +544,12 @@ static void print_row(FILE *f, const cmp_plan *p, const cmp_row *row) {
     point_value(p, row->point, a, v, sizeof v);
     fprintf(f, " %-*s", axis_width(&p->axes[a]), v);
   }
-  if (row->st != FB_OK) {
+  if (!row->figures) {
     fprintf(f, " %s: %s\n", row->st == FB_ENOMEM ? "does not fit" : "failed", row->error);
+    return;
+  }
+  if (row->st != FB_OK) {
+    fprintf(f, " %4s does not fit: %s\n", "pred", row->error);
     return;
   }
   fprintf(f, " %4s %10.3f %12.1f %10.3f", row->predicted ? "pred" : "meas", row->sum.step_s * 1e3,
@@ -565,9 +588,16 @@ static const char *accum_text(fb_accum_mode m) {
   return "?";
 }
 
+/* CSV status word: ok, no_fit (does not fit in memory), or the error class. */
 static const char *status_text(fb_status st) {
-  const char *n = fb_status_name(st);
-  return n ? n : "error";
+  switch (st) {
+  case FB_OK: return "ok";
+  case FB_ENOMEM: return "no_fit";
+  case FB_EUSAGE: return "bad_config";
+  case FB_EUNSUPPORTED: return "unsupported";
+  case FB_ETIMEOUT: return "timeout";
+  default: return "failed";
+  }
 }
 
 static void write_csv_row(FILE *f, const cmp_row *row) {
@@ -581,8 +611,8 @@ static void write_csv_row(FILE *f, const cmp_row *row) {
           c->batch, c->micro_batch, c->seq, c->steps, fb_dtype_name(c->param_dtype),
           accum_text(c->accum), c->prefetch_forward, c->prefetch_backward,
           c->reshard_after_forward, c->max_inflight, (double)c->bucket_bytes / 1048576.0,
-          c->recompute, row->st == FB_OK ? "ok" : status_text(row->st), row->predicted);
-  if (row->st != FB_OK) {
+          c->recompute, status_text(row->st), row->predicted);
+  if (!row->figures) {
     /* the 23 figure columns stay empty: 8 times, peak, the categories, persistent, coll, wire,
      * loss, param sum, match */
     for (int k = 0; k < 8 + 1 + FB_MEM_NCAT + 1 + 2 + 3; k++) fputc(',', f);
@@ -606,7 +636,7 @@ static void write_csv_row(FILE *f, const cmp_row *row) {
   csv_num(f, row->wire_bytes, "%.0f");
   csv_num(f, row->final_loss, "%.9g");
   csv_num(f, row->param_sum, "%.17g");
-  fprintf(f, ",%s,\n", row->match);
+  fprintf(f, ",%s,%s\n", row->match, row->st == FB_OK ? "" : row->error);
 }
 
 static fb_status open_files(const cmp_plan *p, cmp_files *files) {
@@ -716,8 +746,8 @@ int fb_compare_main(int argc, char **argv) {
       write_st = wst;
       fprintf(stderr, "fsdpbench compare: error: %s\n", fb_error_msg());
     }
+    if (row->figures) ok++;
     if (row->st == FB_OK) {
-      ok++;
       if (isfinite(row->param_sum)) {
         const cmp_row *ref = NULL;
         for (int j = i - i % p->nstrategies; j < i && !ref; j++)
