@@ -147,6 +147,7 @@ static fb_status rank_run(rank_ctx *ctx) {
                          dev->mem.cur[FB_MEM_OPTIM];
   rr->zero3_imbalance = r.zero3_imbalance;
   FB_CHECK_GOTO(st, fb_exec_init(&e, &r, sh->data), out);
+  rr->mem_setup = dev->mem;
 
   for (int step = 0; step < c->steps; step++) {
     double loss = 0;

@@ -15,7 +15,8 @@
 typedef struct fb_rank_result {
   int rank;
   fb_step_stats *steps;       /* [nsteps] */
-  fb_mem_stats mem;           /* at the end of the run, peaks over the whole run */
+  fb_mem_stats mem;           /* after the last step, peaks over the whole run */
+  fb_mem_stats mem_setup;     /* after setup and the executor's buffers, before step 0 */
   int64_t persistent_bytes;   /* params + grads + optimizer state owned after setup */
   double zero3_imbalance;     /* max / mean owned elements (zero3), else 1 */
   struct fb_recorder *rec;    /* kept for the trace writer; owned by the result */
