@@ -14,9 +14,11 @@ struct fb_tf_block_acts {
 };
 
 #define ACT FB_MEM_ACT
-static inline size_t esz(const fb_tf *t) { (void)t; return sizeof(float); }
+/* element size of activations and parameters, and of statistics and gradients */
+static inline size_t esz(const fb_tf *t) { return fb_dtype_size(t->act); }
+static inline size_t ssz(const fb_tf *t) { return t->act == FB_F64 ? 8 : 4; }
 static inline fb_kctx kc(const fb_tf *t, int unit) {
-  fb_kctx k = {.dev = t->dev, .s = t->s, .act = FB_F32, .unit = unit};
+  fb_kctx k = {.dev = t->dev, .s = t->s, .act = t->act, .unit = unit};
   return k;
 }
 /* Parameter `slot` of unit u inside a flat buffer of the compute dtype / of fp32 grads. */
@@ -24,22 +26,23 @@ static inline void *par(const fb_tf *t, const void *base, int u, int slot) {
   const fb_param *p = &t->m->params[t->m->units[u].first + slot];
   return (char *)base + (size_t)p->offset * esz(t);
 }
-static inline float *grd(const fb_tf *t, float *base, int u, int slot) {
+static inline void *grd(const fb_tf *t, void *base, int u, int slot) {
   const fb_param *p = &t->m->params[t->m->units[u].first + slot];
-  return base + p->offset;
+  return (char *)base + (size_t)p->offset * ssz(t);
 }
 
 static fb_status act_alloc(fb_tf *t, fb_buf *b, size_t elems, size_t elsz, const char *label) {
   return fb_alloc(t->dev, elems * elsz, ACT, label, b);
 }
 
-fb_status fb_tf_begin(fb_tf *t, const fb_model *m, fb_device *dev, fb_stream *s, int B, int T,
-                      bool recompute, const int32_t *tokens, const int32_t *targets,
+fb_status fb_tf_begin(fb_tf *t, const fb_model *m, fb_device *dev, fb_stream *s, fb_dtype act,
+                      int B, int T, bool recompute, const int32_t *tokens, const int32_t *targets,
                       float dscale, double *loss_dev) {
   memset(t, 0, sizeof *t);
   t->m = m;
   t->dev = dev;
   t->s = s;
+  t->act = act;
   t->B = B;
   t->T = T;
   t->recompute = recompute;
@@ -50,7 +53,8 @@ fb_status fb_tf_begin(fb_tf *t, const fb_model *m, fb_device *dev, fb_stream *s,
   t->blocks = calloc((size_t)m->spec.layers, sizeof *t->blocks);
   if (!t->blocks) return FB_ERR(FB_ENOMEM, "out of host memory (activation table)");
   const fb_model_spec *sp = &m->spec;
-  size_t sc = fb_attention_scratch_bytes(dev, B, T, sp->heads, sp->kv_heads, fb_head_dim(sp));
+  size_t sc = fb_attention_scratch_bytes(dev, B, T, sp->heads, sp->kv_heads, fb_head_dim(sp)) *
+              (act == FB_F64 ? 2 : 1);
   return fb_alloc(dev, sc, FB_MEM_TEMP, "attention.scratch", &t->attn_scratch);
 }
 
@@ -68,15 +72,15 @@ static fb_status alloc_saved(fb_tf *t, fb_tf_block_acts *a) {
   const size_t kvd = (size_t)s->kv_heads * fb_head_dim(s), lse = (size_t)t->B * s->heads * t->T;
   fb_status st;
   FB_CHECK_GOTO(st, act_alloc(t, &a->ln1, N * C, E, "act.norm1"), fail);
-  FB_CHECK_GOTO(st, act_alloc(t, &a->ln1_rstd, N, 4, "act.norm1.rstd"), fail);
+  FB_CHECK_GOTO(st, act_alloc(t, &a->ln1_rstd, N, ssz(t), "act.norm1.rstd"), fail);
   FB_CHECK_GOTO(st, act_alloc(t, &a->att, N * C, E, "act.attn_out"), fail);
-  FB_CHECK_GOTO(st, act_alloc(t, &a->lse, lse, 4, "act.attn_lse"), fail);
+  FB_CHECK_GOTO(st, act_alloc(t, &a->lse, lse, ssz(t), "act.attn_lse"), fail);
   FB_CHECK_GOTO(st, act_alloc(t, &a->xmid, N * C, E, "act.residual_mid"), fail);
   FB_CHECK_GOTO(st, act_alloc(t, &a->ln2, N * C, E, "act.norm2"), fail);
-  FB_CHECK_GOTO(st, act_alloc(t, &a->ln2_rstd, N, 4, "act.norm2.rstd"), fail);
+  FB_CHECK_GOTO(st, act_alloc(t, &a->ln2_rstd, N, ssz(t), "act.norm2.rstd"), fail);
   if (s->family == FB_GPT2) {
-    FB_CHECK_GOTO(st, act_alloc(t, &a->ln1_mean, N, 4, "act.norm1.mean"), fail);
-    FB_CHECK_GOTO(st, act_alloc(t, &a->ln2_mean, N, 4, "act.norm2.mean"), fail);
+    FB_CHECK_GOTO(st, act_alloc(t, &a->ln1_mean, N, ssz(t), "act.norm1.mean"), fail);
+    FB_CHECK_GOTO(st, act_alloc(t, &a->ln2_mean, N, ssz(t), "act.norm2.mean"), fail);
     FB_CHECK_GOTO(st, act_alloc(t, &a->qkv, N * 3 * C, E, "act.qkv"), fail);
     FB_CHECK_GOTO(st, act_alloc(t, &a->fc, N * F, E, "act.fc"), fail);
     FB_CHECK_GOTO(st, act_alloc(t, &a->gelu, N * F, E, "act.gelu"), fail);
@@ -178,7 +182,7 @@ static size_t dscratch_elems(const fb_tf *t) {
   return N * (C + C + C + C + 2 * kvd + 3 * F);
 }
 
-fb_status fb_tf_head(fb_tf *t, const void *root, float *rg) {
+fb_status fb_tf_head(fb_tf *t, const void *root, void *rg) {
   const fb_model_spec *s = &t->m->spec;
   const int N = t->B * t->T, C = s->dim, V = s->vocab;
   const int L = s->layers;
@@ -198,12 +202,12 @@ fb_status fb_tf_head(fb_tf *t, const void *root, float *rg) {
   FB_CHECK_GOTO(st, act_alloc(t, &t->dscratch, dscratch_elems(t), esz(t), "grad.block_scratch"),
                 out);
   FB_CHECK_GOTO(st, act_alloc(t, &xf, (size_t)N * C, esz(t), "act.final_norm"), out);
-  FB_CHECK_GOTO(st, act_alloc(t, &rstd, (size_t)N, 4, "act.final_norm.rstd"), out);
+  FB_CHECK_GOTO(st, act_alloc(t, &rstd, (size_t)N, ssz(t), "act.final_norm.rstd"), out);
   FB_CHECK_GOTO(st, act_alloc(t, &dxf, (size_t)N * C, esz(t), "grad.final_norm"), out);
   FB_CHECK_GOTO(st, fb_alloc(t->dev, (size_t)chunk * V * esz(t), FB_MEM_TEMP, "logits.chunk",
                              &logits), out);
   if (gpt2) {
-    FB_CHECK_GOTO(st, act_alloc(t, &mean, (size_t)N, 4, "act.final_norm.mean"), out);
+    FB_CHECK_GOTO(st, act_alloc(t, &mean, (size_t)N, ssz(t), "act.final_norm.mean"), out);
     FB_CHECK_GOTO(st, fb_k_layernorm_fwd(&k, xf.ptr, mean.ptr, rstd.ptr, x,
                                          par(t, root, 0, norm_slot),
                                          par(t, root, 0, FB_G_LNF_B), N, C, s->norm_eps), out);
@@ -240,7 +244,7 @@ out:
   return st;
 }
 
-fb_status fb_tf_block_bwd(fb_tf *t, int l, const void *P, float *G) {
+fb_status fb_tf_block_bwd(fb_tf *t, int l, const void *P, void *G) {
   const fb_model_spec *s = &t->m->spec;
   const int N = t->B * t->T, C = s->dim, F = s->ffn, H = s->heads, KVH = s->kv_heads;
   const int hd = fb_head_dim(s), kvd = KVH * hd;
@@ -258,7 +262,7 @@ fb_status fb_tf_block_bwd(fb_tf *t, int l, const void *P, float *G) {
     FB_TRY(st);
   }
   char *sc = t->dscratch.ptr;
-  float *dres = t->dres.ptr;
+  void *dres = t->dres.ptr;
   const size_t E = esz(t);
   if (s->family == FB_GPT2) {
     char *dln = sc, *datt = dln + (size_t)N * C * E, *dqkv = datt + (size_t)N * C * E;
@@ -319,10 +323,10 @@ fb_status fb_tf_block_bwd(fb_tf *t, int l, const void *P, float *G) {
   return FB_OK;
 }
 
-fb_status fb_tf_encoder_bwd(fb_tf *t, float *rg) {
+fb_status fb_tf_encoder_bwd(fb_tf *t, void *rg) {
   const fb_model_spec *s = &t->m->spec;
   fb_kctx k = kc(t, 0);
-  float *dwpe = s->family == FB_GPT2 ? grd(t, rg, 0, FB_G_WPE) : NULL;
+  void *dwpe = s->family == FB_GPT2 ? grd(t, rg, 0, FB_G_WPE) : NULL;
   FB_TRY(fb_k_encoder_bwd(&k, grd(t, rg, 0, 0), dwpe, t->dres.ptr, t->tokens, t->B, t->T,
                           s->dim));
   fb_free(t->dev, &t->x0, NULL);

@@ -11,7 +11,8 @@
  * Attention keeps only its output and the log-sum-exp per query (4*B*H*T bytes), never the
  * T x T probabilities: backward recomputes them block by block. With recompute on, a block
  * keeps only its input and recomputes the rest during its backward.
- * Activations are allocated through the device (FB_MEM_ACT) when produced and freed when the
+ * Gradients are fp32 (fp64 when act is fp64: the whole-model gradient check runs this code in
+ * double). Activations are allocated through the device (FB_MEM_ACT) when produced and freed when the
  * backward no longer needs them, so the memory timeline shows them rise and fall. */
 #ifndef FB_TRANSFORMER_H
 #define FB_TRANSFORMER_H
@@ -28,6 +29,7 @@ typedef struct fb_tf {
   fb_device *dev;
   fb_stream *s;
   int B, T;
+  fb_dtype act;           /* compute dtype of activations and parameters (fp64: checks) */
   bool recompute;
   const int32_t *tokens;  /* device [B*T] */
   const int32_t *targets; /* device [B*T] */
@@ -42,15 +44,15 @@ typedef struct fb_tf {
 } fb_tf;
 
 /* Prepares a micro-step (no allocation of activations yet). */
-fb_status fb_tf_begin(fb_tf *t, const fb_model *m, fb_device *dev, fb_stream *s, int B, int T,
-                      bool recompute, const int32_t *tokens, const int32_t *targets,
+fb_status fb_tf_begin(fb_tf *t, const fb_model *m, fb_device *dev, fb_stream *s, fb_dtype act,
+                      int B, int T, bool recompute, const int32_t *tokens, const int32_t *targets,
                       float dscale, double *loss_dev);
 fb_status fb_tf_encoder_fwd(fb_tf *t, const void *root_params);
 fb_status fb_tf_block_fwd(fb_tf *t, int l, const void *params);  /* l = 1..L */
 /* Final norm, head and loss; gradients into root_grads, leaves dres = d(last block output). */
-fb_status fb_tf_head(fb_tf *t, const void *root_params, float *root_grads);
-fb_status fb_tf_block_bwd(fb_tf *t, int l, const void *params, float *grads);
-fb_status fb_tf_encoder_bwd(fb_tf *t, float *root_grads);
+fb_status fb_tf_head(fb_tf *t, const void *root_params, void *root_grads);
+fb_status fb_tf_block_bwd(fb_tf *t, int l, const void *params, void *grads);
+fb_status fb_tf_encoder_bwd(fb_tf *t, void *root_grads);
 /* Frees whatever is still allocated (also after a failure). */
 void fb_tf_end(fb_tf *t);
 

@@ -1,5 +1,7 @@
-/* The cpu kernel table: checks the compute dtype (fp32 only; bf16 needs cuda or sim) and
- * forwards each entry to its f32 op. Ops run synchronously on the caller, which is the cpu
+/* The cpu kernel table: checks the compute dtype (fp32; bf16 needs cuda or sim) and forwards
+ * each entry to its f32 op. fp64 activations select the f64 ops for the forward/backward
+ * entries (stats then hold doubles): the whole-model gradient checks run the real
+ * transformer code in double through this path. Ops run synchronously on the caller, which is the cpu
  * device's compute stream. Does not record or time anything: the fb_k_* wrappers do. */
 #include "cpu_kernels.h"
 
@@ -15,12 +17,20 @@
 
 static fb_status cpu_encoder_fwd(const fb_kctx *k, void *out, const int32_t *tok,
                                  const void *wte, const void *wpe, int B, int T, int C) {
+  if (k->act == FB_F64) { /* fp64 reference path (whole-model gradient checks) */
+    fb_encoder_fwd_f64(out, tok, wte, wpe, B, T, C);
+    return FB_OK;
+  }
   NEED_F32(k);
   fb_encoder_fwd_f32(out, tok, wte, wpe, B, T, C);
   return FB_OK;
 }
 static fb_status cpu_encoder_bwd(const fb_kctx *k, void *dwte, void *dwpe, const void *dout,
                                  const int32_t *tok, int B, int T, int C) {
+  if (k->act == FB_F64) { /* fp64 reference path (whole-model gradient checks) */
+    fb_encoder_bwd_f64(dwte, dwpe, dout, tok, B, T, C);
+    return FB_OK;
+  }
   NEED_F32(k);
   fb_encoder_bwd_f32(dwte, dwpe, dout, tok, B, T, C);
   return FB_OK;
@@ -28,6 +38,10 @@ static fb_status cpu_encoder_bwd(const fb_kctx *k, void *dwte, void *dwpe, const
 static fb_status cpu_layernorm_fwd(const fb_kctx *k, void *out, float *mean, float *rstd,
                                    const void *inp, const void *w, const void *b, int N, int C,
                                    float eps) {
+  if (k->act == FB_F64) { /* fp64 reference path (whole-model gradient checks) */
+    fb_layernorm_fwd_f64(out, (double *)mean, (double *)rstd, inp, w, b, N, C, eps);
+    return FB_OK;
+  }
   NEED_F32(k);
   fb_layernorm_fwd_f32(out, mean, rstd, inp, w, b, N, C, eps);
   return FB_OK;
@@ -35,12 +49,20 @@ static fb_status cpu_layernorm_fwd(const fb_kctx *k, void *out, float *mean, flo
 static fb_status cpu_layernorm_bwd(const fb_kctx *k, void *dinp, void *dw, void *db,
                                    const void *dout, const void *inp, const void *w,
                                    const float *mean, const float *rstd, int N, int C) {
+  if (k->act == FB_F64) { /* fp64 reference path (whole-model gradient checks) */
+    fb_layernorm_bwd_f64(dinp, dw, db, dout, inp, w, (const double *)mean, (const double *)rstd, N, C);
+    return FB_OK;
+  }
   NEED_F32(k);
   fb_layernorm_bwd_f32(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
   return FB_OK;
 }
 static fb_status cpu_rmsnorm_fwd(const fb_kctx *k, void *out, float *rstd, const void *inp,
                                  const void *w, int N, int C, float eps) {
+  if (k->act == FB_F64) { /* fp64 reference path (whole-model gradient checks) */
+    fb_rmsnorm_fwd_f64(out, (double *)rstd, inp, w, N, C, eps);
+    return FB_OK;
+  }
   NEED_F32(k);
   fb_rmsnorm_fwd_f32(out, rstd, inp, w, N, C, eps);
   return FB_OK;
@@ -48,12 +70,20 @@ static fb_status cpu_rmsnorm_fwd(const fb_kctx *k, void *out, float *rstd, const
 static fb_status cpu_rmsnorm_bwd(const fb_kctx *k, void *dinp, void *dw, const void *dout,
                                  const void *inp, const void *w, const float *rstd, int N,
                                  int C) {
+  if (k->act == FB_F64) { /* fp64 reference path (whole-model gradient checks) */
+    fb_rmsnorm_bwd_f64(dinp, dw, dout, inp, w, (const double *)rstd, N, C);
+    return FB_OK;
+  }
   NEED_F32(k);
   fb_rmsnorm_bwd_f32(dinp, dw, dout, inp, w, rstd, N, C);
   return FB_OK;
 }
 static fb_status cpu_matmul_fwd(const fb_kctx *k, void *out, const void *inp, const void *w,
                                 const void *bias, int N, int C, int OC) {
+  if (k->act == FB_F64) { /* fp64 reference path (whole-model gradient checks) */
+    fb_matmul_fwd_f64(out, inp, w, bias, N, C, OC);
+    return FB_OK;
+  }
   NEED_F32(k);
   fb_matmul_fwd_f32(out, inp, w, bias, N, C, OC);
   return FB_OK;
@@ -61,6 +91,10 @@ static fb_status cpu_matmul_fwd(const fb_kctx *k, void *out, const void *inp, co
 static fb_status cpu_matmul_bwd(const fb_kctx *k, void *dinp, void *dw, void *dbias,
                                 const void *dout, const void *inp, const void *w, int N, int C,
                                 int OC) {
+  if (k->act == FB_F64) { /* fp64 reference path (whole-model gradient checks) */
+    fb_matmul_bwd_f64(dinp, dw, dbias, dout, inp, w, N, C, OC);
+    return FB_OK;
+  }
   NEED_F32(k);
   fb_matmul_bwd_f32(dinp, dw, dbias, dout, inp, w, N, C, OC);
   return FB_OK;
@@ -68,6 +102,12 @@ static fb_status cpu_matmul_bwd(const fb_kctx *k, void *dinp, void *dw, void *db
 static fb_status cpu_attention_fwd(const fb_kctx *k, void *out, float *lse, const void *q,
                                    const void *kk, const void *v, int B, int T, int H, int KVH,
                                    int hd, int ldq, int ldkv, void *scratch) {
+  if (k->act == FB_F64) {
+    if (H % KVH)
+      return FB_ERR(FB_EUSAGE, "attention: %d heads are not a multiple of %d kv heads", H, KVH);
+    fb_attention_fwd_f64(out, (double *)lse, q, kk, v, B, T, H, KVH, hd, ldq, ldkv, scratch);
+    return FB_OK;
+  }
   NEED_F32(k);
   if (H % KVH)
     return FB_ERR(FB_EUSAGE, "attention: %d heads are not a multiple of %d kv heads", H, KVH);
@@ -79,6 +119,13 @@ static fb_status cpu_attention_bwd(const fb_kctx *k, void *dq, void *dk, void *d
                                    const void *v, const void *out, const float *lse, int B,
                                    int T, int H, int KVH, int hd, int ldq, int ldkv,
                                    void *scratch) {
+  if (k->act == FB_F64) {
+    if (H % KVH)
+      return FB_ERR(FB_EUSAGE, "attention: %d heads are not a multiple of %d kv heads", H, KVH);
+    fb_attention_bwd_f64(dq, dk, dv, dout, q, kk, v, out, (const double *)lse, B, T, H, KVH, hd,
+                         ldq, ldkv, scratch);
+    return FB_OK;
+  }
   NEED_F32(k);
   if (H % KVH)
     return FB_ERR(FB_EUSAGE, "attention: %d heads are not a multiple of %d kv heads", H, KVH);
@@ -88,6 +135,10 @@ static fb_status cpu_attention_bwd(const fb_kctx *k, void *dq, void *dk, void *d
 }
 static fb_status cpu_rope_fwd(const fb_kctx *k, void *x, int B, int T, int nh, int hd, int ld,
                               float theta) {
+  if (k->act == FB_F64) {
+    fb_rope_fwd_f64(x, B, T, nh, hd, ld, theta);
+    return FB_OK;
+  }
   NEED_F32(k);
   if (hd % 2 || hd > 1024)
     return FB_ERR(FB_EUSAGE, "rope: head dim %d must be even and at most 1024", hd);
@@ -96,6 +147,10 @@ static fb_status cpu_rope_fwd(const fb_kctx *k, void *x, int B, int T, int nh, i
 }
 static fb_status cpu_rope_bwd(const fb_kctx *k, void *dx, int B, int T, int nh, int hd, int ld,
                               float theta) {
+  if (k->act == FB_F64) {
+    fb_rope_bwd_f64(dx, B, T, nh, hd, ld, theta);
+    return FB_OK;
+  }
   NEED_F32(k);
   if (hd % 2 || hd > 1024)
     return FB_ERR(FB_EUSAGE, "rope: head dim %d must be even and at most 1024", hd);
@@ -103,40 +158,64 @@ static fb_status cpu_rope_bwd(const fb_kctx *k, void *dx, int B, int T, int nh, 
   return FB_OK;
 }
 static fb_status cpu_gelu_fwd(const fb_kctx *k, void *out, const void *inp, size_t n) {
+  if (k->act == FB_F64) { /* fp64 reference path (whole-model gradient checks) */
+    fb_gelu_fwd_f64(out, inp, n);
+    return FB_OK;
+  }
   NEED_F32(k);
   fb_gelu_fwd_f32(out, inp, n);
   return FB_OK;
 }
 static fb_status cpu_gelu_bwd(const fb_kctx *k, void *dinp, const void *inp, const void *dout,
                               size_t n) {
+  if (k->act == FB_F64) { /* fp64 reference path (whole-model gradient checks) */
+    fb_gelu_bwd_f64(dinp, inp, dout, n);
+    return FB_OK;
+  }
   NEED_F32(k);
   fb_gelu_bwd_f32(dinp, inp, dout, n);
   return FB_OK;
 }
 static fb_status cpu_swiglu_fwd(const fb_kctx *k, void *out, const void *a, const void *b,
                                 size_t n) {
+  if (k->act == FB_F64) { /* fp64 reference path (whole-model gradient checks) */
+    fb_swiglu_fwd_f64(out, a, b, n);
+    return FB_OK;
+  }
   NEED_F32(k);
   fb_swiglu_fwd_f32(out, a, b, n);
   return FB_OK;
 }
 static fb_status cpu_swiglu_bwd(const fb_kctx *k, void *da, void *db, const void *dout,
                                 const void *a, const void *b, size_t n) {
+  if (k->act == FB_F64) { /* fp64 reference path (whole-model gradient checks) */
+    fb_swiglu_bwd_f64(da, db, dout, a, b, n);
+    return FB_OK;
+  }
   NEED_F32(k);
   fb_swiglu_bwd_f32(da, db, dout, a, b, n);
   return FB_OK;
 }
 static fb_status cpu_add(const fb_kctx *k, void *out, const void *a, const void *b, size_t n) {
+  if (k->act == FB_F64) { /* fp64 reference path (whole-model gradient checks) */
+    fb_add_f64(out, a, b, n);
+    return FB_OK;
+  }
   NEED_F32(k);
   fb_add_f32(out, a, b, n);
   return FB_OK;
 }
 static fb_status cpu_xent(const fb_kctx *k, void *logits, double *loss_sum,
                           const int32_t *targets, int N, int V, float dscale) {
-  NEED_F32(k);
   for (int n = 0; n < N; n++)
     if (targets[n] < -1 || targets[n] >= V)
       return FB_ERR(FB_EUSAGE, "cross-entropy: target %d of row %d is outside [-1, %d)",
                     targets[n], n, V);
+  if (k->act == FB_F64) {
+    fb_xent_fwd_bwd_f64(logits, loss_sum, targets, N, V, dscale);
+    return FB_OK;
+  }
+  NEED_F32(k);
   fb_xent_fwd_bwd_f32(logits, loss_sum, targets, N, V, dscale);
   return FB_OK;
 }
