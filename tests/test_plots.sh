@@ -1,0 +1,44 @@
+#!/bin/bash
+# plots/make_plots.sh in quick mode (FB_PLOTS_QUICK=1: fewer steps, ranks and grid points) into
+# a temporary directory, never over the committed figures: every figure exists as a PNG and an
+# SVG that are real images of a readable size, and every data file it plots has rows.
+# Exits 77 (skipped) when gnuplot is not installed. It does not judge what the figures show.
+set -u
+BIN=${FSDPBENCH:?FSDPBENCH must point at the fsdpbench binary}
+SRC=${FB_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
+command -v gnuplot >/dev/null || { echo "SKIP: gnuplot is not installed"; exit 77; }
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+before=$(cd "$SRC/plots" && ls -l --time-style=+%s.%N *.png *.svg data 2>/dev/null | md5sum)
+FB_PLOTS_QUICK=1 FB_PLOTS_OUT="$TMP/out" bash "$SRC/plots/make_plots.sh" "$BIN" >"$TMP/log.txt" 2>&1 ||
+  { cat "$TMP/log.txt"; fail "make_plots.sh exited $?"; }
+cat "$TMP/log.txt"
+after=$(cd "$SRC/plots" && ls -l --time-style=+%s.%N *.png *.svg data 2>/dev/null | md5sum)
+[ "$before" = "$after" ] || fail "quick mode touched the committed figures in plots/"
+
+for fig in memory_peak scaling memory_timeline time_breakdown calibration loss; do
+  png=$TMP/out/$fig.png svg=$TMP/out/$fig.svg
+  [ -s "$png" ] || fail "$fig.png missing or empty"
+  [ -s "$svg" ] || fail "$fig.svg missing or empty"
+  [ "$(head -c 8 "$png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] || fail "$fig.png is not a PNG"
+  [ "$(stat -c %s "$png")" -gt 5000 ] || fail "$fig.png is under 5 KB"
+  grep -q "<svg" "$svg" || fail "$fig.svg is not an SVG"
+  grep -q "<title>" "$svg" || grep -q "<text" "$svg" || fail "$fig.svg has no text (title, labels)"
+  # width and height from the PNG header: the size the scripts ask for
+  w=$((16#$(od -An -tx1 -j16 -N4 "$png" | tr -d ' \n')))
+  [ "$w" -ge 900 ] || fail "$fig.png is only $w pixels wide"
+done
+for f in memory_peak_exec memory_peak_pred time_exec time_pred scaling_1B scaling_8B scaling_70B \
+         scaling_exec calibration loss_exec memory_timeline_fsdp compare_exec compare_pred; do
+  [ "$(wc -l <"$TMP/out/data/$f.csv")" -ge 2 ] || fail "data/$f.csv has no rows"
+done
+# the fsdp timeline gathers and frees: its gathered-parameter level goes up and down
+awk -F, 'NR > 1 { d = $5 - $4; if (d > hi) hi = d; if (NR > 2 && d < prev) down = 1; prev = d }
+         END { exit !(hi > 0 && down) }' "$TMP/out/data/memory_timeline_fsdp.csv" ||
+  fail "memory_timeline_fsdp.csv: gathered parameters never rise and fall"
+# the loss curves of all strategies are the same numbers
+awk -F, 'NR > 1 { for (j = 3; j <= NF; j++) if ($j != $2) bad = 1 } END { exit bad }' \
+  "$TMP/out/data/loss_exec.csv" || fail "loss_exec.csv: strategies' losses differ"
+echo "PASS"
