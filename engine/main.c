@@ -24,6 +24,8 @@
 static int fail(fb_status st) {
   if (st == FB_EUSAGE)
     fprintf(stderr, "fsdpbench: error: %s\n", fb_error_msg());
+  else if (st == FB_ENOMEM || st == FB_EUNSUPPORTED)
+    fprintf(stderr, "fsdpbench: error: %s [%s]\n", fb_error_msg(), fb_status_name(st));
   else
     fprintf(stderr, "fsdpbench: error: %s [%s, %s]\n", fb_error_msg(), fb_status_name(st),
             fb_error_where());

@@ -202,6 +202,70 @@ static void *rank_thread(void *arg) {
   return NULL;
 }
 
+static const char *human(double bytes, char *buf, size_t n) {
+  if (bytes >= 1073741824.0) snprintf(buf, n, "%.2f GiB", bytes / 1073741824.0);
+  else snprintf(buf, n, "%.1f MiB", bytes / 1048576.0);
+  return buf;
+}
+
+static int64_t host_available_bytes(void) {
+  FILE *f = fopen("/proc/meminfo", "r");
+  char line[256];
+  long long kb = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
+  if (f) fclose(f);
+  return (int64_t)kb * 1024;
+}
+
+/* Predicts the executed run's peak memory with the simulator (same allocation calls, so the
+ * same bytes) and refuses, before anything is allocated, a run that would not fit. */
+static fb_status precheck_memory(const fb_run_config *c, bool shared_host) {
+  fb_run_config p = *c;
+  snprintf(p.backend, sizeof p.backend, "sim");
+  snprintf(p.comm, sizeof p.comm, "sim");
+  snprintf(p.hardware, sizeof p.hardware, "h100"); /* any profile: memory does not depend on it */
+  p.steps = c->steps < 2 ? c->steps : 2;
+  p.quiet = true;
+  p.trace = p.mem_snapshot = false;
+  p.mem_limit = 0;
+  p.out[0] = 0;
+  fb_run_result pr;
+  FB_TRY(fb_run(&p, &pr));
+  int64_t worst = 0, sum = 0;
+  int wi = 0;
+  for (int i = 0; i < pr.nranks; i++) {
+    int64_t pk = pr.ranks[i].mem.peak_total;
+    sum += pk;
+    if (pk > worst) worst = pk, wi = i;
+  }
+  if (pr.nranks < pr.world) sum = worst * pr.world;
+  const int64_t avail = host_available_bytes();
+  const bool per_rank_limit = c->mem_limit > 0;
+  const int64_t need = per_rank_limit ? worst : (shared_host ? sum : worst);
+  const int64_t limit = per_rank_limit ? c->mem_limit : avail;
+  fb_status st = FB_OK;
+  if (limit > 0 && need > limit) {
+    char cats[512], who[128], h1[32], h2[32], h3[32];
+    int o = 0;
+    const fb_mem_stats *ms = &pr.ranks[wi].mem;
+    for (int k = 0; k < FB_MEM_NCAT && o < (int)sizeof cats; k++)
+      o += snprintf(cats + o, sizeof cats - o, "%s%s %s", k ? ", " : "",
+                    fb_mem_cat_name((fb_mem_cat)k), human((double)ms->at_peak[k], h1, sizeof h1));
+    if (per_rank_limit)
+      snprintf(who, sizeof who, "> --mem-limit %s", human((double)limit, h1, sizeof h1));
+    else if (shared_host)
+      snprintf(who, sizeof who, "x %d ranks = %s > %s available on this machine", pr.world,
+               human((double)sum, h1, sizeof h1), human((double)limit, h2, sizeof h2));
+    else
+      snprintf(who, sizeof who, "> %s available", human((double)limit, h1, sizeof h1));
+    st = FB_ERR(FB_ENOMEM, "the run does not fit: predicted peak %s per rank %s; at the peak: %s",
+                human((double)worst, h3, sizeof h3), who, cats);
+  }
+  fb_run_result_free(&pr);
+  return st;
+}
+
 static int env_int(const char *name) {
   const char *v = getenv(name);
   return v ? atoi(v) : 0;
@@ -224,9 +288,9 @@ static fb_status resolve_auto(fb_run_config *c, const fb_model *m, char *why, si
         snprintf(c->backend, sizeof c->backend, "cpu");
       } else {
         snprintf(c->backend, sizeof c->backend, "sim");
-        snprintf(why, why_len, "no GPU here (%s); executing %d steps of %s on this CPU would take "
-                 "about %.0f s, so every figure below is predicted — pass --backend cpu to "
-                 "execute", reason, c->steps, m->spec.name, est);
+        snprintf(why, why_len, "chosen because there is no GPU here (%s) and executing %d steps "
+                 "of %s on this CPU would take about %.0f s; pass --backend cpu to execute",
+                 reason, c->steps, m->spec.name, est);
       }
     }
   }
@@ -258,7 +322,6 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
 
   FB_CHECK_GOTO(st, fb_model_build(&c->spec, &res->model), fail);
   FB_CHECK_GOTO(st, resolve_auto(c, &res->model, why, sizeof why), fail);
-  if (why[0] && !c->quiet) printf("fsdpbench: backend sim: %s\n", why);
   /* executing backends need a profile only for the cost-model figures; sim needs one */
   memset(&hw, 0, sizeof hw);
   snprintf(hw.name, sizeof hw.name, "%s", c->backend);
@@ -313,6 +376,13 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
     st = FB_ERR(FB_EUSAGE, "--world: strategy single runs one rank (got %d)", c->world);
     goto fail;
   }
+  if (!c->quiet && !strcmp(c->backend, "sim"))
+    printf("fsdpbench: backend sim, hardware %s, world %d, %s params: every time figure below is "
+           "predicted, memory is exact%s%s\n", hw.name, c->world, fb_dtype_name(c->param_dtype),
+           why[0] ? "; " : "", why);
+  if (strcmp(c->backend, "sim"))
+    FB_CHECK_GOTO(st, precheck_memory(c, !strcmp(c->comm, "local") && !strcmp(c->backend, "cpu")),
+                  fail);
   snprintf(res->backend, sizeof res->backend, "%s", c->backend);
   snprintf(res->comm, sizeof res->comm, "%s", c->comm);
   snprintf(res->hardware, sizeof res->hardware, "%s", hw.name);
@@ -330,7 +400,8 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
     goto fail;
   }
 
-  sh.nlocal = res->predicted || multi_process ? 1 : c->world;
+  /* sim holds every rank while that is cheap (zero3's ranks differ in memory), else rank 0 */
+  sh.nlocal = multi_process ? 1 : res->predicted ? (c->world <= 16 ? c->world : 1) : c->world;
   sh.first_rank = multi_process ? mpi_rank : 0;
   int total_threads = c->threads > 0 ? c->threads : omp_get_num_procs();
   sh.threads = total_threads / sh.nlocal > 0 ? total_threads / sh.nlocal : 1;
