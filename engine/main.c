@@ -13,6 +13,7 @@
 #include "../traces/memory_snapshot.h"
 #include "comm/comm.h"
 #include "config/config.h"
+#include "exec/compare.h"
 #include "exec/data.h"
 #include "exec/runner.h"
 #include "obs/report.h"
@@ -123,13 +124,14 @@ int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   const char *sub = argc > 1 ? argv[1] : "";
   if (!strcmp(sub, "prepare")) return cmd_prepare(argc, argv);
+  if (!strcmp(sub, "compare")) return fb_compare_main(argc - 1, argv + 1);
   if (!strcmp(sub, "plan")) return fb_plan_main(argc - 1, argv + 1);
   if (!strcmp(sub, "calibrate")) return fb_calibrate_main(argc - 1, argv + 1);
   if (!strcmp(sub, "selftest")) return fb_selftest_main(argc, argv);
   if (!strcmp(sub, "train") || !strcmp(sub, "run")) return cmd_run(argc, argv, 2);
   if (sub[0] && sub[0] != '-') {
     fprintf(stderr, "fsdpbench: error: unknown subcommand '%s' (allowed: train, prepare, plan, "
-                    "calibrate, selftest, or flags; see --help)\n", sub);
+                    "compare, calibrate, selftest, or flags; see --help)\n", sub);
     return 2;
   }
   return cmd_run(argc, argv, 1);
