@@ -26,6 +26,6 @@ do for [p=1:2] {
     f = data."/time_pred.csv"
   }
   plot for [i=2:4] f using i:xtic(1) lc rgb T_COLOR[i-1] title T_NAME[i-1], \
-       f using 0:5:(sprintf("%.1f ms", $5)) with labels offset 0, 0.8 font ",11" notitle
+       f using 0:5:(sprintf("%.1f ms%s", $5, strcol(6) eq "ok" ? "" : "\n(does not fit)")) with labels offset 0, 1.2 font ",11" notitle
 }
 unset multiplot
