@@ -3,6 +3,10 @@
  * It reads the recorders of fb_run_result; it does not change them. */
 #include "chrome_trace.h"
 
+#ifdef FB_HAVE_CUDA
+#include "cupti.h"
+#endif
+
 #include <assert.h>
 #include <math.h>
 #include <stdlib.h>
@@ -267,6 +271,16 @@ static fb_status write_file(const char *dir, const char *name, const fb_run_resu
     if (st != FB_OK) break;
     write_rank_counters(f, &first, rk, origin);
   }
+#ifdef FB_HAVE_CUDA
+  /* GPU-side timeline from CUPTI, as its own process beside the rank's host-side tracks */
+  if (st == FB_OK && !strcmp(r->backend, "cuda") && hi > lo) {
+    const int gpid = 1000 + r->ranks[lo].rank;
+    char pname[48];
+    snprintf(pname, sizeof pname, "rank %d GPU (CUPTI)", r->ranks[lo].rank);
+    meta(f, &first, "process_name", gpid, 0, "name", pname, 0);
+    st = fb_cupti_write_events(f, gpid, -origin * 1e6, &first);
+  }
+#endif
   fputs("\n]}\n", f);
   fb_status cst = fb_json_close(f, name);
   return st != FB_OK ? st : cst;

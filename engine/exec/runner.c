@@ -17,6 +17,9 @@
 #include "../ops/blas.h"
 #include "../sim/hardware.h"
 #include "../device/device_cpu.h"
+#ifdef FB_HAVE_CUDA
+#include "../../traces/cupti.h"
+#endif
 #include "executor.h"
 
 typedef struct shared {
@@ -148,6 +151,10 @@ static fb_status rank_run(rank_ctx *ctx) {
   rr->zero3_imbalance = r.zero3_imbalance;
   FB_CHECK_GOTO(st, fb_exec_init(&e, &r, sh->data), out);
   rr->mem_setup = dev->mem;
+#ifdef FB_HAVE_CUDA
+  const bool cupti = c->trace && !strcmp(c->backend, "cuda") && ctx->index == 0;
+  if (cupti) FB_CHECK_GOTO(st, fb_cupti_start(), out);
+#endif
 
   for (int step = 0; step < c->steps; step++) {
     double loss = 0;
@@ -166,6 +173,9 @@ static fb_status rank_run(rank_ctx *ctx) {
         log_step(sh, step, &rr->steps[step], dev);
     }
   }
+#ifdef FB_HAVE_CUDA
+  if (cupti) FB_CHECK_GOTO(st, fb_cupti_stop(), out);
+#endif
   /* the run's memory figures are those of the training steps, not of the readback below */
   rr->mem = dev->mem;
   if (!dev->simulated) {
