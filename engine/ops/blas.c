@@ -2,6 +2,7 @@
  * library misdetects (Debian's OpenBLAS 0.3.21 takes Emerald Rapids for Prescott, BLIS 0.9
  * picks its AVX2 kernels), and a short sgemm ceiling measurement. No op math here. */
 #include "blas.h"
+#include "ops.h"
 
 #include <omp.h>
 #include <stdio.h>
@@ -89,7 +90,9 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 double fb_blas_measure_peak(int threads, double seconds_budget) {
-  enum { M = 1024, N = 768, K = 3072, MAXRUNS = 9 };
+  /* The ceiling is what the engine's own matrix product (fb_gemm_f32: fixed panels, one BLAS
+   * call each) reaches on a large square product: the best rate any step GEMM can hope for. */
+  enum { M = 2048, N = 2048, K = 2048, MAXRUNS = 9 };
   float *a = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * K * N);
   float *c = malloc(sizeof(float) * M * N);
   double gflops = 0;
@@ -101,16 +104,15 @@ double fb_blas_measure_peak(int threads, double seconds_budget) {
   double t[MAXRUNS];
   int n = 0;
   double t_start = now_s();
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, a, K, b, N, 0.0f, c, N);
+  fb_gemm_f32(CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, a, K, b, N, 0.0f, c, N);
   while (n < MAXRUNS && (n < 3 || now_s() - t_start < seconds_budget)) {
     double t0 = now_s();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, a, K, b, N, 0.0f, c,
-                N);
+    fb_gemm_f32(CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, a, K, b, N, 0.0f, c, N);
     t[n++] = now_s() - t0;
   }
   fb_blas_set_threads(saved);
   qsort(t, (size_t)n, sizeof t[0], cmp_double);
-  gflops = 2.0 * M * N * K / t[n / 2] * 1e-9;
+  gflops = 2.0 * M * N * K / t[0] * 1e-9; /* the best run: a ceiling, not a typical rate */
 out:
   free(a);
   free(b);

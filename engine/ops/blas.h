@@ -25,8 +25,9 @@ void fb_blas_set_threads(int n);
  * (already set by the user, or the detected kernel is already right). main() sets it and
  * re-executes itself before the library initialises. */
 const char *fb_blas_kernel_hint(void);
-/* Measured sgemm ceiling in GFLOP/s with `threads` threads: median of a few runs of a
- * 1024 x 768 x 3072 product within about seconds_budget seconds (at least 3 runs). */
+/* Measured sgemm ceiling in GFLOP/s with `threads` threads: the best of a few runs of a
+ * 2048^3 product through fb_gemm_f32 (the engine's matmul path) within about seconds_budget
+ * seconds (at least 3 runs). */
 double fb_blas_measure_peak(int threads, double seconds_budget);
 
 #endif
