@@ -322,6 +322,13 @@ static void comm_shape(fb_coll c, size_t count, double *bytes, double *factor, d
   }
 }
 
+/* x rounded to 4 significant digits (0 stays 0). */
+static double sig4(double x) {
+  if (!(x != 0) || !isfinite(x)) return x;
+  double p = pow(10.0, 3 - floor(log10(fabs(x))));
+  return round(x * p) / p;
+}
+
 /* ---- fits ------------------------------------------------------------------------------------ */
 
 /* rate(s) = peak * E * s / (s + h), least squares on log(rate) (relative errors, so neither
@@ -587,6 +594,11 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
     printf("  %-34s %12.3f x\n", "GEMM slowdown under memory traffic", hw.overlap_slowdown);
     printf("  %-34s %12.2f GiB\n", "memory", (double)hw.mem_capacity / 1073741824.0);
   }
+  /* measurements carry ~4 significant digits: write them so */
+  double *fields[] = {&hw.peak_fp32, &hw.peak_bf16, &hw.gemm_max_eff, &hw.gemm_half_size,
+                      &hw.attn_eff, &hw.mem_bw, &hw.mem_eff, &hw.launch_s, &hw.intra_bw,
+                      &hw.intra_lat, &hw.inter_bw, &hw.inter_lat, &hw.overlap_slowdown};
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) *fields[i] = sig4(*fields[i]);
   st = fb_hardware_validate(&hw, "calibrate");
   if (st == FB_OK) *out = hw;
 out:
