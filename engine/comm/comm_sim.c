@@ -72,7 +72,7 @@ static fb_status sim_barrier(fb_comm *c, fb_stream *s) {
 
 static void sim_destroy(fb_comm *c) { free(c); }
 
-const fb_comm_ops fb_comm_sim_ops = {
+const fb_comm_ops fb_sim_comm_ops = {
     .name = "sim",
     .all_gather = sim_all_gather,
     .reduce_scatter = sim_reduce_scatter,
@@ -91,7 +91,7 @@ fb_status fb_comm_sim_create(fb_device *dev, int rank, int world, fb_comm **out)
     return FB_ERR(FB_EUSAGE, "the sim communicator needs the sim device (--backend sim)");
   fb_comm *c = calloc(1, sizeof *c);
   if (!c) return FB_ERR(FB_ENOMEM, "sim communicator: out of host memory");
-  c->ops = &fb_comm_sim_ops;
+  c->ops = &fb_sim_comm_ops;
   c->rank = rank;
   c->world = world;
   c->dev = dev;
