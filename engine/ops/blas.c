@@ -19,6 +19,7 @@
 #endif
 #endif
 
+#if !defined(FB_BLAS_BLIS)
 static int cpu_has_avx512f(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
@@ -27,6 +28,7 @@ static int cpu_has_avx512f(void) {
   return 0;
 #endif
 }
+#endif
 
 #if defined(FB_BLAS_BLIS)
 const char *fb_blas_describe(void) {
@@ -43,9 +45,9 @@ void fb_blas_set_threads(int n) {
 }
 
 const char *fb_blas_kernel_hint(void) {
-  if (getenv("BLIS_ARCH_TYPE") || !cpu_has_avx512f()) return NULL;
-  if (bli_arch_query_id() == BLIS_ARCH_SKX) return NULL;
-  return "BLIS_ARCH_TYPE=skx";
+  /* BLIS aborts on an override naming an architecture it was not built with, and Debian's
+   * libblis4-openmp 0.9.0 ships no skx kernels (haswell is its best here): no override. */
+  return NULL;
 }
 #else
 char *openblas_get_config(void);

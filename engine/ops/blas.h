@@ -11,6 +11,8 @@
 #else
 #include <cblas.h> /* Debian: include dir .../blis-openmp holds BLIS's cblas.h */
 #endif
+/* BLIS names the enums without typedefs (OpenBLAS has both) */
+typedef enum CBLAS_TRANSPOSE CBLAS_TRANSPOSE;
 #else
 #include <cblas.h>
 #endif
