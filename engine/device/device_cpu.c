@@ -293,6 +293,22 @@ static void cpu_free(fb_device *d, void *p, size_t bytes, fb_mem_cat cat, fb_str
   enqueue(s, t);
 }
 
+/* Large zero fills use the calling thread's OpenMP team (page-sized chunks: any split gives
+ * the same zeros). */
+static void zero_fill(void *dst, size_t n) {
+  const size_t chunk = (size_t)1 << 20;
+  if (n < 8 * chunk) {
+    memset(dst, 0, n);
+    return;
+  }
+  const int64_t nc = (int64_t)((n + chunk - 1) / chunk);
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < nc; c++) {
+    size_t off = (size_t)c * chunk, len = n - off < chunk ? n - off : chunk;
+    memset((char *)dst + off, 0, len);
+  }
+}
+
 static fb_status cpu_memset0(fb_device *d, fb_stream *s, void *dst, size_t n) {
   if (s && s->worker) {
     task *t = NULL;
@@ -303,7 +319,7 @@ static fb_status cpu_memset0(fb_device *d, fb_stream *s, void *dst, size_t n) {
     return FB_OK;
   }
   if (s) FB_TRY(stream_status(s));
-  memset(dst, 0, n);
+  zero_fill(dst, n);
   return FB_OK;
 }
 
