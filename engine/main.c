@@ -21,6 +21,7 @@
 #include "selftest/selftest.h"
 #include "sim/calibrate.h"
 #include "sim/plan.h"
+#include "sim/validate.h"
 
 static int fail(fb_status st) {
   if (st == FB_EUSAGE)
@@ -67,6 +68,7 @@ static int cmd_run(int argc, char **argv, int first) {
            "       fsdpbench plan [flags]         rank every strategy in simulation\n"
            "       fsdpbench compare [flags]      run several strategies side by side\n"
            "       fsdpbench calibrate [--out F]  measure this machine into a hardware profile\n"
+           "       fsdpbench validate [flags]     executed vs simulated, op by op, side-by-side trace\n"
            "       fsdpbench selftest --backend cuda   GPU kernels and strategies vs the CPU\n"
            "       fsdpbench prepare TEXT OUT.tok  byte-level tokens from any file\n\n");
     fb_config_print_help(stdout);
@@ -126,12 +128,13 @@ int main(int argc, char **argv) {
   if (!strcmp(sub, "prepare")) return cmd_prepare(argc, argv);
   if (!strcmp(sub, "compare")) return fb_compare_main(argc - 1, argv + 1);
   if (!strcmp(sub, "plan")) return fb_plan_main(argc - 1, argv + 1);
+  if (!strcmp(sub, "validate")) return fb_validate_main(argc - 1, argv + 1);
   if (!strcmp(sub, "calibrate")) return fb_calibrate_main(argc - 1, argv + 1);
   if (!strcmp(sub, "selftest")) return fb_selftest_main(argc, argv);
   if (!strcmp(sub, "train") || !strcmp(sub, "run")) return cmd_run(argc, argv, 2);
   if (sub[0] && sub[0] != '-') {
     fprintf(stderr, "fsdpbench: error: unknown subcommand '%s' (allowed: train, prepare, plan, "
-                    "compare, calibrate, selftest, or flags; see --help)\n", sub);
+                    "compare, validate, calibrate, selftest, or flags; see --help)\n", sub);
     return 2;
   }
   return cmd_run(argc, argv, 1);

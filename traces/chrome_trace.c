@@ -107,7 +107,8 @@ static void meta(FILE *f, bool *first, const char *name, int pid, int tid, const
   fputs("}}", f);
 }
 
-static fb_status write_rank_ops(FILE *f, bool *first, const fb_rank_result *rk, double origin) {
+static fb_status write_rank_ops(FILE *f, bool *first, const fb_rank_result *rk, int pid,
+                                 double origin) {
   const fb_recorder *rec = rk->rec;
   int64_t n;
   const fb_rec_op *ops = fb_recorder_ops(rec, &n);
@@ -139,7 +140,7 @@ static fb_status write_rank_ops(FILE *f, bool *first, const fb_rank_result *rk, 
       fb_json_str(f, o->name);
       fputs(",\"cat\":", f);
       fb_json_str(f, op_cat(o));
-      fprintf(f, ",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":", rk->rank, tr + 1);
+      fprintf(f, ",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":", pid, tr + 1);
       put_us(f, s[k].t0);
       fputs(",\"dur\":", f);
       put_us(f, s[k].t1 - s[k].t0);
@@ -158,7 +159,7 @@ static fb_status write_rank_ops(FILE *f, bool *first, const fb_rank_result *rk, 
 /* A "steps" track (tid = tracks + 1): one slice per traced step, from step begin to end, like
  * torch.profiler's ProfilerStep#N. */
 static fb_status write_rank_steps(FILE *f, bool *first, const fb_run_result *r,
-                                  const fb_rank_result *rk, double origin) {
+                                  const fb_rank_result *rk, int pid, double origin) {
   int64_t n;
   const fb_rec_op *ops = fb_recorder_ops(rk->rec, &n);
   if (r->nsteps <= 0 || !rk->steps) return FB_OK;
@@ -177,7 +178,7 @@ static fb_status write_rank_steps(FILE *f, bool *first, const fb_run_result *r,
     fputs(*first ? "\n" : ",\n", f);
     *first = false;
     fprintf(f, "{\"name\":\"step %d\",\"cat\":\"step\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,"
-               "\"ts\":", k, rk->rank, tid);
+               "\"ts\":", k, pid, tid);
     put_us(f, t0);
     fputs(",\"dur\":", f);
     put_us(f, t1 - t0);
@@ -189,7 +190,8 @@ static fb_status write_rank_steps(FILE *f, bool *first, const fb_run_result *r,
   return FB_OK;
 }
 
-static void write_rank_counters(FILE *f, bool *first, const fb_rank_result *rk, double origin) {
+static void write_rank_counters(FILE *f, bool *first, const fb_rank_result *rk, int pid,
+                                double origin) {
   int64_t n;
   const fb_rec_mem *m = fb_recorder_mems(rk->rec, &n);
   int64_t cur[FB_MEM_NCAT] = {0}, total = 0, last_ts = 0;
@@ -204,13 +206,13 @@ static void write_rank_counters(FILE *f, bool *first, const fb_rank_result *rk, 
     const double mib = 1.0 / (1024.0 * 1024.0);
     fputs(*first ? "\n" : ",\n", f);
     *first = false;
-    fprintf(f, "{\"name\":\"memory (MiB)\",\"ph\":\"C\",\"pid\":%d,\"ts\":", rk->rank);
+    fprintf(f, "{\"name\":\"memory (MiB)\",\"ph\":\"C\",\"pid\":%d,\"ts\":", pid);
     put_us(f, ts);
     fputs(",\"args\":{", f);
     for (int c = 0; c < FB_MEM_NCAT; c++)
       fprintf(f, "%s\"%s\":%.6f", c ? "," : "", fb_mem_cat_name((fb_mem_cat)c), cur[c] * mib);
     fputs("}},\n", f);
-    fprintf(f, "{\"name\":\"memory total (MiB)\",\"ph\":\"C\",\"pid\":%d,\"ts\":", rk->rank);
+    fprintf(f, "{\"name\":\"memory total (MiB)\",\"ph\":\"C\",\"pid\":%d,\"ts\":", pid);
     put_us(f, ts);
     fprintf(f, ",\"args\":{\"total\":%.6f}}", total * mib);
   }
@@ -240,47 +242,71 @@ static void write_other_data(FILE *f, const fb_run_result *r) {
           r->predicted ? "true" : "false");
 }
 
+/* Appends the events of ranks [lo, hi) of r: process pid = rank + pid_offset, named
+ * "rank N" + suffix, times relative to r's own origin. */
+static fb_status write_events(FILE *f, bool *first, const fb_run_result *r, int lo, int hi,
+                              int pid_offset, const char *suffix) {
+  double origin = origin_of(r, lo, hi);
+  fb_status st = FB_OK;
+  for (int i = lo; i < hi && st == FB_OK; i++) {
+    const fb_rank_result *rk = &r->ranks[i];
+    const int pid = rk->rank + pid_offset;
+    char pname[64];
+    snprintf(pname, sizeof pname, "rank %d%s", rk->rank, suffix);
+    meta(f, first, "process_name", pid, 0, "name", pname, 0);
+    meta(f, first, "process_sort_index", pid, 0, "sort_index", NULL, pid);
+    if (!rk->rec) continue;
+    for (int tr = 0; tr < fb_recorder_nstreams(rk->rec); tr++) {
+      meta(f, first, "thread_name", pid, tr + 1, "name", fb_recorder_stream_name(rk->rec, tr), 0);
+      meta(f, first, "thread_sort_index", pid, tr + 1, "sort_index", NULL, tr + 1);
+    }
+    int steps_tid = fb_recorder_nstreams(rk->rec) + 1;
+    meta(f, first, "thread_name", pid, steps_tid, "name", "steps", 0);
+    meta(f, first, "thread_sort_index", pid, steps_tid, "sort_index", NULL, 0);
+    st = write_rank_ops(f, first, rk, pid, origin);
+    if (st == FB_OK) st = write_rank_steps(f, first, r, rk, pid, origin);
+    if (st == FB_OK) write_rank_counters(f, first, rk, pid, origin);
+  }
+#ifdef FB_HAVE_CUDA
+  /* GPU-side timeline from CUPTI, as its own process beside the rank's host-side tracks */
+  if (st == FB_OK && !strcmp(r->backend, "cuda") && hi > lo) {
+    const int gpid = 1000 + r->ranks[lo].rank + pid_offset;
+    char pname[64];
+    snprintf(pname, sizeof pname, "rank %d GPU (CUPTI)%s", r->ranks[lo].rank, suffix);
+    meta(f, first, "process_name", gpid, 0, "name", pname, 0);
+    st = fb_cupti_write_events(f, gpid, -origin * 1e6, first);
+  }
+#endif
+  return st;
+}
+
 /* Writes ranks [lo, hi) of r into dir/name. */
 static fb_status write_file(const char *dir, const char *name, const fb_run_result *r, int lo,
                             int hi) {
   FILE *f;
   FB_TRY(fb_json_open(dir, name, &f));
-  double origin = origin_of(r, lo, hi);
   fputs("{\"displayTimeUnit\":\"ms\",", f);
   write_other_data(f, r);
   fputs(",\"traceEvents\":[", f);
   bool first = true;
-  fb_status st = FB_OK;
-  for (int i = lo; i < hi; i++) {
-    const fb_rank_result *rk = &r->ranks[i];
-    char pname[32];
-    snprintf(pname, sizeof pname, "rank %d", rk->rank);
-    meta(f, &first, "process_name", rk->rank, 0, "name", pname, 0);
-    meta(f, &first, "process_sort_index", rk->rank, 0, "sort_index", NULL, rk->rank);
-    if (!rk->rec) continue;
-    for (int tr = 0; tr < fb_recorder_nstreams(rk->rec); tr++) {
-      meta(f, &first, "thread_name", rk->rank, tr + 1, "name",
-           fb_recorder_stream_name(rk->rec, tr), 0);
-      meta(f, &first, "thread_sort_index", rk->rank, tr + 1, "sort_index", NULL, tr + 1);
-    }
-    int steps_tid = fb_recorder_nstreams(rk->rec) + 1;
-    meta(f, &first, "thread_name", rk->rank, steps_tid, "name", "steps", 0);
-    meta(f, &first, "thread_sort_index", rk->rank, steps_tid, "sort_index", NULL, 0);
-    st = write_rank_ops(f, &first, rk, origin);
-    if (st == FB_OK) st = write_rank_steps(f, &first, r, rk, origin);
-    if (st != FB_OK) break;
-    write_rank_counters(f, &first, rk, origin);
-  }
-#ifdef FB_HAVE_CUDA
-  /* GPU-side timeline from CUPTI, as its own process beside the rank's host-side tracks */
-  if (st == FB_OK && !strcmp(r->backend, "cuda") && hi > lo) {
-    const int gpid = 1000 + r->ranks[lo].rank;
-    char pname[48];
-    snprintf(pname, sizeof pname, "rank %d GPU (CUPTI)", r->ranks[lo].rank);
-    meta(f, &first, "process_name", gpid, 0, "name", pname, 0);
-    st = fb_cupti_write_events(f, gpid, -origin * 1e6, &first);
-  }
-#endif
+  fb_status st = write_events(f, &first, r, lo, hi, 0, "");
+  fputs("\n]}\n", f);
+  fb_status cst = fb_json_close(f, name);
+  return st != FB_OK ? st : cst;
+}
+
+fb_status fb_trace_write_pair(const char *dir, const char *name, const fb_run_result *a,
+                              const char *a_suffix, const fb_run_result *b,
+                              const char *b_suffix) {
+  FB_TRY(fb_mkdir_p(dir));
+  FILE *f;
+  FB_TRY(fb_json_open(dir, name, &f));
+  fputs("{\"displayTimeUnit\":\"ms\",", f);
+  write_other_data(f, a);
+  fputs(",\"traceEvents\":[", f);
+  bool first = true;
+  fb_status st = write_events(f, &first, a, 0, a->nranks, 0, a_suffix);
+  if (st == FB_OK) st = write_events(f, &first, b, 0, b->nranks, FB_TRACE_PAIR_PID_OFFSET, b_suffix);
   fputs("\n]}\n", f);
   fb_status cst = fb_json_close(f, name);
   return st != FB_OK ? st : cst;

@@ -21,4 +21,13 @@
 
 fb_status fb_trace_write(const char *dir, const fb_run_result *r);
 
+/* Two runs of the same configuration in one file, side by side: a's ranks as processes
+ * "rank N<a_suffix>" (pid N), b's as "rank N<b_suffix>" (pid N + FB_TRACE_PAIR_PID_OFFSET),
+ * each on its own time origin, with the same track names (used by `fsdpbench validate` to put
+ * a measured and a predicted run next to each other). */
+#define FB_TRACE_PAIR_PID_OFFSET 100
+fb_status fb_trace_write_pair(const char *dir, const char *name, const fb_run_result *a,
+                              const char *a_suffix, const fb_run_result *b,
+                              const char *b_suffix);
+
 #endif
