@@ -125,3 +125,41 @@ out:
 fb_status fb_read_range(fb_rank *r, const void *src, int64_t n, float *host) {
   return fb_copy_d2h(r->dev, r->compute, host, src, (size_t)n * sizeof(float));
 }
+
+fb_status fb_to_pdt(fb_rank *r, int unit, void *dst, const float *src, int64_t n) {
+  fb_kctx k = fb_rank_kctx(r, r->compute, unit);
+  if (r->pdt == FB_F32)
+    return dst == (const void *)src ? FB_OK
+                                    : fb_k_copy(&k, "param_copy", dst, src, (size_t)n * 4);
+  return fb_k_cast(&k, dst, r->pdt, src, FB_F32, (size_t)n);
+}
+
+fb_status fb_for_reduce(fb_rank *r, int unit, void *g, int64_t n, fb_buf *tmp, void **out) {
+  *out = g;
+  if (r->rdt == r->pdt) return FB_OK;
+  FB_TRY(fb_alloc(r->dev, (size_t)n * fb_dtype_size(r->rdt), FB_MEM_COMM, "grads.reduce_cast",
+                  tmp));
+  fb_kctx k = fb_rank_kctx(r, r->compute, unit);
+  *out = tmp->ptr;
+  return fb_k_cast(&k, tmp->ptr, r->rdt, g, r->pdt, (size_t)n);
+}
+
+fb_status fb_fold_reduced(fb_rank *r, int unit, float *acc, const void *x, int64_t n,
+                          bool overwrite) {
+  return fb_fold_dtype(r, unit, acc, x, r->rdt, n, overwrite);
+}
+
+fb_status fb_fold_dtype(fb_rank *r, int unit, float *acc, const void *x, fb_dtype xdt, int64_t n,
+                        bool overwrite) {
+  fb_kctx k = fb_rank_kctx(r, r->compute, unit);
+  if (xdt == FB_F32)
+    return overwrite ? fb_k_copy(&k, "grad_copy", acc, x, (size_t)n * 4)
+                     : fb_k_acc_f32(&k, acc, x, (size_t)n);
+  if (overwrite) return fb_k_cast(&k, acc, FB_F32, x, xdt, (size_t)n);
+  fb_buf t = {0};
+  FB_TRY(fb_alloc(r->dev, (size_t)n * 4, FB_MEM_TEMP, "grads.upcast", &t));
+  fb_status st = fb_k_cast(&k, t.ptr, FB_F32, x, xdt, (size_t)n);
+  if (st == FB_OK) st = fb_k_acc_f32(&k, acc, t.ptr, (size_t)n);
+  fb_free(r->dev, &t, r->compute);
+  return st;
+}

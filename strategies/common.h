@@ -30,6 +30,22 @@ fb_status fb_norm_begin(fb_rank *r);
 fb_status fb_norm_add(fb_rank *r, const float *g, int64_t n);
 fb_status fb_norm_finish(fb_rank *r, bool sharded);
 
+/* Mixed precision. Master parameters and accumulators are fp32; compute uses r->pdt and
+ * reductions r->rdt. All three are no-ops when the dtypes are fp32 (the cpu backend).
+ *  fb_to_pdt: dst (pdt, n) = src (fp32) on the compute stream (a cast op); when pdt is fp32 it
+ *    copies unless dst == src.
+ *  fb_for_reduce: the buffer to reduce for gradient g (pdt, n elements): g itself when
+ *    rdt == pdt, else *tmp (FB_MEM_COMM, allocated here, freed by the caller) holding the cast.
+ *  fb_fold_reduced: acc (fp32) = x (rdt) when overwrite, else acc += x; a cast into a
+ *    temporary first when rdt is not fp32. */
+fb_status fb_to_pdt(fb_rank *r, int unit, void *dst, const float *src, int64_t n);
+fb_status fb_for_reduce(fb_rank *r, int unit, void *g, int64_t n, fb_buf *tmp, void **out);
+fb_status fb_fold_reduced(fb_rank *r, int unit, float *acc, const void *x, int64_t n,
+                          bool overwrite);
+/* The same for x of any dtype (e.g. a bf16 unit gradient folded into fp32 accumulators). */
+fb_status fb_fold_dtype(fb_rank *r, int unit, float *acc, const void *x, fb_dtype xdt, int64_t n,
+                        bool overwrite);
+
 /* Host copy of a device range (waits for the compute stream). */
 fb_status fb_read_range(fb_rank *r, const void *src, int64_t n, float *host);
 

@@ -19,10 +19,12 @@ typedef struct fsdp_unit {
   int64_t padded, shard;      /* padded length and slice length */
   fb_buf p_shard, g_shard;    /* persistent slices */
   fb_optim_state optim;
-  fb_buf p_full, g_full;      /* transient full buffers */
-  fb_buf rs_tmp;              /* reduce-scatter output of micro-steps > 0 */
+  fb_buf p_full, g_full;      /* transient full buffers (compute dtype) */
+  fb_buf p_cast, g_cast;      /* mixed precision: the slice cast for the gather, the gradient
+                                 cast for the reduction (reduce dtype) */
+  fb_buf rs_tmp;              /* reduce-scatter output folded later (micro-steps > 0, bf16) */
   unit_state state;
-  bool rs_pending, acc_pending;
+  bool rs_pending, acc_pending, acc_overwrite;
   fb_event *ev_gather, *ev_rs, *ev_ready;
 } fsdp_unit;
 
@@ -41,6 +43,8 @@ static void fsdp_teardown(fb_rank *r) {
     fb_free(r->dev, &x->p_full, NULL);
     fb_free(r->dev, &x->g_full, NULL);
     fb_free(r->dev, &x->rs_tmp, NULL);
+    fb_free(r->dev, &x->p_cast, NULL);
+    fb_free(r->dev, &x->g_cast, NULL);
     fb_optim_free(r, &x->optim);
     fb_event *evs[] = {x->ev_gather, x->ev_rs, x->ev_ready};
     for (int e = 0; e < 3; e++)
@@ -91,14 +95,21 @@ static fb_status gather(fb_rank *r, int i) {
   fsdp_state *s = r->st;
   fsdp_unit *x = &s->u[i];
   if (x->state != U_SHARDED) return FB_OK;
-  FB_TRY(fb_alloc(r->dev, (size_t)x->padded * 4, FB_MEM_PARAM_FULL, "params.gathered",
+  FB_TRY(fb_alloc(r->dev, (size_t)x->padded * fb_psz(r), FB_MEM_PARAM_FULL, "params.gathered",
                   &x->p_full));
+  void *send = x->p_shard.ptr;
+  if (r->pdt != FB_F32) { /* mixed precision: gather the slice in the compute dtype */
+    FB_TRY(fb_alloc(r->dev, (size_t)x->shard * fb_psz(r), FB_MEM_COMM, "params.cast",
+                    &x->p_cast));
+    FB_TRY(fb_to_pdt(r, i, x->p_cast.ptr, x->p_shard.ptr, x->shard));
+    send = x->p_cast.ptr;
+  }
   /* the comm stream must see the shard as the compute stream left it (after the optimizer) */
   FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute));
   FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
-  FB_TRY(fb_all_gather(r->comm, r->commst, i, x->p_shard.ptr, x->p_full.ptr, (size_t)x->shard,
-                       FB_F32));
+  FB_TRY(fb_all_gather(r->comm, r->commst, i, send, x->p_full.ptr, (size_t)x->shard, r->pdt));
   FB_TRY(fb_event_record(r->dev, x->ev_gather, r->commst));
+  fb_free(r->dev, &x->p_cast, r->commst);
   x->state = U_GATHERING;
   s->inflight++;
   return FB_OK;
@@ -155,7 +166,6 @@ static fb_status fsdp_post_forward(fb_rank *r, int i) {
 /* Folds finished reduce-scatters of micro-steps > 0 into the slices. */
 static fb_status fold_pending(fb_rank *r, bool all) {
   fsdp_state *s = r->st;
-  fb_kctx k = fb_rank_kctx(r, r->compute, -1);
   for (int i = 0; i < r->model->nunits; i++) {
     fsdp_unit *x = &s->u[i];
     if (x->rs_pending) {
@@ -163,8 +173,7 @@ static fb_status fold_pending(fb_rank *r, bool all) {
       x->rs_pending = false;
     }
     if (x->acc_pending && all) {
-      k.unit = i;
-      FB_TRY(fb_k_acc_f32(&k, x->g_shard.ptr, x->rs_tmp.ptr, (size_t)x->shard));
+      FB_TRY(fb_fold_reduced(r, i, x->g_shard.ptr, x->rs_tmp.ptr, x->shard, x->acc_overwrite));
       fb_free(r->dev, &x->rs_tmp, r->compute);
       x->acc_pending = false;
     }
@@ -179,7 +188,7 @@ static fb_status fsdp_pre_backward(fb_rank *r, int i) {
   if (r->cfg->prefetch_backward) FB_TRY(prefetch(r, fb_next_bwd_unit(r->model, i)));
   const bool accumulate_local = r->cfg->accum == FB_ACCUM_NO_REDUCE && r->micro > 0;
   if (!x->g_full.ptr) {
-    FB_TRY(fb_alloc(r->dev, (size_t)x->padded * 4, FB_MEM_GRAD_FULL, "grads.unsharded",
+    FB_TRY(fb_alloc(r->dev, (size_t)x->padded * fb_psz(r), FB_MEM_GRAD_FULL, "grads.unsharded",
                     &x->g_full));
   }
   r->view[i].grads = x->g_full.ptr;
@@ -198,20 +207,26 @@ static fb_status fsdp_post_backward(fb_rank *r, int i) {
   if (!(mode == FB_ACCUM_NO_RESHARD && !last_micro)) release(r, i);
   if (mode == FB_ACCUM_NO_REDUCE && !last_micro) return FB_OK; /* keep unsharded grads */
   /* reduce-scatter: micro-step 0 (or the single no-reduce reduction) straight into the slice,
-   * later micro-steps into a temporary added once it lands */
-  const bool direct = r->micro == 0 || mode == FB_ACCUM_NO_REDUCE;
-  float *dst = x->g_shard.ptr;
+   * later micro-steps into a temporary added once it lands; a reduction in bf16 always lands
+   * in a temporary that is folded (up-cast) into the fp32 slice */
+  const bool first = r->micro == 0 || mode == FB_ACCUM_NO_REDUCE;
+  const bool direct = first && r->rdt == FB_F32;
+  void *send, *dst = x->g_shard.ptr;
+  FB_TRY(fb_for_reduce(r, i, x->g_full.ptr, x->padded, &x->g_cast, &send));
   if (!direct) {
-    FB_TRY(fb_alloc(r->dev, (size_t)x->shard * 4, FB_MEM_COMM, "grads.rs_out", &x->rs_tmp));
+    FB_TRY(fb_alloc(r->dev, (size_t)x->shard * fb_dtype_size(r->rdt), FB_MEM_COMM,
+                    "grads.rs_out", &x->rs_tmp));
     dst = x->rs_tmp.ptr;
   }
   FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute));
   FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
-  FB_TRY(fb_reduce_scatter(r->comm, r->commst, i, x->g_full.ptr, dst, (size_t)x->shard, FB_F32));
+  FB_TRY(fb_reduce_scatter(r->comm, r->commst, i, send, dst, (size_t)x->shard, r->rdt));
   FB_TRY(fb_event_record(r->dev, x->ev_rs, r->commst));
   x->rs_pending = true;
   x->acc_pending = !direct;
+  x->acc_overwrite = first;
   fb_free(r->dev, &x->g_full, r->commst);
+  fb_free(r->dev, &x->g_cast, r->commst);
   /* the micro-step ends with the root: fold the finished reductions before the next one */
   if (i == 0 && !last_micro) FB_TRY(fold_pending(r, true));
   return FB_OK;

@@ -2,7 +2,9 @@
  * AdamW on all of it. The reference every other strategy must reproduce. With several
  * micro-steps, micro-step 0 writes the gradient accumulator directly and later micro-steps
  * compute into a fresh unit buffer that is then added, so the sum order equals a W-rank
- * reduction in rank order (acc = g0; acc += g1; ...). */
+ * reduction in rank order (acc = g0; acc += g1; ...). With bf16 compute it keeps a bf16 copy
+ * of the fp32 master parameters (refreshed after each update) and folds each micro-step's
+ * bf16 unit gradient into the fp32 accumulator. */
 #include <stdlib.h>
 
 #include "common.h"
@@ -11,6 +13,7 @@ typedef struct single_state {
   fb_buf *params, *grads; /* [nunits] */
   fb_optim_state *optim;  /* [nunits] */
   fb_buf *tmp;            /* [nunits] unit gradient of micro-steps > 0 (root's lives long) */
+  fb_buf *pcopy;          /* [nunits] bf16 compute copies (mixed precision only) */
 } single_state;
 
 static void single_teardown(fb_rank *r) {
@@ -21,8 +24,10 @@ static void single_teardown(fb_rank *r) {
     if (s->grads) fb_free(r->dev, &s->grads[u], NULL);
     if (s->optim) fb_optim_free(r, &s->optim[u]);
     if (s->tmp) fb_free(r->dev, &s->tmp[u], NULL);
+    if (s->pcopy) fb_free(r->dev, &s->pcopy[u], NULL);
   }
   free(s->tmp);
+  free(s->pcopy);
   free(s->params);
   free(s->grads);
   free(s->optim);
@@ -39,7 +44,8 @@ static fb_status single_setup(fb_rank *r) {
   s->grads = calloc((size_t)n, sizeof *s->grads);
   s->optim = calloc((size_t)n, sizeof *s->optim);
   s->tmp = calloc((size_t)n, sizeof *s->tmp);
-  if (!s->params || !s->grads || !s->optim || !s->tmp) {
+  s->pcopy = calloc((size_t)n, sizeof *s->pcopy);
+  if (!s->params || !s->grads || !s->optim || !s->tmp || !s->pcopy) {
     single_teardown(r);
     return FB_ERR(FB_ENOMEM, "out of host memory (single state)");
   }
@@ -52,6 +58,11 @@ static fb_status single_setup(fb_rank *r) {
     FB_CHECK_GOTO(st, fb_alloc(r->dev, (size_t)len * 4, FB_MEM_GRAD_SHARD, "grads", &s->grads[u]),
                   fail);
     FB_CHECK_GOTO(st, fb_optim_alloc(r, len, "optim", &s->optim[u]), fail);
+    if (r->pdt != FB_F32) {
+      FB_CHECK_GOTO(st, fb_alloc(r->dev, (size_t)len * fb_psz(r), FB_MEM_PARAM_FULL,
+                                 "params.compute_copy", &s->pcopy[u]), fail);
+      FB_CHECK_GOTO(st, fb_to_pdt(r, u, s->pcopy[u].ptr, s->params[u].ptr, len), fail);
+    }
   }
   return FB_OK;
 fail:
@@ -59,9 +70,13 @@ fail:
   return st;
 }
 
+static void *compute_params(single_state *s, const fb_rank *r, int u) {
+  return r->pdt == FB_F32 ? s->params[u].ptr : s->pcopy[u].ptr;
+}
+
 static fb_status single_pre_forward(fb_rank *r, int u) {
   single_state *s = r->st;
-  r->view[u].params = s->params[u].ptr;
+  r->view[u].params = compute_params(s, r, u);
   return FB_OK;
 }
 
@@ -69,10 +84,10 @@ static fb_status single_post_forward(fb_rank *r, int u) { return FB_OK; }
 
 static fb_status single_pre_backward(fb_rank *r, int u) {
   single_state *s = r->st;
-  const size_t bytes = (size_t)r->model->units[u].numel * 4;
+  const size_t bytes = (size_t)r->model->units[u].numel * fb_psz(r);
   fb_kctx k = fb_rank_kctx(r, r->compute, u);
-  r->view[u].params = s->params[u].ptr;
-  if (r->micro == 0) {
+  r->view[u].params = compute_params(s, r, u);
+  if (r->micro == 0 && r->pdt == FB_F32) {
     r->view[u].grads = s->grads[u].ptr;
     return fb_k_memset0(&k, "zero_grad", s->grads[u].ptr, bytes);
   }
@@ -84,10 +99,9 @@ static fb_status single_pre_backward(fb_rank *r, int u) {
 static fb_status single_post_backward(fb_rank *r, int u) {
   single_state *s = r->st;
   r->view[u].grads = NULL;
-  if (r->micro == 0) return FB_OK;
-  fb_kctx k = fb_rank_kctx(r, r->compute, u);
-  fb_status st =
-      fb_k_acc_f32(&k, s->grads[u].ptr, s->tmp[u].ptr, (size_t)r->model->units[u].numel);
+  if (r->micro == 0 && r->pdt == FB_F32) return FB_OK;
+  fb_status st = fb_fold_dtype(r, u, s->grads[u].ptr, s->tmp[u].ptr, r->pdt,
+                               r->model->units[u].numel, r->micro == 0);
   fb_free(r->dev, &s->tmp[u], r->compute);
   return st;
 }
@@ -98,9 +112,12 @@ static fb_status single_step(fb_rank *r) {
   for (int u = 0; u < r->model->nunits; u++)
     FB_TRY(fb_norm_add(r, s->grads[u].ptr, r->model->units[u].numel));
   FB_TRY(fb_norm_finish(r, false));
-  for (int u = 0; u < r->model->nunits; u++)
+  for (int u = 0; u < r->model->nunits; u++) {
     FB_TRY(fb_optim_update(r, u, 0, r->model->units[u].numel, s->params[u].ptr, s->grads[u].ptr,
                            &s->optim[u], 0));
+    if (r->pdt != FB_F32)
+      FB_TRY(fb_to_pdt(r, u, s->pcopy[u].ptr, s->params[u].ptr, r->model->units[u].numel));
+  }
   return FB_OK;
 }
 

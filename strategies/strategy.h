@@ -7,9 +7,12 @@
  *   pre_backward(u) block u backward              post_backward(u)    u = L..1
  *                   encoder backward              post_backward(0)
  * and after the last micro-step optimizer_step(). Between pre_X(u) and post_X(u) the hook
- * guarantees r->view[u].params holds the full flat parameters of unit u (compute dtype) on
- * the compute stream; between pre_backward(u) and post_backward(u) r->view[u].grads is a full
- * flat fp32 gradient buffer, zeroed, that the backward kernels accumulate into.
+ * guarantees r->view[u].params holds the full flat parameters of unit u in the compute dtype
+ * (r->pdt) on the compute stream; between pre_backward(u) and post_backward(u)
+ * r->view[u].grads is a full flat gradient buffer of the compute dtype, zeroed, that the
+ * backward kernels accumulate into. Master parameters, gradient accumulators and optimizer
+ * state are fp32 whatever pdt is (mixed precision: bf16 compute, fp32 master weights; gradients
+ * reduced in r->rdt).
  * Hooks talk only to the device (r->dev) and communicator (r->comm) interfaces.
  * This header does not schedule anything itself. */
 #ifndef FB_STRATEGY_H
@@ -25,8 +28,8 @@
 struct fb_recorder;
 
 typedef struct fb_unit_view {
-  void *params;  /* full flat unit parameters, valid between pre_* and post_* */
-  float *grads;  /* full flat unit gradients, valid between pre_backward and post_backward */
+  void *params;  /* full flat unit parameters (pdt), valid between pre_* and post_* */
+  void *grads;   /* full flat unit gradients (pdt), valid between pre_backward and post_backward */
 } fb_unit_view;
 
 typedef struct fb_rank fb_rank;
@@ -57,6 +60,8 @@ struct fb_rank {
   const fb_run_config *cfg;
   const fb_model *model;
   int rank, world;
+  fb_dtype pdt;         /* compute dtype of gathered parameters and unit gradients */
+  fb_dtype rdt;         /* dtype gradients are reduced in */
   fb_device *dev;
   fb_comm *comm;
   fb_stream *compute;   /* the compute stream */
@@ -91,8 +96,9 @@ static inline int fb_next_bwd_unit(const fb_model *m, int u) {
 }
 
 static inline fb_kctx fb_rank_kctx(const fb_rank *r, fb_stream *s, int unit) {
-  fb_kctx k = {.dev = r->dev, .s = s, .act = FB_F32, .unit = unit};
+  fb_kctx k = {.dev = r->dev, .s = s, .act = r->pdt, .unit = unit};
   return k;
 }
+static inline size_t fb_psz(const fb_rank *r) { return fb_dtype_size(r->pdt); }
 
 #endif

@@ -20,13 +20,15 @@ typedef struct ya_unit {
   fb_buf p_shard, g_shard, rs_tmp;
   fb_optim_state optim;
   int slot;           /* parameter buffer holding it, -1 when not resident */
-  bool gathering, acc_pending;
+  bool gathering, acc_pending, acc_overwrite;
   fb_event *ev_gather, *ev_ready;
 } ya_unit;
 
 typedef struct ya_state {
   ya_unit *u;
   fb_buf pbuf[2], gbuf[3];      /* gbuf[2] is the root's gradient buffer */
+  fb_buf pcast[2], gcast[3];    /* mixed precision: slice cast for each gather buffer, gradient
+                                   cast (reduce dtype) for each gradient buffer */
   int owner[2];                 /* unit resident in each parameter buffer (-1 none) */
   int last_slot;
   fb_event *p_free[2], *g_free[3];
@@ -48,10 +50,12 @@ static void ya_teardown(fb_rank *r) {
   }
   for (int b = 0; b < 2; b++) {
     fb_free(d, &s->pbuf[b], NULL);
+    fb_free(d, &s->pcast[b], NULL);
     if (s->p_free[b]) d->ops->event_destroy(d, s->p_free[b]);
   }
   for (int b = 0; b < 3; b++) {
     fb_free(d, &s->gbuf[b], NULL);
+    fb_free(d, &s->gcast[b], NULL);
     if (s->g_free[b]) d->ops->event_destroy(d, s->g_free[b]);
   }
   free(s->u);
@@ -80,7 +84,7 @@ static fb_status ya_setup(fb_rank *r) {
     goto fail;
   }
   fb_kctx k = fb_rank_kctx(r, r->compute, -1);
-  int64_t max_all = 0, max_block = 0;
+  int64_t max_all = 0, max_block = 0, max_shard = 0;
   for (int i = 0; i < m->nunits; i++) {
     ya_unit *x = &s->u[i];
     x->padded = fb_round_up(m->units[i].numel, r->world);
@@ -88,6 +92,7 @@ static fb_status ya_setup(fb_rank *r) {
     x->slot = -1;
     if (x->padded > max_all) max_all = x->padded;
     if (i > 0 && x->padded > max_block) max_block = x->padded;
+    if (x->shard > max_shard) max_shard = x->shard;
     const size_t bytes = (size_t)x->shard * 4;
     FB_CHECK_GOTO(st, fb_alloc(r->dev, bytes, FB_MEM_PARAM_SHARD, "params.shard", &x->p_shard),
                   fail);
@@ -96,22 +101,29 @@ static fb_status ya_setup(fb_rank *r) {
     FB_CHECK_GOTO(st, fb_alloc(r->dev, bytes, FB_MEM_GRAD_SHARD, "grads.shard", &x->g_shard),
                   fail);
     FB_CHECK_GOTO(st, fb_k_memset0(&k, "zero_grad", x->g_shard.ptr, bytes), fail);
-    if (n_micro > 1)
-      FB_CHECK_GOTO(st, fb_alloc(r->dev, bytes, FB_MEM_COMM, "grads.rs_out", &x->rs_tmp), fail);
+    if (n_micro > 1 || r->rdt != FB_F32)
+      FB_CHECK_GOTO(st, fb_alloc(r->dev, (size_t)x->shard * fb_dtype_size(r->rdt), FB_MEM_COMM,
+                                 "grads.rs_out", &x->rs_tmp), fail);
     FB_CHECK_GOTO(st, fb_optim_alloc(r, x->shard, "optim.shard", &x->optim), fail);
     FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &x->ev_gather), fail);
     FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &x->ev_ready), fail);
   }
   for (int b = 0; b < 2; b++) {
-    FB_CHECK_GOTO(st, fb_alloc(r->dev, (size_t)max_all * 4, FB_MEM_PARAM_FULL,
+    FB_CHECK_GOTO(st, fb_alloc(r->dev, (size_t)max_all * fb_psz(r), FB_MEM_PARAM_FULL,
                                "params.pingpong", &s->pbuf[b]), fail);
+    if (r->pdt != FB_F32)
+      FB_CHECK_GOTO(st, fb_alloc(r->dev, (size_t)max_shard * fb_psz(r), FB_MEM_COMM,
+                                 "params.cast", &s->pcast[b]), fail);
     FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &s->p_free[b]), fail);
     s->owner[b] = -1;
   }
   for (int b = 0; b < 3; b++) {
     int64_t len = b < 2 ? max_block : s->u[0].padded;
-    FB_CHECK_GOTO(st, fb_alloc(r->dev, (size_t)len * 4, FB_MEM_GRAD_FULL,
+    FB_CHECK_GOTO(st, fb_alloc(r->dev, (size_t)len * fb_psz(r), FB_MEM_GRAD_FULL,
                                b < 2 ? "grads.pingpong" : "grads.root", &s->gbuf[b]), fail);
+    if (r->rdt != r->pdt)
+      FB_CHECK_GOTO(st, fb_alloc(r->dev, (size_t)len * fb_dtype_size(r->rdt), FB_MEM_COMM,
+                                 "grads.reduce_cast", &s->gcast[b]), fail);
     FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &s->g_free[b]), fail);
   }
   s->last_slot = 1;
@@ -134,11 +146,15 @@ static fb_status gather(fb_rank *r, int i) {
   s->owner[b] = i;
   x->slot = b;
   x->gathering = true;
+  void *send = x->p_shard.ptr;
+  if (r->pdt != FB_F32) { /* the previous gather from this cast buffer was waited for */
+    FB_TRY(fb_to_pdt(r, i, s->pcast[b].ptr, x->p_shard.ptr, x->shard));
+    send = s->pcast[b].ptr;
+  }
   FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute)); /* shard as the optimizer left it */
   FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
   FB_TRY(fb_stream_wait(r->dev, r->commst, s->p_free[b])); /* previous occupant done */
-  FB_TRY(fb_all_gather(r->comm, r->commst, i, x->p_shard.ptr, s->pbuf[b].ptr, (size_t)x->shard,
-                       FB_F32));
+  FB_TRY(fb_all_gather(r->comm, r->commst, i, send, s->pbuf[b].ptr, (size_t)x->shard, r->pdt));
   return fb_event_record(r->dev, x->ev_gather, r->commst);
 }
 
@@ -186,12 +202,11 @@ static fb_status ya_pre_backward(fb_rank *r, int i) {
   }
   r->view[i].grads = s->gbuf[g].ptr;
   fb_kctx k = fb_rank_kctx(r, r->compute, i);
-  return fb_k_memset0(&k, "zero_grad", s->gbuf[g].ptr, (size_t)s->u[i].padded * 4);
+  return fb_k_memset0(&k, "zero_grad", s->gbuf[g].ptr, (size_t)s->u[i].padded * fb_psz(r));
 }
 
 static fb_status fold(fb_rank *r) {
   ya_state *s = r->st;
-  fb_kctx k = fb_rank_kctx(r, r->compute, -1);
   for (int g = 0; g < 3; g++)
     if (s->g_busy[g]) {
       FB_TRY(fb_stream_wait(r->dev, r->compute, s->g_free[g]));
@@ -200,8 +215,7 @@ static fb_status fold(fb_rank *r) {
   for (int i = 0; i < r->model->nunits; i++) {
     ya_unit *x = &s->u[i];
     if (!x->acc_pending) continue;
-    k.unit = i;
-    FB_TRY(fb_k_acc_f32(&k, x->g_shard.ptr, x->rs_tmp.ptr, (size_t)x->shard));
+    FB_TRY(fb_fold_reduced(r, i, x->g_shard.ptr, x->rs_tmp.ptr, x->shard, x->acc_overwrite));
     x->acc_pending = false;
   }
   return FB_OK;
@@ -213,14 +227,21 @@ static fb_status ya_post_backward(fb_rank *r, int i) {
   const int g = gslot(i);
   r->view[i].grads = NULL;
   FB_TRY(release(r, i));
-  const bool direct = r->micro == 0;
+  const bool direct = r->micro == 0 && r->rdt == FB_F32;
+  void *send = s->gbuf[g].ptr;
+  if (r->rdt != r->pdt) { /* gcast[g] is free: its last reduction was waited for */
+    fb_kctx k = fb_rank_kctx(r, r->compute, i);
+    FB_TRY(fb_k_cast(&k, s->gcast[g].ptr, r->rdt, send, r->pdt, (size_t)x->padded));
+    send = s->gcast[g].ptr;
+  }
   FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute)); /* gradients complete */
   FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
-  FB_TRY(fb_reduce_scatter(r->comm, r->commst, i, s->gbuf[g].ptr,
-                           direct ? x->g_shard.ptr : x->rs_tmp.ptr, (size_t)x->shard, FB_F32));
+  FB_TRY(fb_reduce_scatter(r->comm, r->commst, i, send, direct ? x->g_shard.ptr : x->rs_tmp.ptr,
+                           (size_t)x->shard, r->rdt));
   FB_TRY(fb_event_record(r->dev, s->g_free[g], r->commst));
   s->g_busy[g] = true;
   x->acc_pending = !direct;
+  x->acc_overwrite = r->micro == 0;
   if (i == 0 && r->micro < r->n_micro - 1) FB_TRY(fold(r));
   return FB_OK;
 }
@@ -243,13 +264,22 @@ static fb_status ya_step(fb_rank *r) {
 static fb_status ya_read_params(fb_rank *r, int i, float *host) {
   ya_state *s = r->st;
   ya_unit *x = &s->u[i];
-  /* after the step both parameter buffers are free: borrow one for the readback */
-  fb_status st = fb_stream_wait(r->dev, r->commst, s->p_free[0]);
+  /* after the step both parameter buffers are free: borrow one for the fp32 readback when it
+   * is large enough (compute dtype fp32), else take a temporary */
+  fb_buf tmp = {0};
+  void *full = s->pbuf[0].ptr;
+  fb_status st = FB_OK;
+  if (r->pdt != FB_F32) {
+    st = fb_alloc(r->dev, (size_t)x->padded * 4, FB_MEM_TEMP, "readback", &tmp);
+    full = tmp.ptr;
+  }
+  if (st == FB_OK) st = fb_stream_wait(r->dev, r->commst, s->p_free[0]);
   if (st == FB_OK)
-    st = r->comm->ops->all_gather(r->comm, r->commst, x->p_shard.ptr, s->pbuf[0].ptr,
-                                  (size_t)x->shard, FB_F32);
+    st = r->comm->ops->all_gather(r->comm, r->commst, x->p_shard.ptr, full, (size_t)x->shard,
+                                  FB_F32);
   if (st == FB_OK) st = fb_stream_sync(r->dev, r->commst);
-  if (st == FB_OK && host) st = fb_read_range(r, s->pbuf[0].ptr, r->model->units[i].numel, host);
+  if (st == FB_OK && host) st = fb_read_range(r, full, r->model->units[i].numel, host);
+  fb_free(r->dev, &tmp, NULL);
   return st;
 }
 

@@ -54,10 +54,11 @@ typedef struct z3_unit {
   int64_t owned;              /* elements of this unit's tensors this rank owns (packed) */
   fb_buf p_own, g_own;        /* persistent: owned parameters and gradient accumulators */
   fb_optim_state optim;       /* persistent: optimizer state of the owned tensors */
-  fb_buf p_full, g_full;      /* transient full unit buffers */
-  fb_buf red_tmp;             /* reduce output of micro-steps > 0 (owned elements) */
+  fb_buf p_full, g_full;      /* transient full unit buffers (compute dtype) */
+  fb_buf g_cast;              /* mixed precision: the unit gradient in the reduce dtype */
+  fb_buf red_tmp;             /* reduce output folded later (micro-steps > 0, or bf16) */
   unit_state state;
-  bool red_pending, acc_pending;
+  bool red_pending, acc_pending, acc_overwrite;
   fb_event *ev_gather, *ev_red, *ev_ready;
 } z3_unit;
 
@@ -79,6 +80,7 @@ static void z3_teardown(fb_rank *r) {
     fb_free(r->dev, &x->p_full, NULL);
     fb_free(r->dev, &x->g_full, NULL);
     fb_free(r->dev, &x->red_tmp, NULL);
+    fb_free(r->dev, &x->g_cast, NULL);
     fb_optim_free(r, &x->optim);
     fb_event *evs[] = {x->ev_gather, x->ev_red, x->ev_ready};
     for (int e = 0; e < 3; e++)
@@ -162,29 +164,33 @@ static fb_status gather(fb_rank *r, int i) {
   z3_unit *x = &s->u[i];
   const fb_unit *un = &r->model->units[i];
   if (x->state != U_SHARDED) return FB_OK;
-  FB_TRY(fb_alloc(r->dev, (size_t)un->numel * 4, FB_MEM_PARAM_FULL, "zero3.gathered",
+  const size_t ps = fb_psz(r);
+  FB_TRY(fb_alloc(r->dev, (size_t)un->numel * ps, FB_MEM_PARAM_FULL, "zero3.gathered",
                   &x->p_full));
   /* the comm stream must see the owned tensors as the compute stream left them (optimizer) */
   FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute));
   FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
   fb_kctx k = fb_rank_kctx(r, r->commst, i);
-  float *full = x->p_full.ptr;
+  char *full = x->p_full.ptr; /* elements of the compute dtype */
   int64_t end = 0; /* alignment gaps (before each tensor and at the tail) are zeroed */
   for (int p = un->first; p <= un->first + un->count; p++) {
     const int64_t next = p < un->first + un->count ? r->model->params[p].offset : un->numel;
     if (next > end)
-      FB_TRY(fb_k_memset0(&k, "zero3.zero_gaps", full + end, (size_t)(next - end) * 4));
+      FB_TRY(fb_k_memset0(&k, "zero3.zero_gaps", full + end * ps, (size_t)(next - end) * ps));
     if (p < un->first + un->count) end = next + r->model->params[p].numel;
   }
   for (int p = un->first; p < un->first + un->count; p++) {
     if (s->owner[p] != r->rank) continue;
     const fb_param *pp = &r->model->params[p];
-    FB_TRY(fb_k_copy(&k, "zero3.stage", full + pp->offset, (float *)x->p_own.ptr + s->packed[p],
-                     (size_t)pp->numel * 4));
+    const float *own = (float *)x->p_own.ptr + s->packed[p];
+    if (r->pdt == FB_F32)
+      FB_TRY(fb_k_copy(&k, "zero3.stage", full + pp->offset * ps, own, (size_t)pp->numel * 4));
+    else /* mixed precision: owners broadcast their fp32 master tensors cast to bf16 */
+      FB_TRY(fb_k_cast(&k, full + pp->offset * ps, r->pdt, own, FB_F32, (size_t)pp->numel));
   }
   for (int p = un->first; p < un->first + un->count; p++) {
     const fb_param *pp = &r->model->params[p];
-    FB_TRY(fb_broadcast(r->comm, r->commst, i, full + pp->offset, (size_t)pp->numel, FB_F32,
+    FB_TRY(fb_broadcast(r->comm, r->commst, i, full + pp->offset * ps, (size_t)pp->numel, r->pdt,
                         s->owner[p]));
   }
   FB_TRY(fb_event_record(r->dev, x->ev_gather, r->commst));
@@ -249,8 +255,7 @@ static fb_status fold_pending(fb_rank *r) {
       x->red_pending = false;
     }
     if (x->acc_pending) {
-      fb_kctx k = fb_rank_kctx(r, r->compute, i);
-      FB_TRY(fb_k_acc_f32(&k, x->g_own.ptr, x->red_tmp.ptr, (size_t)x->owned));
+      FB_TRY(fb_fold_reduced(r, i, x->g_own.ptr, x->red_tmp.ptr, x->owned, x->acc_overwrite));
       fb_free(r->dev, &x->red_tmp, r->compute);
       x->acc_pending = false;
     }
@@ -266,7 +271,7 @@ static fb_status z3_pre_backward(fb_rank *r, int i) {
   /* no-reduce mode keeps the unsharded gradient of earlier micro-steps: accumulate into it */
   const bool fresh = !x->g_full.ptr;
   if (fresh)
-    FB_TRY(fb_alloc(r->dev, (size_t)r->model->units[i].numel * 4, FB_MEM_GRAD_FULL,
+    FB_TRY(fb_alloc(r->dev, (size_t)r->model->units[i].numel * fb_psz(r), FB_MEM_GRAD_FULL,
                     "zero3.grads.unsharded", &x->g_full));
   r->view[i].grads = x->g_full.ptr;
   if (!fresh && r->cfg->accum == FB_ACCUM_NO_REDUCE && r->micro > 0) return FB_OK;
@@ -289,27 +294,35 @@ static fb_status z3_post_backward(fb_rank *r, int i) {
   /* micro-step 0 (or the only no-reduce reduction) lands straight in the accumulator; later
    * micro-steps land in a temporary that is added once the reduction finished, so the sum
    * order is acc = g0 (rank order) then acc += reduction of each later micro-step */
-  const bool direct = r->micro == 0 || mode == FB_ACCUM_NO_REDUCE;
-  float *acc = x->g_own.ptr;
+  /* (a reduction in bf16 always lands in a temporary that is folded into the fp32 accumulator) */
+  const bool first = r->micro == 0 || mode == FB_ACCUM_NO_REDUCE;
+  const bool direct = first && r->rdt == FB_F32;
+  const size_t rs = fb_dtype_size(r->rdt);
+  char *acc = x->g_own.ptr;
   if (!direct && x->owned > 0) {
-    FB_TRY(fb_alloc(r->dev, (size_t)x->owned * 4, FB_MEM_COMM, "zero3.reduce_out", &x->red_tmp));
+    FB_TRY(fb_alloc(r->dev, (size_t)x->owned * rs, FB_MEM_COMM, "zero3.reduce_out",
+                    &x->red_tmp));
     acc = x->red_tmp.ptr;
   }
+  void *send;
+  FB_TRY(fb_for_reduce(r, i, x->g_full.ptr, un->numel, &x->g_cast, &send));
   FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute));
   FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
-  float *g = x->g_full.ptr;
+  char *g = send;
   for (int p = un->first; p < un->first + un->count; p++) {
     const fb_param *pp = &r->model->params[p];
     const int root = s->owner[p];
     /* non-owners' recv is ignored by reduce: they pass their own send buffer */
-    float *recv = root == r->rank ? acc + s->packed[p] : g + pp->offset;
-    FB_TRY(fb_reduce(r->comm, r->commst, i, g + pp->offset, recv, (size_t)pp->numel, FB_F32,
+    char *recv = root == r->rank ? acc + s->packed[p] * rs : g + pp->offset * rs;
+    FB_TRY(fb_reduce(r->comm, r->commst, i, g + pp->offset * rs, recv, (size_t)pp->numel, r->rdt,
                      root));
   }
   FB_TRY(fb_event_record(r->dev, x->ev_red, r->commst));
   x->red_pending = true;
   x->acc_pending = !direct && x->owned > 0;
+  x->acc_overwrite = first;
   fb_free(r->dev, &x->g_full, r->commst);
+  fb_free(r->dev, &x->g_cast, r->commst);
   /* the micro-step ends with the root: fold the finished reductions before the next one */
   if (i == 0 && !last_micro) FB_TRY(fold_pending(r));
   return FB_OK;

@@ -105,7 +105,7 @@ fb_status fb_exec_step(fb_exec *e, int step, double *loss_sum) {
     FB_TRY(load_inputs(e, step, m));
     FB_TRY(fb_k_memset0(&k, "zero_loss", e->loss.ptr, sizeof(double)));
     fb_tf t;
-    fb_status st = fb_tf_begin(&t, r->model, r->dev, r->compute, FB_F32, e->micro_batch, e->seq,
+    fb_status st = fb_tf_begin(&t, r->model, r->dev, r->compute, r->pdt, e->micro_batch, e->seq,
                                c->recompute, e->tokens.ptr, e->targets.ptr, dscale,
                                e->loss.ptr);
     if (st == FB_OK) st = micro_step(e, &t);

@@ -131,6 +131,8 @@ static fb_status rank_run(rank_ctx *ctx) {
   r.model = sh->model;
   r.rank = ctx->rank;
   r.world = res->world;
+  r.pdt = c->param_dtype;
+  r.rdt = c->reduce_dtype;
   r.dev = dev;
   r.comm = comm;
   r.compute = compute;
@@ -380,6 +382,13 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
   if ((c->batch / c->world) % c->micro_batch) {
     st = FB_ERR(FB_EUSAGE, "--micro-batch: %d does not divide the per-rank batch %d",
                 c->micro_batch, c->batch / c->world);
+    goto fail;
+  }
+  if (!strcmp(c->backend, "cpu") && (c->param_dtype != FB_F32 || c->reduce_dtype != FB_F32)) {
+    st = FB_ERR(FB_EUSAGE, "--%s: '%s' is not available on the cpu backend, which computes and "
+                "reduces in fp32 (use --backend sim or cuda for bf16)",
+                c->param_dtype != FB_F32 ? "param-dtype" : "reduce-dtype",
+                fb_dtype_name(c->param_dtype != FB_F32 ? c->param_dtype : c->reduce_dtype));
     goto fail;
   }
   if (!strcmp(c->strategy, "single") && c->world != 1) {

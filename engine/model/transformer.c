@@ -14,7 +14,8 @@ struct fb_tf_block_acts {
 };
 
 #define ACT FB_MEM_ACT
-/* element size of activations and parameters, and of statistics and gradients */
+/* element size of activations, parameters and unit gradients; of statistics (fp32, fp64 in
+ * the fp64 checks) */
 static inline size_t esz(const fb_tf *t) { return fb_dtype_size(t->act); }
 static inline size_t ssz(const fb_tf *t) { return t->act == FB_F64 ? 8 : 4; }
 static inline fb_kctx kc(const fb_tf *t, int unit) {
@@ -28,7 +29,7 @@ static inline void *par(const fb_tf *t, const void *base, int u, int slot) {
 }
 static inline void *grd(const fb_tf *t, void *base, int u, int slot) {
   const fb_param *p = &t->m->params[t->m->units[u].first + slot];
-  return (char *)base + (size_t)p->offset * ssz(t);
+  return (char *)base + (size_t)p->offset * esz(t); /* gradients have the compute dtype */
 }
 
 static fb_status act_alloc(fb_tf *t, fb_buf *b, size_t elems, size_t elsz, const char *label) {

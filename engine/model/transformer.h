@@ -11,8 +11,8 @@
  * Attention keeps only its output and the log-sum-exp per query (4*B*H*T bytes), never the
  * T x T probabilities: backward recomputes them block by block. With recompute on, a block
  * keeps only its input and recomputes the rest during its backward.
- * Gradients are fp32 (fp64 when act is fp64: the whole-model gradient check runs this code in
- * double). Activations are allocated through the device (FB_MEM_ACT) when produced and freed when the
+ * Unit gradients have the compute dtype (fp32; bf16 with mixed precision; fp64 in the whole-
+ * model gradient check); statistics (mean, rstd, lse) are fp32 (fp64 in the check). Activations are allocated through the device (FB_MEM_ACT) when produced and freed when the
  * backward no longer needs them, so the memory timeline shows them rise and fall. */
 #ifndef FB_TRANSFORMER_H
 #define FB_TRANSFORMER_H
