@@ -6,6 +6,7 @@
  *   R_EXP, R_LOG, R_SQRT    math for REAL
  *   R_GEMM        cblas_sgemm / cblas_dgemm
  *   R_GELU, R_GELU_GRAD, R_SWIGLU, R_SWIGLU_GRAD, R_ADAMW, R_SGD   (elementwise.h)
+ *   R_ADAMW_BLOCK (optional) a vectorised AdamW over one block, see fb_adamw
  * Determinism: every parallel loop splits work into pieces that do not depend on the thread
  * count (rows, heads, column blocks, fixed element blocks), and each piece is computed by one
  * thread in a fixed order. Row reductions use 8 interleaved partial sums combined in a fixed
@@ -417,10 +418,22 @@ void OPN(fb_add)(REAL *out, const REAL *a, const REAL *b, size_t n) {
 void OPN(fb_acc)(REAL *y, const REAL *x, size_t n) { EW_FOR(n, i, y[i] += x[i]); }
 void OPN(fb_scale)(REAL *y, REAL a, size_t n) { EW_FOR(n, i, y[i] *= a); }
 
+/* R_ADAMW_BLOCK(p, g, m, v, n, a), when defined, updates one block with the same formula in
+ * explicit vector code (the compiler does not vectorise sqrt under -fmath-errno); every element
+ * must go through it, tails included, so shards of a tensor round as the whole tensor does. */
 void OPN(fb_adamw)(REAL *p, const REAL *g, REAL *m, REAL *v, size_t n, const fb_adamw_args *a) {
+#ifdef R_ADAMW_BLOCK
+  int64_t nb = (int64_t)((n + EW_BLOCK - 1) / EW_BLOCK);
+#pragma omp parallel for schedule(static) if (nb > 1)
+  for (int64_t b = 0; b < nb; b++) {
+    size_t i0 = (size_t)b * EW_BLOCK;
+    R_ADAMW_BLOCK(p + i0, g + i0, m + i0, v + i0, LOC(min_sz)(n - i0, EW_BLOCK), a);
+  }
+#else
   const REAL lr = a->lr, b1 = a->beta1, b2 = a->beta2, eps = a->eps, wd = a->weight_decay;
   const REAL bc1 = a->bias_corr1, bc2 = a->bias_corr2, gs = a->grad_scale;
   EW_FOR(n, i, R_ADAMW(&p[i], g[i], &m[i], &v[i], lr, b1, b2, eps, wd, bc1, bc2, gs));
+#endif
 }
 void OPN(fb_sgd)(REAL *p, const REAL *g, REAL *mom, size_t n, const fb_sgd_args *a) {
   const REAL lr = a->lr, mu = a->momentum, wd = a->weight_decay, gs = a->grad_scale;
