@@ -6,10 +6,14 @@
  *  - attention efficiency: the cpu device's attention fwd+bwd against that curve;
  *  - memory bandwidth (STREAM triad) and the fraction the device's elementwise kernels reach;
  *  - per-kernel overhead (a 16-element kernel);
+ *  - each memory-bound kernel of the cpu table at the debug and gpt2-124m shapes: its achieved
+ *    rate of the bytes its wrapper counts (the profile's kernel_gbs table);
  *  - the slowdown of a GEMM while another thread streams memory (a comm worker's copies);
- *  - the local communicator (2 rank threads, each with its own cpu device): latency (smallest
- *    message) and bus bandwidth (log least squares over the larger ones) of all-gather,
- *    reduce-scatter and all-reduce through the cost model's ring formulas; the medians. (MPI is not measured: it needs a launcher; run mpirun with the executor.)
+ *  - the local communicator (2 rank threads, each with its own cpu device), idle and while a
+ *    GEMM thread per rank runs beside it (as in a step, where compute and comm share the
+ *    cores): latency (smallest message) and bus bandwidth (log least squares over the sizes
+ *    of a MiB and more) of all-gather, reduce-scatter and all-reduce through the cost model's
+ *    ring formulas; the profile takes the medians measured under compute. (MPI is not measured: it needs a launcher; run mpirun with the executor.)
  * Timings are the lower quartile of repeated runs (robust to bursts of other load).
  * Writes the profile (default models/hardware/cpu.yaml) and prints what it measured. It does
  * not simulate anything. */
@@ -329,6 +333,263 @@ static double sig4(double x) {
   return round(x * p) / p;
 }
 
+/* ---- memory-bound kernels: one rate per kernel name ------------------------------------------ */
+
+/* Shapes the kernels run at: the debug and gpt2-124m models as bench_sim_validation runs them
+ * (tokens N = B*T, width C, FFN F, vocab V, one unit's parameters P at 2 ranks). */
+typedef struct kshape {
+  int B, T, C, F, V;
+  size_t P;
+} kshape;
+static const kshape kshapes[] = {
+    {.B = 8, .T = 128, .C = 256, .F = 1024, .V = 512, .P = 393216},
+    {.B = 4, .T = 64, .C = 768, .F = 3072, .V = 50257, .P = 3538944},
+};
+enum { NKSHAPES = sizeof kshapes / sizeof kshapes[0], ENC_ROWS = 8192 };
+
+/* Operands are consecutive ranges of one arena of random floats. "Activation" kernels reuse
+ * the same ranges (their inputs were just written by the previous op, warm in cache);
+ * parameter-vector kernels (optimizer, norm, accumulate, zero) walk through the arena so each
+ * call reads memory no recent call touched, as a step's sweep over all parameters does. */
+typedef struct karena {
+  float *f;
+  size_t nf;
+  int32_t *tok;   /* token ids / targets, < ENC_ROWS and < V */
+  uint64_t bins[2 * FB_NORM_BINS];
+  double dsum;
+  size_t next;    /* cold kernels: offset of the next call's operands */
+} karena;
+
+typedef struct kbench {
+  const char *name; /* the op name the wrapper records */
+  bool cold;
+  size_t (*floats)(const kshape *s);
+  fb_status (*run)(const fb_kctx *k, float *p, karena *a, const kshape *s);
+} kbench;
+
+static size_t nc(const kshape *s) { return (size_t)s->B * s->T * s->C; }
+static size_t nf(const kshape *s) { return (size_t)s->B * s->T * s->F; }
+static size_t ntok(const kshape *s) { return (size_t)s->B * s->T; }
+
+static size_t fl_enc(const kshape *s) { return nc(s) * 2 + (size_t)ENC_ROWS * s->C + (size_t)s->T * s->C; }
+static fb_status k_enc_fwd(const fb_kctx *k, float *p, karena *a, const kshape *s) {
+  float *wte = p + nc(s), *wpe = wte + (size_t)ENC_ROWS * s->C;
+  return fb_k_encoder_fwd(k, p, a->tok, wte, wpe, s->B, s->T, s->C);
+}
+static fb_status k_enc_bwd(const fb_kctx *k, float *p, karena *a, const kshape *s) {
+  float *dwte = p + nc(s), *dwpe = dwte + (size_t)ENC_ROWS * s->C;
+  return fb_k_encoder_bwd(k, dwte, dwpe, p, a->tok, s->B, s->T, s->C);
+}
+static size_t fl_norm(const kshape *s) { return nc(s) * 4 + ntok(s) * 2 + (size_t)s->C * 3; }
+static fb_status k_ln_fwd(const fb_kctx *k, float *p, karena *a, const kshape *s) {
+  float *inp = p + nc(s), *mean = inp + nc(s), *rstd = mean + ntok(s), *w = rstd + ntok(s);
+  return fb_k_layernorm_fwd(k, p, mean, rstd, inp, w, w + s->C, (int)ntok(s), s->C, 1e-5f);
+}
+static fb_status k_ln_bwd(const fb_kctx *k, float *p, karena *a, const kshape *s) {
+  float *dout = p + nc(s), *inp = dout + nc(s), *mean = inp + nc(s), *rstd = mean + ntok(s);
+  float *dw = rstd + ntok(s), *db = dw + s->C, *w = db + s->C;
+  for (size_t i = 0; i < ntok(s); i++) rstd[i] = fabsf(rstd[i]) + 0.5f; /* plausible rstd */
+  return fb_k_layernorm_bwd(k, p, dw, db, dout, inp, w, mean, rstd, (int)ntok(s), s->C);
+}
+static fb_status k_rms_fwd(const fb_kctx *k, float *p, karena *a, const kshape *s) {
+  float *inp = p + nc(s), *rstd = inp + nc(s), *w = rstd + ntok(s);
+  return fb_k_rmsnorm_fwd(k, p, rstd, inp, w, (int)ntok(s), s->C, 1e-5f);
+}
+static fb_status k_rms_bwd(const fb_kctx *k, float *p, karena *a, const kshape *s) {
+  float *dout = p + nc(s), *inp = dout + nc(s), *rstd = inp + nc(s), *dw = rstd + ntok(s);
+  for (size_t i = 0; i < ntok(s); i++) rstd[i] = fabsf(rstd[i]) + 0.5f;
+  return fb_k_rmsnorm_bwd(k, p, dw, dout, inp, dw + s->C, rstd, (int)ntok(s), s->C);
+}
+static size_t fl_rope(const kshape *s) { return nc(s); }
+static fb_status k_rope_fwd(const fb_kctx *k, float *p, karena *a, const kshape *s) {
+  return fb_k_rope_fwd(k, p, s->B, s->T, s->C / 64, 64, s->C, 10000.0f);
+}
+static fb_status k_rope_bwd(const fb_kctx *k, float *p, karena *a, const kshape *s) {
+  return fb_k_rope_bwd(k, p, s->B, s->T, s->C / 64, 64, s->C, 10000.0f);
+}
+static size_t fl_ffn(const kshape *s) { return nf(s) * 5; }
+static fb_status k_gelu_fwd(const fb_kctx *k, float *p, karena *a, const kshape *s) {
+  return fb_k_gelu_fwd(k, p, p + nf(s), nf(s));
+}
+static fb_status k_gelu_bwd(const fb_kctx *k, float *p, karena *a, const kshape *s) {
+  return fb_k_gelu_bwd(k, p, p + nf(s), p + 2 * nf(s), nf(s));
+}
+static fb_status k_swiglu_fwd(const fb_kctx *k, float *p, karena *a, const kshape *s) {
+  return fb_k_swiglu_fwd(k, p, p + nf(s), p + 2 * nf(s), nf(s));
+}
+static fb_status k_swiglu_bwd(const fb_kctx *k, float *p, karena *a, const kshape *s) {
+  return fb_k_swiglu_bwd(k, p, p + nf(s), p + 2 * nf(s), p + 3 * nf(s), p + 4 * nf(s), nf(s));
+}
+static size_t fl_add(const kshape *s) { return nc(s) * 2; }
+static fb_status k_add(const fb_kctx *k, float *p, karena *a, const kshape *s) {
+  return fb_k_add(k, p, p, p + nc(s), nc(s));
+}
+static size_t fl_xent(const kshape *s) { return ntok(s) * (size_t)s->V; }
+static fb_status k_xent(const fb_kctx *k, float *p, karena *a, const kshape *s) {
+  return fb_k_xent_fwd_bwd(k, p, &a->dsum, a->tok, (int)ntok(s), s->V, 1.0f / (float)ntok(s));
+}
+static size_t fl_p2(const kshape *s) { return s->P * 2; }
+static size_t fl_p3(const kshape *s) { return s->P * 3; }
+static size_t fl_p4(const kshape *s) { return s->P * 4; }
+static size_t fl_p1(const kshape *s) { return s->P; }
+static fb_status k_acc(const fb_kctx *k, float *p, karena *a, const kshape *s) {
+  return fb_k_acc_f32(k, p, p + s->P, s->P);
+}
+static fb_status k_scale(const fb_kctx *k, float *p, karena *a, const kshape *s) {
+  return fb_k_scale_f32(k, p, 0.999f, s->P);
+}
+static fb_status k_adamw(const fb_kctx *k, float *p, karena *a, const kshape *s) {
+  const fb_adamw_args ar = {.lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                            .weight_decay = 0.1f, .bias_corr1 = 0.1f, .bias_corr2 = 0.05f,
+                            .grad_scale = 1.0f};
+  float *v = p + 3 * s->P;
+  for (size_t i = 0; i < s->P; i += 1024) v[i] = fabsf(v[i]); /* second moments are >= 0 */
+  return fb_k_adamw(k, p, p + s->P, p + 2 * s->P, v, s->P, &ar);
+}
+static fb_status k_sgd(const fb_kctx *k, float *p, karena *a, const kshape *s) {
+  const fb_sgd_args ar = {.lr = 1e-3f, .momentum = 0.9f, .weight_decay = 0.0f, .grad_scale = 1};
+  return fb_k_sgd(k, p, p + s->P, p + 2 * s->P, s->P, &ar);
+}
+static fb_status k_norm(const fb_kctx *k, float *p, karena *a, const kshape *s) {
+  return fb_k_sumsq_bins(k, a->bins, p, s->P);
+}
+static fb_status k_sum(const fb_kctx *k, float *p, karena *a, const kshape *s) {
+  return fb_k_sum_f64(k, &a->dsum, p, s->P);
+}
+/* Zero fills and copies go through the device ops; the sim device costs them as "memset0"
+ * and "copy_d2d" whatever the caller's label, so those are their names here. */
+static fb_status k_memset0(const fb_kctx *k, float *p, karena *a, const kshape *s) {
+  return fb_k_memset0(k, "memset0", p, s->P * sizeof(float));
+}
+static fb_status k_copy(const fb_kctx *k, float *p, karena *a, const kshape *s) {
+  return fb_k_copy(k, "copy_d2d", p, p + s->P, s->P * sizeof(float));
+}
+
+static const kbench kbenches[] = {
+    {.name = "encoder_fwd", .floats = fl_enc, .run = k_enc_fwd},
+    {.name = "encoder_bwd", .floats = fl_enc, .run = k_enc_bwd},
+    {.name = "layernorm_fwd", .floats = fl_norm, .run = k_ln_fwd},
+    {.name = "layernorm_bwd", .floats = fl_norm, .run = k_ln_bwd},
+    {.name = "rmsnorm_fwd", .floats = fl_norm, .run = k_rms_fwd},
+    {.name = "rmsnorm_bwd", .floats = fl_norm, .run = k_rms_bwd},
+    {.name = "rope_fwd", .floats = fl_rope, .run = k_rope_fwd},
+    {.name = "rope_bwd", .floats = fl_rope, .run = k_rope_bwd},
+    {.name = "gelu_fwd", .floats = fl_ffn, .run = k_gelu_fwd},
+    {.name = "gelu_bwd", .floats = fl_ffn, .run = k_gelu_bwd},
+    {.name = "swiglu_fwd", .floats = fl_ffn, .run = k_swiglu_fwd},
+    {.name = "swiglu_bwd", .floats = fl_ffn, .run = k_swiglu_bwd},
+    {.name = "residual_add", .floats = fl_add, .run = k_add},
+    {.name = "softmax_xent", .floats = fl_xent, .run = k_xent},
+    {.name = "grad_accumulate", .cold = true, .floats = fl_p2, .run = k_acc},
+    {.name = "scale", .cold = true, .floats = fl_p1, .run = k_scale},
+    {.name = "adamw", .cold = true, .floats = fl_p4, .run = k_adamw},
+    {.name = "sgd", .cold = true, .floats = fl_p3, .run = k_sgd},
+    {.name = "grad_norm", .cold = true, .floats = fl_p1, .run = k_norm},
+    {.name = "param_sum", .cold = true, .floats = fl_p1, .run = k_sum},
+    {.name = "memset0", .cold = true, .floats = fl_p1, .run = k_memset0},
+    {.name = "copy_d2d", .cold = true, .floats = fl_p2, .run = k_copy},
+};
+enum { NKBENCH = sizeof kbenches / sizeof kbenches[0] };
+_Static_assert(NKBENCH <= FB_HW_MAX_KERNELS, "the profile's kernel table holds them all");
+
+typedef struct kcall {
+  const kbench *b;
+  const kshape *s;
+  karena *a;
+} kcall;
+
+static fb_status run_kcall(cdev *c, void *p) {
+  kcall *kc = p;
+  size_t need = kc->b->floats(kc->s);
+  float *base = kc->a->f;
+  if (kc->b->cold) {
+    if (kc->a->next + need > kc->a->nf) kc->a->next = 0;
+    base += kc->a->next;
+    kc->a->next += (need + 15) / 16 * 16;
+  }
+  return kc->b->run(&c->k, base, kc->a, kc->s);
+}
+
+/* Bytes the kernel wrapper counts for one call: the same call on a sim device whose profile
+ * makes every memory-bound op cost exactly its bytes in seconds (1 B/s, no overhead). */
+static fb_status wrapper_bytes(const kbench *b, const kshape *s, karena *a, double *bytes) {
+  fb_hardware unit = {.peak_fp32 = 1, .peak_bf16 = 1, .gemm_max_eff = 1, .gemm_half_size = 1,
+                      .attn_eff = 1, .mem_bw = 1, .mem_eff = 1, .devices_per_node = 1,
+                      .intra_bw = 1, .inter_bw = 1, .coll_eff = 1, .overlap_slowdown = 1,
+                      .mem_capacity = 1};
+  snprintf(unit.name, sizeof unit.name, "unit");
+  fb_device *d = NULL;
+  fb_stream *st = NULL;
+  FB_TRY(fb_device_open(fb_device_lookup("sim"), 0, 1, 1, 0, &unit, &d));
+  fb_status rc = d->ops->stream_create(d, FB_STREAM_COMPUTE, &st);
+  if (rc == FB_OK) {
+    fb_kctx k = {.dev = d, .s = st, .act = FB_F32, .unit = -1};
+    double t0 = d->ops->now(d);
+    rc = b->run(&k, a->f, a, s);
+    *bytes = d->ops->now(d) - t0;
+    d->ops->stream_destroy(d, st);
+  }
+  fb_device_close(d);
+  return rc;
+}
+
+/* Fills hw->kernels: per kernel, the wrapper's bytes over the measured time (less the launch
+ * overhead), summed over the shapes (so the larger shape weighs more, as it does in a step). */
+static fb_status measure_kernels(cdev *c, double budget, bool quick, bool quiet, fb_hardware *hw) {
+  fb_status st = FB_OK;
+  karena a = {0};
+  size_t need = 0;
+  for (int i = 0; i < NKBENCH; i++)
+    for (int j = 0; j < NKSHAPES; j++) {
+      size_t f = kbenches[i].floats(&kshapes[j]);
+      if (f > need) need = f;
+    }
+  a.nf = need < ((size_t)48 << 20) ? (size_t)48 << 20 : need; /* 192 MB: well above L3 */
+  size_t maxtok = 0;
+  for (int j = 0; j < NKSHAPES; j++) maxtok = ntok(&kshapes[j]) > maxtok ? ntok(&kshapes[j]) : maxtok;
+  a.f = malloc(a.nf * sizeof *a.f);
+  a.tok = malloc(maxtok * sizeof *a.tok);
+  if (!a.f || !a.tok) {
+    st = FB_ERR(FB_ENOMEM, "calibrate: out of memory for the kernel operands");
+    goto out;
+  }
+  uint32_t x = 12345u;
+  for (size_t i = 0; i < a.nf; i++) {
+    x = x * 1664525u + 1013904223u;
+    a.f[i] = ((float)(x >> 8) * (1.0f / 16777216.0f) - 0.5f) * 0.1f;
+  }
+  for (size_t i = 0; i < maxtok; i++) a.tok[i] = (int32_t)((i * 2654435761u) % 512);
+  if (!quiet)
+    printf("\n  memory-bound kernels (%d thread(s)), debug and gpt2-124m shapes: achieved GB/s "
+           "of the bytes each wrapper counts\n  %-16s %10s %10s %10s %10s %8s\n", c->d->threads,
+           "kernel", "MB/call", "us/call", "MB/call", "us/call", "GB/s");
+  hw->nkernels = 0;
+  for (int i = 0; i < NKBENCH; i++) {
+    const kbench *b = &kbenches[i];
+    double sum_bytes = 0, sum_t = 0, mb[NKSHAPES], us[NKSHAPES];
+    for (int j = 0; j < NKSHAPES; j++) {
+      kcall kc = {.b = b, .s = &kshapes[j], .a = &a};
+      double bytes = 0, t = 0;
+      FB_CHECK_GOTO(st, wrapper_bytes(b, &kshapes[j], &a, &bytes), out);
+      FB_CHECK_GOTO(st, time_median(c, run_kcall, &kc, quick ? budget : budget / 2, &t), out);
+      sum_bytes += bytes;
+      sum_t += fmax(t - hw->launch_s, 1e-9);
+      mb[j] = bytes * 1e-6;
+      us[j] = t * 1e6;
+    }
+    fb_hw_kernel *e = &hw->kernels[hw->nkernels++];
+    snprintf(e->name, sizeof e->name, "%s", b->name);
+    e->bw = sig4(sum_bytes / sum_t);
+    if (!quiet)
+      printf("  %-16s %10.2f %10.1f %10.2f %10.1f %8.2f\n", b->name, mb[0], us[0], mb[1], us[1],
+             e->bw * 1e-9);
+  }
+out:
+  free(a.f);
+  free(a.tok);
+  return st;
+}
+
 /* ---- fits ------------------------------------------------------------------------------------ */
 
 /* rate(s) = peak * E * s / (s + h), least squares on log(rate) (relative errors, so neither
@@ -374,6 +635,85 @@ static double fit_bandwidth(const double *t, const double *fbytes, int n, double
   return best;
 }
 
+/* A compute thread beside a rank during the busy comm measurement: GEMMs on one thread (what
+ * each rank's compute does at 2 ranks on this machine) until told to stop. */
+typedef struct spinner {
+  volatile int stop;
+  fb_status st;
+} spinner;
+
+static void *spin_gemm(void *p) {
+  spinner *sp = p;
+  cdev c = {0};
+  gemm_arg g = {.N = 256, .C = 768, .OC = 768};
+  fb_blas_set_threads(1);
+  sp->st = cdev_open(1, 0, 1, &c);
+  if (sp->st != FB_OK) return NULL;
+  if ((sp->st = zalloc(&c, (size_t)g.N * g.OC * 4, &g.out)) == FB_OK &&
+      (sp->st = zalloc(&c, (size_t)g.N * g.C * 4, &g.inp)) == FB_OK &&
+      (sp->st = zalloc(&c, (size_t)g.C * g.OC * 4, &g.w)) == FB_OK)
+    while (!sp->stop && sp->st == FB_OK) sp->st = run_gemm(&c, &g);
+  fb_free(c.d, &g.out, NULL);
+  fb_free(c.d, &g.inp, NULL);
+  fb_free(c.d, &g.w, NULL);
+  cdev_close(&c);
+  return NULL;
+}
+
+/* Runs the 2-rank comm benchmark (with a GEMM thread per rank when busy) and fits, per
+ * collective, the latency per hop (smallest message) and the bus bandwidth (the sizes of a
+ * MiB and more: what a step's collectives move). */
+static fb_status comm_measure(comm_bench *cb, bool busy, double launch, double lat[3],
+                              double bw[3]) {
+  fb_status st = FB_OK;
+  spinner sp[2] = {{0}, {0}};
+  pthread_t spt[2];
+  int spinning = 0;
+  if (busy)
+    for (int r = 0; r < 2; r++)
+      if (pthread_create(&spt[r], NULL, spin_gemm, &sp[r]) == 0) spinning++;
+  FB_CHECK_GOTO(st, fb_local_group_create(2, 30.0, &cb->g), out);
+  pthread_barrier_init(&cb->bar, NULL, 2);
+  pthread_t th[2];
+  comm_rank cr[2] = {{cb, 0}, {cb, 1}};
+  int started = 0;
+  for (int r = 0; r < 2; r++)
+    if (pthread_create(&th[r], NULL, comm_rank_main, &cr[r]) == 0) started++;
+  for (int r = 0; r < started; r++) pthread_join(th[r], NULL);
+  pthread_barrier_destroy(&cb->bar);
+  fb_local_group_destroy(cb->g);
+  if (started < 2 || (busy && spinning < 2)) {
+    st = FB_ERR(FB_EINTERNAL, "calibrate: cannot start the rank threads");
+    goto out;
+  }
+  for (int r = 0; r < 2; r++)
+    if (cb->st[r] != FB_OK) {
+      st = FB_ERR(cb->st[r], "calibrate: local communicator, rank %d: %s", r, cb->msg[r]);
+      goto out;
+    }
+  for (int ci = 0; ci < 3; ci++) {
+    double fb[NSIZES], t[NSIZES], b0, f0, h0;
+    int n = 0;
+    for (int si = 0; si < NSIZES; si++) {
+      double bytes, f, h;
+      comm_shape(comm_colls[ci], comm_counts[si], &bytes, &f, &h);
+      if (si > 0 && bytes < (1 << 20)) continue;
+      fb[n] = f * bytes;
+      t[n++] = cb->t[ci][si];
+    }
+    comm_shape(comm_colls[ci], comm_counts[0], &b0, &f0, &h0);
+    lat[ci] = fmax(0.0, cb->t[ci][0] - launch) / h0;
+    bw[ci] = fit_bandwidth(t, fb, n, cb->t[ci][0]);
+  }
+out:
+  for (int r = 0; r < spinning; r++) {
+    sp[r].stop = 1;
+    pthread_join(spt[r], NULL);
+    if (st == FB_OK && sp[r].st != FB_OK) st = sp[r].st;
+  }
+  return st;
+}
+
 /* ---- the whole calibration ------------------------------------------------------------------- */
 
 fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
@@ -397,6 +737,7 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
       printf("calibrate: warning: load average %.2f: other work is running, so the measured "
              "rates will be low; calibrate on an idle machine\n", load);
   }
+  fb_blas_set_threads(threads); /* as the runner does: GEMMs and kernels use `threads` */
   double peak = measure_fma_peak(threads, o->quick);
   double triad = measure_triad(threads, o->quick);
   hw.peak_fp32 = peak;
@@ -421,6 +762,8 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
   fb_free(c.d, &tiny.b, NULL);
   fb_free(c.d, &big.a, NULL);
   fb_free(c.d, &big.b, NULL);
+
+  FB_CHECK_GOTO(st, measure_kernels(&c, budget, o->quick, quiet, &hw), out);
 
   /* GEMM curve: squares and the transformer shapes of gpt2-124m at B*T = 256 and 1024 */
   static const int shapes[][3] = {{64, 64, 64},     {128, 128, 128},   {256, 256, 256},
@@ -514,59 +857,36 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
   /* the local communicator: 2 rank threads */
   hw.devices_per_node = 1;
   {
-    comm_bench cb = {.reps = o->quick ? 3 : 9};
-    FB_CHECK_GOTO(st, fb_local_group_create(2, 30.0, &cb.g), out);
-    pthread_barrier_init(&cb.bar, NULL, 2);
-    pthread_t th[2];
-    comm_rank cr[2] = {{&cb, 0}, {&cb, 1}};
-    int started = 0;
-    for (int r = 0; r < 2; r++)
-      if (pthread_create(&th[r], NULL, comm_rank_main, &cr[r]) == 0) started++;
-    for (int r = 0; r < started; r++) pthread_join(th[r], NULL);
-    pthread_barrier_destroy(&cb.bar);
-    fb_local_group_destroy(cb.g);
-    if (started < 2) {
-      st = FB_ERR(FB_EINTERNAL, "calibrate: cannot start the rank threads");
-      goto out;
-    }
-    for (int r = 0; r < 2; r++)
-      if (cb.st[r] != FB_OK) {
-        st = FB_ERR(cb.st[r], "calibrate: local communicator, rank %d: %s", r, cb.msg[r]);
-        goto out;
-      }
-    double lat[3], bw[3];
-    for (int ci = 0; ci < 3; ci++) {
-      double fb[NSIZES], b0, f0, h0;
-      for (int si = 0; si < NSIZES; si++) {
-        double bytes, f, h;
-        comm_shape(comm_colls[ci], comm_counts[si], &bytes, &f, &h);
-        fb[si] = f * bytes;
-      }
-      comm_shape(comm_colls[ci], comm_counts[0], &b0, &f0, &h0);
-      lat[ci] = fmax(0.0, cb.t[ci][0] - hw.launch_s) / h0;
-      bw[ci] = fit_bandwidth(cb.t[ci], fb, NSIZES, cb.t[ci][0]);
-    }
-    double lat_s[3] = {lat[0], lat[1], lat[2]}, bw_s[3] = {bw[0], bw[1], bw[2]};
+    comm_bench cb = {.reps = o->quick ? 3 : 9}, busy = {.reps = o->quick ? 3 : 9};
+    double lat[3], bw[3], blat[3], bbw[3];
+    FB_CHECK_GOTO(st, comm_measure(&cb, false, hw.launch_s, lat, bw), out);
+    FB_CHECK_GOTO(st, comm_measure(&busy, true, hw.launch_s, blat, bbw), out);
+    /* A step issues its collectives beside compute, and on a shared host the two share the
+     * cores: the profile's links are the communicator as measured under compute. */
+    double lat_s[3] = {blat[0], blat[1], blat[2]}, bw_s[3] = {bbw[0], bbw[1], bbw[2]};
     hw.intra_lat = hw.inter_lat = median(lat_s, 3);
     hw.intra_bw = hw.inter_bw = median(bw_s, 3);
     hw.coll_eff = 1.0; /* the fitted bandwidth is already the achieved one */
     if (!quiet) {
-      printf("\n  local communicator, 2 ranks (threads), fp32; model = launch + hops*lat + "
-             "factor*bytes/bw\n");
-      printf("  %-15s %12s %12s %12s %9s\n", "collective", "bytes", "measured us", "model us",
-             "error %");
+      printf("\n  local communicator, 2 ranks (threads), fp32, while each rank also runs GEMMs on "
+             "a compute thread (as in a step);\n  model = launch + hops*lat + factor*bytes/bw "
+             "fitted to the busy times\n");
+      printf("  %-15s %12s %12s %12s %9s\n", "collective", "bytes", "idle us", "busy us",
+             "model us");
       for (int ci = 0; ci < 3; ci++)
         for (int si = 0; si < NSIZES; si++) {
           double bytes, f, h;
           comm_shape(comm_colls[ci], comm_counts[si], &bytes, &f, &h);
           double model = fb_cost_collective(&hw, comm_colls[ci], bytes, 2);
-          double meas = cb.t[ci][si];
           printf("  %-15s %12.0f %12.1f %12.1f %9.1f\n", fb_coll_name(comm_colls[ci]), bytes,
-                 meas * 1e6, model * 1e6, 100 * (model - meas) / meas);
+                 cb.t[ci][si] * 1e6, busy.t[ci][si] * 1e6, model * 1e6);
         }
-      printf("  per collective: lat us / bus GB/s: all_gather %.1f / %.2f, reduce_scatter %.1f / "
-             "%.2f, all_reduce %.1f / %.2f\n", lat[0] * 1e6, bw[0] * 1e-9, lat[1] * 1e6,
-             bw[1] * 1e-9, lat[2] * 1e6, bw[2] * 1e-9);
+      printf("  lat us / bus GB/s  idle: all_gather %.1f / %.2f, reduce_scatter %.1f / %.2f, "
+             "all_reduce %.1f / %.2f\n", lat[0] * 1e6, bw[0] * 1e-9, lat[1] * 1e6, bw[1] * 1e-9,
+             lat[2] * 1e6, bw[2] * 1e-9);
+      printf("  lat us / bus GB/s  busy: all_gather %.1f / %.2f, reduce_scatter %.1f / %.2f, "
+             "all_reduce %.1f / %.2f -> the median (profile)\n", blat[0] * 1e6, bbw[0] * 1e-9,
+             blat[1] * 1e6, bbw[1] * 1e-9, blat[2] * 1e6, bbw[2] * 1e-9);
     }
   }
 
@@ -597,7 +917,8 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
   /* measurements carry ~4 significant digits: write them so */
   double *fields[] = {&hw.peak_fp32, &hw.peak_bf16, &hw.gemm_max_eff, &hw.gemm_half_size,
                       &hw.attn_eff, &hw.mem_bw, &hw.mem_eff, &hw.launch_s, &hw.intra_bw,
-                      &hw.intra_lat, &hw.inter_bw, &hw.inter_lat, &hw.overlap_slowdown};
+                      &hw.intra_lat, &hw.inter_bw, &hw.inter_lat, &hw.overlap_slowdown,
+};
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) *fields[i] = sig4(*fields[i]);
   st = fb_hardware_validate(&hw, "calibrate");
   if (st == FB_OK) *out = hw;

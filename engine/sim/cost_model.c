@@ -1,6 +1,7 @@
 /* Cost model formulas (see docs/simulator.md for the derivation and the sources):
  *  - GEMM / attention: launch + max(flops / (peak[dtype] * eff(size)), bytes / (bw * mem_eff))
- *  - memory-bound ops: launch + bytes / (bw * mem_eff)
+ *  - memory-bound ops: launch + bytes / (bw * mem_eff), or bytes / the kernel's own measured
+ *    rate when the profile lists its name (kernel_gbs)
  *  - collectives: ring (and, for all-reduce / barrier, a tree alternative: like NCCL's tuner
  *    we take the cheaper), hierarchical when the ranks span nodes: the intra-node and the
  *    network stages pipeline, so the slower stage's bandwidth term bounds, both latencies add.
@@ -33,8 +34,11 @@ static double gemm_seconds(const fb_hardware *hw, const fb_op_cost *c, int world
   return hw->launch_s + fmax(t_compute, t_memory);
 }
 
+/* A kernel the profile measured (kernel_gbs) runs at its own rate; others on the roofline. */
 static double memory_seconds(const fb_hardware *hw, const fb_op_cost *c, int world) {
-  return hw->launch_s + c->bytes / (hw->mem_bw * hw->mem_eff * rank_share(hw, world));
+  double bw = fb_hardware_kernel_bw(hw, c->name);
+  if (!(bw > 0)) bw = hw->mem_bw * hw->mem_eff;
+  return hw->launch_s + c->bytes / (bw * rank_share(hw, world));
 }
 
 /* Bandwidth factor and latency hop count of one ring stage over n ranks. */

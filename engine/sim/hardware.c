@@ -1,5 +1,6 @@
-/* Hardware profile YAML: one flat mapping, every key required, each with its unit in its name.
- * A static key table drives loading, range checks and writing, so the three cannot disagree.
+/* Hardware profile YAML: one mapping of keys, each with its unit in its name; every key is
+ * required except `kernel_gbs`, an optional nested mapping of kernel name -> GB/s. A static key table drives loading, range checks and
+ * writing, so the three cannot disagree.
  * This file does not model costs (cost_model.c) and does not measure anything (calibrate.c). */
 #include "hardware.h"
 
@@ -70,6 +71,8 @@ static const hw_key hw_keys[] = {
     {.key = "shared_host", .type = HW_BOOL, .off = OFF(shared_host),
      .doc = "true: all ranks share one machine; per-rank rates divide by the world size"},
 };
+#define KERNEL_KEY "kernel_gbs"
+#define KERNEL_DOC "optional: achieved GB/s (of the bytes its wrapper counts) per kernel name"
 #undef OFF
 enum { HW_NKEYS = sizeof hw_keys / sizeof hw_keys[0] };
 
@@ -168,6 +171,65 @@ fb_status fb_hardware_validate(const fb_hardware *hw, const char *where) {
       return bad_value(where, k, buf);
     }
   }
+  if (hw->nkernels < 0 || hw->nkernels > FB_HW_MAX_KERNELS)
+    return FB_ERR(FB_EUSAGE, "%s: key '%s' has %d entries: allowed at most %d (%s)", where,
+                  KERNEL_KEY, hw->nkernels, FB_HW_MAX_KERNELS, KERNEL_DOC);
+  for (int i = 0; i < hw->nkernels; i++) {
+    const fb_hw_kernel *e = &hw->kernels[i];
+    if (e->name[0] == '\0')
+      return FB_ERR(FB_EUSAGE, "%s: key '%s': entry %d has an empty kernel name", where,
+                    KERNEL_KEY, i);
+    if (!(isfinite(e->bw) && e->bw > 0))
+      return FB_ERR(FB_EUSAGE, "%s: key '%s.%s' = '%g': allowed a number > 0 (%s)", where,
+                    KERNEL_KEY, e->name, e->bw * 1e-9, KERNEL_DOC);
+    for (int j = 0; j < i; j++)
+      if (!strcmp(hw->kernels[j].name, e->name))
+        return FB_ERR(FB_EUSAGE, "%s: key '%s.%s' given twice", where, KERNEL_KEY, e->name);
+  }
+  return FB_OK;
+}
+
+double fb_hardware_kernel_bw(const fb_hardware *hw, const char *name) {
+  if (!name) return 0;
+  for (int i = 0; i < hw->nkernels; i++)
+    if (!strcmp(hw->kernels[i].name, name)) return hw->kernels[i].bw;
+  return 0;
+}
+
+/* kernel_gbs: a mapping of kernel name -> GB/s (a number > 0). */
+static fb_status load_kernels(const char *file, yaml_document_t *doc, yaml_node_t *vn,
+                              fb_hardware *hw) {
+  if (vn->type != YAML_MAPPING_NODE)
+    return FB_ERR(FB_EUSAGE, "%s: key '%s' must be a mapping of kernel name to GB/s, e.g. "
+                  "'%s: {gelu_fwd: 3.5}' (%s)", file, KERNEL_KEY, KERNEL_KEY, KERNEL_DOC);
+  for (yaml_node_pair_t *p = vn->data.mapping.pairs.start; p < vn->data.mapping.pairs.top; p++) {
+    yaml_node_t *kn = yaml_document_get_node(doc, p->key);
+    yaml_node_t *xn = yaml_document_get_node(doc, p->value);
+    if (!kn || kn->type != YAML_SCALAR_NODE || !xn || xn->type != YAML_SCALAR_NODE)
+      return FB_ERR(FB_EUSAGE, "%s: key '%s': each entry is 'kernel_name: GB/s' (%s)", file,
+                    KERNEL_KEY, KERNEL_DOC);
+    const char *name = (const char *)kn->data.scalar.value;
+    const char *val = (const char *)xn->data.scalar.value;
+    size_t len = strlen(name);
+    if (len == 0 || len >= sizeof hw->kernels[0].name)
+      return FB_ERR(FB_EUSAGE, "%s: key '%s': kernel name '%s': allowed 1 to %zu characters",
+                    file, KERNEL_KEY, name, sizeof hw->kernels[0].name - 1);
+    if (hw->nkernels >= FB_HW_MAX_KERNELS)
+      return FB_ERR(FB_EUSAGE, "%s: key '%s': more than %d kernels", file, KERNEL_KEY,
+                    FB_HW_MAX_KERNELS);
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(val, &end);
+    if (end == val || *end != '\0' || errno == ERANGE || !isfinite(v) || !(v > 0))
+      return FB_ERR(FB_EUSAGE, "%s: key '%s.%s' = '%s': allowed a number > 0 (%s)", file,
+                    KERNEL_KEY, name, val, KERNEL_DOC);
+    for (int j = 0; j < hw->nkernels; j++)
+      if (!strcmp(hw->kernels[j].name, name))
+        return FB_ERR(FB_EUSAGE, "%s: key '%s.%s' given twice", file, KERNEL_KEY, name);
+    fb_hw_kernel *e = &hw->kernels[hw->nkernels++];
+    memcpy(e->name, name, len + 1);
+    e->bw = v * 1e9;
+  }
   return FB_OK;
 }
 
@@ -187,6 +249,7 @@ fb_status fb_hardware_load(const char *name_or_path, fb_hardware *out) {
   yaml_document_t doc;
   bool have_parser = false, have_doc = false;
   bool seen[HW_NKEYS] = {0};
+  bool seen_kernels = false;
   fb_hardware hw;
   memset(&hw, 0, sizeof hw);
 
@@ -216,6 +279,15 @@ fb_status fb_hardware_load(const char *name_or_path, fb_hardware *out) {
       goto out_doc;
     }
     const char *key = (const char *)kn->data.scalar.value;
+    if (!strcmp(key, KERNEL_KEY) && vn) {
+      if (seen_kernels) {
+        st = FB_ERR(FB_EUSAGE, "%s: key '%s' given twice", path, key);
+        goto out_doc;
+      }
+      seen_kernels = true;
+      FB_CHECK_GOTO(st, load_kernels(path, &doc, vn, &hw), out_doc);
+      continue;
+    }
     const hw_key *k = find_key(key);
     if (!k) {
       char known[1024];
@@ -223,6 +295,7 @@ fb_status fb_hardware_load(const char *name_or_path, fb_hardware *out) {
       for (int i = 0; i < HW_NKEYS && off < sizeof known; i++)
         off += (size_t)snprintf(known + off, sizeof known - off, "%s%s", i ? ", " : "",
                                 hw_keys[i].key);
+      if (off < sizeof known) snprintf(known + off, sizeof known - off, ", %s", KERNEL_KEY);
       st = FB_ERR(FB_EUSAGE, "%s: unknown key '%s' (known keys: %s)", path, key, known);
       goto out_doc;
     }
@@ -258,11 +331,12 @@ out_file:
   return st;
 }
 
-/* Shortest %g form that reads back to the same double. */
-static void fmt_real(char *buf, size_t n, double v) {
-  for (int prec = 6; prec <= 17; prec++) {
-    snprintf(buf, n, "%.*g", prec, v);
-    if (strtod(buf, NULL) == v) return;
+/* Shortest %g form of si / scale that reads back (times scale) to si within 1e-13: short
+ * numbers in the file, the same doubles (to rounding) once loaded. */
+static void fmt_real(char *buf, size_t n, double si, double scale) {
+  for (int prec = 4; prec <= 17; prec++) {
+    snprintf(buf, n, "%.*g", prec, si / scale);
+    if (fabs(strtod(buf, NULL) * scale - si) <= 1e-13 * fabs(si)) return;
   }
 }
 
@@ -287,10 +361,21 @@ fb_status fb_hardware_write(const char *path, const fb_hardware *hw, const char 
     else if (k->type == HW_BOOL)
       snprintf(val, sizeof val, "%s", *(const bool *)((const char *)hw + k->off) ? "true" : "false");
     else
-      fmt_real(val, sizeof val, get_yaml_value(k, hw));
+      fmt_real(val, sizeof val, k->type == HW_REAL ? *(const double *)((const char *)hw + k->off)
+                                                   : get_yaml_value(k, hw),
+               k->type == HW_REAL ? k->scale : 1);
     char key[40];
     snprintf(key, sizeof key, "%s:", k->key);
     fprintf(f, "%-23s %-14s # %s\n", key, val, k->doc);
+  }
+  if (hw->nkernels > 0) {
+    fprintf(f, "%s:%*s # %s\n", KERNEL_KEY, 38 - (int)strlen(KERNEL_KEY) - 1, "", KERNEL_DOC);
+    for (int i = 0; i < hw->nkernels; i++) {
+      char val[64], key[40];
+      fmt_real(val, sizeof val, hw->kernels[i].bw, 1e9);
+      snprintf(key, sizeof key, "%s:", hw->kernels[i].name);
+      fprintf(f, "  %-21s %s\n", key, val);
+    }
   }
   if (fclose(f) != 0) return FB_ERR(FB_EIO, "cannot write hardware profile %s", path);
   return FB_OK;

@@ -12,6 +12,16 @@
 #include "../core/status.h"
 #include "../core/types.h"
 
+/* Optional per-kernel rates: a kernel whose fb_op_cost.name is listed costs
+ * launch + bytes / gbs (bytes as its wrapper counts them) instead of the bandwidth roofline.
+ * On a CPU several "memory-bound" kernels are compute-bound (exp/tanh, division, integer
+ * binning); `calibrate` measures each. */
+#define FB_HW_MAX_KERNELS 32
+typedef struct fb_hw_kernel {
+  char name[32];  /* the op name the kernel wrapper records ("gelu_fwd", "adamw", ...) */
+  double bw;      /* achieved bytes/s of the wrapper's byte count, on one whole device */
+} fb_hw_kernel;
+
 typedef struct fb_hardware {
   char name[64];
   double peak_fp32;         /* FLOP/s, dense fp32 (no TF32) */
@@ -34,9 +44,12 @@ typedef struct fb_hardware {
                                host thread is the compute stream (ops start no earlier) */
   bool shared_host;         /* all ranks of a run share this one machine (cpu executor): per-rank
                                compute and memory rates are divided by the world size */
+  int nkernels;             /* optional per-kernel table, see fb_hw_kernel */
+  fb_hw_kernel kernels[FB_HW_MAX_KERNELS];
 } fb_hardware;
 
-/* Loads a profile by name (models/hardware/NAME.yaml) or path. Every key is required;
+/* Loads a profile by name (models/hardware/NAME.yaml) or path. Every flat key is required
+ * except the optional kernel table (kernel_gbs);
  * unknown keys, missing keys and out-of-range values fail with FB_EUSAGE naming the file, the
  * key, the value and the allowed range. */
 fb_status fb_hardware_load(const char *name_or_path, fb_hardware *out);
@@ -45,6 +58,9 @@ fb_status fb_hardware_validate(const fb_hardware *hw, const char *where);
 /* Writes a profile that fb_hardware_load reads back to the same values; `comment` (may be
  * NULL, may hold several lines) goes at the top as # lines. */
 fb_status fb_hardware_write(const char *path, const fb_hardware *hw, const char *comment);
+
+/* The per-kernel rate (bytes/s) for an op name, or 0 when the profile has none. */
+double fb_hardware_kernel_bw(const fb_hardware *hw, const char *name);
 
 /* Peak FLOP/s for a compute dtype (bf16 -> bf16 rate, anything else -> fp32 rate). */
 double fb_hardware_peak(const fb_hardware *hw, fb_dtype t);

@@ -1,0 +1,105 @@
+/* The hardware profile's optional per-kernel table (kernel_gbs): a profile without it loads
+ * and costs memory-bound ops on the bandwidth roofline; with it the profile round-trips through
+ * fb_hardware_write, a listed kernel costs launch + bytes / its rate (world-shared on a shared
+ * host) while an unlisted one keeps the roofline; negative, zero, non-numeric, duplicate and
+ * non-mapping entries fail with FB_EUSAGE naming the key. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "engine/sim/cost_model.h"
+#include "engine/sim/hardware.h"
+
+static const char *base_yaml =
+    "name: t\npeak_tflops_fp32: 1\npeak_tflops_bf16: 2\ngemm_max_efficiency: 0.8\n"
+    "gemm_half_size: 100\nattention_efficiency: 0.5\nmem_bw_gbs: 20\nmem_efficiency: 1\n"
+    "launch_us: 1\nmemory_gib: 16\ndevices_per_node: 1\nintra_bw_gbs: 4\nintra_lat_us: 10\n"
+    "inter_bw_gbs: 4\ninter_lat_us: 10\ncollective_efficiency: 1\noverlap_slowdown: 2\n"
+    "host_runs_ahead: false\nshared_host: true\n";
+
+static fb_status load_text(const char *extra, fb_hardware *hw) {
+  char path[] = "/tmp/fb_test_ktab_XXXXXX.yaml";
+  int fd = mkstemps(path, 5);
+  if (fd < 0) return FB_ERR(FB_EIO, "mkstemps");
+  FILE *f = fdopen(fd, "w");
+  fputs(base_yaml, f);
+  fputs(extra, f);
+  fclose(f);
+  fb_status st = fb_hardware_load(path, hw);
+  unlink(path);
+  return st;
+}
+
+static void expect_bad(const char *extra, const char *must_name) {
+  fb_hardware hw;
+  fb_status st = load_text(extra, &hw);
+  CHECK(st == FB_EUSAGE, "'%s' loaded with status %s", extra, fb_status_name(st));
+  CHECK(strstr(fb_error_msg(), must_name) != NULL, "message '%s' does not name '%s'",
+        fb_error_msg(), must_name);
+  CHECK(strchr(fb_error_msg(), '\n') == NULL, "message is not one line: '%s'", fb_error_msg());
+}
+
+static fb_op_cost mem_op(const char *name, double bytes) {
+  return (fb_op_cost){.name = name, .kind = FB_OP_MEM, .dtype = FB_F32, .bytes = bytes};
+}
+
+int main(void) {
+  fb_hardware plain, tab;
+  /* optional: absent is fine and leaves the table empty */
+  CHECK_OK(load_text("", &plain));
+  CHECK(plain.nkernels == 0, "no table: %d kernels", plain.nkernels);
+  CHECK(fb_hardware_kernel_bw(&plain, "gelu_fwd") == 0, "rate without a table");
+  const double bytes = 8e6, launch = 1e-6;
+  fb_op_cost gelu = mem_op("gelu_fwd", bytes), add = mem_op("residual_add", bytes);
+  CHECK_CLOSE(fb_cost_seconds(&plain, &gelu, 1), launch + bytes / 20e9, 1e-12, 0);
+
+  CHECK_OK(load_text("kernel_gbs:\n  gelu_fwd: 2\n  adamw: 4.5\n", &tab));
+  CHECK(tab.nkernels == 2, "%d kernels", tab.nkernels);
+  CHECK_CLOSE(fb_hardware_kernel_bw(&tab, "gelu_fwd"), 2e9, 1e-12, 0);
+  CHECK_CLOSE(fb_hardware_kernel_bw(&tab, "adamw"), 4.5e9, 1e-12, 0);
+  /* a listed kernel runs at its rate (shared host: 1/world of it), others on the roofline */
+  CHECK_CLOSE(fb_cost_seconds(&tab, &gelu, 1), launch + bytes / 2e9, 1e-12, 0);
+  CHECK_CLOSE(fb_cost_seconds(&tab, &gelu, 4), launch + 4 * bytes / 2e9, 1e-12, 0);
+  CHECK_CLOSE(fb_cost_seconds(&tab, &add, 1), launch + bytes / 20e9, 1e-12, 0);
+  fb_op_cost noname = mem_op(NULL, bytes);
+  CHECK_CLOSE(fb_cost_seconds(&tab, &noname, 1), launch + bytes / 20e9, 1e-12, 0);
+
+  /* round trip */
+  char path[] = "/tmp/fb_test_ktab_w_XXXXXX.yaml";
+  int fd = mkstemps(path, 5);
+  CHECK(fd >= 0, "mkstemps");
+  if (fd >= 0) {
+    close(fd);
+    CHECK_OK(fb_hardware_write(path, &tab, "kernel table"));
+    fb_hardware back;
+    CHECK_OK(fb_hardware_load(path, &back));
+    CHECK(back.nkernels == tab.nkernels, "%d vs %d kernels", back.nkernels, tab.nkernels);
+    for (int i = 0; i < back.nkernels && i < tab.nkernels; i++) {
+      CHECK(!strcmp(back.kernels[i].name, tab.kernels[i].name), "name %s vs %s",
+            back.kernels[i].name, tab.kernels[i].name);
+      CHECK_CLOSE(back.kernels[i].bw, tab.kernels[i].bw, 1e-12, 0);
+    }
+    CHECK_OK(fb_hardware_write(path, &plain, NULL));
+    CHECK_OK(fb_hardware_load(path, &back));
+    CHECK(back.nkernels == 0, "plain profile gained a kernel table");
+    unlink(path);
+  }
+
+  /* bad tables */
+  expect_bad("kernel_gbs:\n  gelu_fwd: -3\n", "kernel_gbs.gelu_fwd");
+  expect_bad("kernel_gbs:\n  gelu_fwd: 0\n", "kernel_gbs.gelu_fwd");
+  expect_bad("kernel_gbs:\n  gelu_fwd: fast\n", "kernel_gbs.gelu_fwd");
+  expect_bad("kernel_gbs:\n  gelu_fwd: 1\n  gelu_fwd: 2\n", "gelu_fwd");
+  expect_bad("kernel_gbs: 3\n", "kernel_gbs");
+  expect_bad("kernel_gbs:\n  gelu_fwd: [1, 2]\n", "kernel_gbs");
+  /* validate rejects what load would */
+  fb_hardware neg = tab;
+  neg.kernels[0].bw = -1;
+  fb_status st = fb_hardware_validate(&neg, "mem");
+  CHECK(st == FB_EUSAGE && strstr(fb_error_msg(), "kernel_gbs.gelu_fwd"), "validate: %s",
+        fb_error_msg());
+  return fb_test_done("test_sim_kernel_table");
+}
