@@ -181,10 +181,10 @@ static inline FB_HD float fb_bf16_to_f32(uint16_t h) { return fb_f32_from_bits((
 static inline FB_HD void fb_sumsq_decompose(float g, uint32_t *bin, uint64_t *mant_sq) {
   uint32_t u = fb_f32_bits(g);
   uint32_t e = (u >> 23) & 0xffu;
-  uint64_t mant = u & 0x7fffffu;
+  uint32_t mant = u & 0x7fffffu;
   mant |= e ? 0x800000u : 0u;
   *bin = e ? e : 1u;
-  *mant_sq = mant * mant;
+  *mant_sq = (uint64_t)mant * mant; /* 32 x 32 -> 64: one widening multiply per lane */
 }
 
 #endif
