@@ -94,8 +94,14 @@ void OPN(fb_layernorm_fwd)(REAL *out, REAL *mean, REAL *rstd, const REAL *inp, c
  * rows in parallel; then dw += sum_n dout * norm, db += sum_n dout over column blocks. */
 void OPN(fb_layernorm_bwd)(REAL *dinp, REAL *dw, REAL *db, const REAL *dout, const REAL *inp,
                            const REAL *w, const REAL *mean, const REAL *rstd, int N, int C) {
+  assert(dinp != dout && dinp != inp); /* the column loop may run beside the row loop */
   int big = (int64_t)N * C > EW_BLOCK;
-#pragma omp parallel for schedule(static) if (big)
+  int ncb = (C + COL_BLOCK - 1) / COL_BLOCK;
+  /* one team: the row loop (dinp) and the column loop (dw, db) write disjoint outputs and
+   * read only inputs, so the rows need no barrier before the columns */
+#pragma omp parallel if (big)
+  {
+#pragma omp for schedule(static) nowait
   for (int n = 0; n < N; n++) {
     const REAL *x = inp + (int64_t)n * C, *d = dout + (int64_t)n * C;
     REAL *di = dinp + (int64_t)n * C;
@@ -122,8 +128,7 @@ void OPN(fb_layernorm_bwd)(REAL *dinp, REAL *dw, REAL *db, const REAL *dout, con
       di[c] += s * (d[c] * w[c] - dmean - norm * dnmean);
     }
   }
-  int ncb = (C + COL_BLOCK - 1) / COL_BLOCK;
-#pragma omp parallel for schedule(static) if (big)
+#pragma omp for schedule(static)
   for (int cb = 0; cb < ncb; cb++) {
     int c0 = cb * COL_BLOCK, c1 = c0 + COL_BLOCK < C ? c0 + COL_BLOCK : C;
     for (int n = 0; n < N; n++) {
@@ -133,6 +138,7 @@ void OPN(fb_layernorm_bwd)(REAL *dinp, REAL *dw, REAL *db, const REAL *dout, con
       if (db)
         for (int c = c0; c < c1; c++) db[c] += d[c];
     }
+  }
   }
 }
 
@@ -152,8 +158,14 @@ void OPN(fb_rmsnorm_fwd)(REAL *out, REAL *rstd, const REAL *inp, const REAL *w, 
 /* dinp += rstd * (dout*w - norm * mean(dout*w*norm)), norm = x*rstd; dw += sum_n dout*norm. */
 void OPN(fb_rmsnorm_bwd)(REAL *dinp, REAL *dw, const REAL *dout, const REAL *inp, const REAL *w,
                          const REAL *rstd, int N, int C) {
+  assert(dinp != dout && dinp != inp); /* the column loop may run beside the row loop */
   int big = (int64_t)N * C > EW_BLOCK;
-#pragma omp parallel for schedule(static) if (big)
+  int ncb = (C + COL_BLOCK - 1) / COL_BLOCK;
+  /* one team: the row loop (dinp) and the column loop (dw, db) write disjoint outputs and
+   * read only inputs, so the rows need no barrier before the columns */
+#pragma omp parallel if (big)
+  {
+#pragma omp for schedule(static) nowait
   for (int n = 0; n < N; n++) {
     const REAL *x = inp + (int64_t)n * C, *d = dout + (int64_t)n * C;
     REAL *di = dinp + (int64_t)n * C;
@@ -167,8 +179,7 @@ void OPN(fb_rmsnorm_bwd)(REAL *dinp, REAL *dw, const REAL *dout, const REAL *inp
                   (REAL)C;
     for (c = 0; c < C; c++) di[c] += s * (d[c] * w[c] - (x[c] * s) * dnmean);
   }
-  int ncb = (C + COL_BLOCK - 1) / COL_BLOCK;
-#pragma omp parallel for schedule(static) if (big)
+#pragma omp for schedule(static)
   for (int cb = 0; cb < ncb; cb++) {
     int c0 = cb * COL_BLOCK, c1 = c0 + COL_BLOCK < C ? c0 + COL_BLOCK : C;
     for (int n = 0; n < N; n++) {
@@ -176,6 +187,7 @@ void OPN(fb_rmsnorm_bwd)(REAL *dinp, REAL *dw, const REAL *dout, const REAL *inp
       REAL s = rstd[n];
       for (int c = c0; c < c1; c++) dw[c] += d[c] * (x[c] * s);
     }
+  }
   }
 }
 
