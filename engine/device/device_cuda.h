@@ -6,6 +6,7 @@
 #define FB_DEVICE_CUDA_H
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "device.h"
 #include "kernels.h"
@@ -19,6 +20,8 @@ extern const fb_kernels fb_cuda_kernels;
 /* True when the CUDA runtime works and at least one GPU is visible; otherwise false with the
  * reason ("cudaGetDeviceCount: no CUDA-capable device is detected") in why. */
 bool fb_cuda_present(char *why, size_t n);
+/* Free memory of the GPU this process will use (LOCAL_RANK), 0 when unknown. */
+int64_t fb_cuda_memory_capacity(void);
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,7 @@
 #include "../device/device_cpu.h"
 #ifdef FB_HAVE_CUDA
 #include "../../traces/cupti.h"
+#include "../device/device_cuda.h"
 #endif
 #include "executor.h"
 
@@ -252,7 +253,12 @@ static fb_status precheck_memory(const fb_run_config *c, bool shared_host) {
     if (pk > worst) worst = pk, wi = i;
   }
   if (pr.nranks < pr.world) sum = worst * pr.world;
+#ifdef FB_HAVE_CUDA
+  const int64_t avail = !strcmp(c->backend, "cuda") ? fb_cuda_memory_capacity()
+                                                    : host_available_bytes();
+#else
   const int64_t avail = host_available_bytes();
+#endif
   const bool per_rank_limit = c->mem_limit > 0;
   const int64_t need = per_rank_limit ? worst : (shared_host ? sum : worst);
   const int64_t limit = per_rank_limit ? c->mem_limit : avail;
@@ -270,7 +276,8 @@ static fb_status precheck_memory(const fb_run_config *c, bool shared_host) {
       snprintf(who, sizeof who, "x %d ranks = %s > %s available on this machine", pr.world,
                human((double)sum, h1, sizeof h1), human((double)limit, h2, sizeof h2));
     else
-      snprintf(who, sizeof who, "> %s available", human((double)limit, h1, sizeof h1));
+      snprintf(who, sizeof who, "> %s free on the %s", human((double)limit, h1, sizeof h1),
+               strcmp(c->backend, "cuda") ? "device" : "GPU");
     st = FB_ERR(FB_ENOMEM, "the run does not fit: predicted peak %s per rank %s; at the peak: %s",
                 human((double)worst, h3, sizeof h3), who, cats);
   }
