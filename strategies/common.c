@@ -163,3 +163,34 @@ fb_status fb_fold_dtype(fb_rank *r, int unit, float *acc, const void *x, fb_dtyp
   fb_free(r->dev, &t, r->compute);
   return st;
 }
+
+fb_status fb_slice_init(fb_rank *r, int unit, fb_slice *sl) {
+  sl->padded = fb_round_up(r->model->units[unit].numel, r->world);
+  sl->shard = sl->padded / r->world;
+  const size_t bytes = (size_t)sl->shard * 4;
+  fb_kctx k = fb_rank_kctx(r, r->compute, unit);
+  FB_TRY(fb_alloc(r->dev, bytes, FB_MEM_PARAM_SHARD, "params.shard", &sl->p));
+  FB_TRY(fb_materialize_range(r, unit, (int64_t)r->rank * sl->shard, sl->shard, sl->p.ptr));
+  FB_TRY(fb_alloc(r->dev, bytes, FB_MEM_GRAD_SHARD, "grads.shard", &sl->g));
+  FB_TRY(fb_k_memset0(&k, "zero_grad", sl->g.ptr, bytes));
+  return fb_optim_alloc(r, sl->shard, "optim.shard", &sl->optim);
+}
+
+void fb_slice_free(fb_rank *r, fb_slice *sl) {
+  fb_free(r->dev, &sl->p, NULL);
+  fb_free(r->dev, &sl->g, NULL);
+  fb_optim_free(r, &sl->optim);
+}
+
+fb_status fb_slices_step(fb_rank *r, fb_slice *(*slice_of)(fb_rank *r, int unit)) {
+  FB_TRY(fb_norm_begin(r));
+  for (int i = 0; i < r->model->nunits; i++)
+    FB_TRY(fb_norm_add(r, slice_of(r, i)->g.ptr, slice_of(r, i)->shard));
+  FB_TRY(fb_norm_finish(r, true));
+  for (int i = 0; i < r->model->nunits; i++) {
+    fb_slice *sl = slice_of(r, i);
+    FB_TRY(fb_optim_update(r, i, (int64_t)r->rank * sl->shard, sl->shard, sl->p.ptr, sl->g.ptr,
+                           &sl->optim, 0));
+  }
+  return FB_OK;
+}

@@ -13,6 +13,15 @@ typedef struct fb_optim_state {
   fb_buf m, v; /* AdamW moments (SGD: m = momentum, v empty) */
 } fb_optim_state;
 
+/* The persistent slice a rank keeps of a flat unit padded to a multiple of W (fsdp, yafsdp):
+ * fp32 parameters materialised from the counter-based init, a zeroed fp32 gradient
+ * accumulator and the optimizer state, each `shard` = padded / W elements. */
+typedef struct fb_slice {
+  int64_t padded, shard;
+  fb_buf p, g;
+  fb_optim_state optim;
+} fb_slice;
+
 /* dst (device, n floats) = init values of unit u's flat range [start, start+n). */
 fb_status fb_materialize_range(fb_rank *r, int u, int64_t start, int64_t n, float *dst);
 fb_status fb_optim_alloc(fb_rank *r, int64_t n, const char *label, fb_optim_state *o);
@@ -45,6 +54,12 @@ fb_status fb_fold_reduced(fb_rank *r, int unit, float *acc, const void *x, int64
 /* The same for x of any dtype (e.g. a bf16 unit gradient folded into fp32 accumulators). */
 fb_status fb_fold_dtype(fb_rank *r, int unit, float *acc, const void *x, fb_dtype xdt, int64_t n,
                         bool overwrite);
+
+fb_status fb_slice_init(fb_rank *r, int unit, fb_slice *sl);
+void fb_slice_free(fb_rank *r, fb_slice *sl);
+/* The optimizer step over every unit's slice: exact global norm (bins all-reduced), clipping,
+ * then the update of each slice's range [rank*shard, +shard) of its unit. */
+fb_status fb_slices_step(fb_rank *r, fb_slice *(*slice_of)(fb_rank *r, int unit));
 
 /* Host copy of a device range (waits for the compute stream). */
 fb_status fb_read_range(fb_rank *r, const void *src, int64_t n, float *host);

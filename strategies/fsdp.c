@@ -16,9 +16,7 @@
 typedef enum { U_SHARDED = 0, U_GATHERING, U_GATHERED } unit_state;
 
 typedef struct fsdp_unit {
-  int64_t padded, shard;      /* padded length and slice length */
-  fb_buf p_shard, g_shard;    /* persistent slices */
-  fb_optim_state optim;
+  fb_slice sl;                /* persistent slices: parameters, gradients, optimizer */
   fb_buf p_full, g_full;      /* transient full buffers (compute dtype) */
   fb_buf p_cast, g_cast;      /* mixed precision: the slice cast for the gather, the gradient
                                  cast for the reduction (reduce dtype) */
@@ -38,14 +36,12 @@ static void fsdp_teardown(fb_rank *r) {
   if (!s) return;
   for (int i = 0; s->u && i < r->model->nunits; i++) {
     fsdp_unit *x = &s->u[i];
-    fb_free(r->dev, &x->p_shard, NULL);
-    fb_free(r->dev, &x->g_shard, NULL);
+    fb_slice_free(r, &x->sl);
     fb_free(r->dev, &x->p_full, NULL);
     fb_free(r->dev, &x->g_full, NULL);
     fb_free(r->dev, &x->rs_tmp, NULL);
     fb_free(r->dev, &x->p_cast, NULL);
     fb_free(r->dev, &x->g_cast, NULL);
-    fb_optim_free(r, &x->optim);
     fb_event *evs[] = {x->ev_gather, x->ev_rs, x->ev_ready};
     for (int e = 0; e < 3; e++)
       if (evs[e]) r->dev->ops->event_destroy(r->dev, evs[e]);
@@ -66,20 +62,9 @@ static fb_status fsdp_setup(fb_rank *r) {
     st = FB_ERR(FB_ENOMEM, "out of host memory (fsdp units)");
     goto fail;
   }
-  fb_kctx k = fb_rank_kctx(r, r->compute, -1);
   for (int i = 0; i < m->nunits; i++) {
     fsdp_unit *x = &s->u[i];
-    x->padded = fb_round_up(m->units[i].numel, r->world);
-    x->shard = x->padded / r->world;
-    const size_t bytes = (size_t)x->shard * 4;
-    FB_CHECK_GOTO(st, fb_alloc(r->dev, bytes, FB_MEM_PARAM_SHARD, "params.shard", &x->p_shard),
-                  fail);
-    FB_CHECK_GOTO(st, fb_materialize_range(r, i, (int64_t)r->rank * x->shard, x->shard,
-                                           x->p_shard.ptr), fail);
-    FB_CHECK_GOTO(st, fb_alloc(r->dev, bytes, FB_MEM_GRAD_SHARD, "grads.shard", &x->g_shard),
-                  fail);
-    FB_CHECK_GOTO(st, fb_k_memset0(&k, "zero_grad", x->g_shard.ptr, bytes), fail);
-    FB_CHECK_GOTO(st, fb_optim_alloc(r, x->shard, "optim.shard", &x->optim), fail);
+    FB_CHECK_GOTO(st, fb_slice_init(r, i, &x->sl), fail);
     FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &x->ev_gather), fail);
     FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &x->ev_rs), fail);
     FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &x->ev_ready), fail);
@@ -95,19 +80,19 @@ static fb_status gather(fb_rank *r, int i) {
   fsdp_state *s = r->st;
   fsdp_unit *x = &s->u[i];
   if (x->state != U_SHARDED) return FB_OK;
-  FB_TRY(fb_alloc(r->dev, (size_t)x->padded * fb_psz(r), FB_MEM_PARAM_FULL, "params.gathered",
+  FB_TRY(fb_alloc(r->dev, (size_t)x->sl.padded * fb_psz(r), FB_MEM_PARAM_FULL, "params.gathered",
                   &x->p_full));
-  void *send = x->p_shard.ptr;
+  void *send = x->sl.p.ptr;
   if (r->pdt != FB_F32) { /* mixed precision: gather the slice in the compute dtype */
-    FB_TRY(fb_alloc(r->dev, (size_t)x->shard * fb_psz(r), FB_MEM_COMM, "params.cast",
+    FB_TRY(fb_alloc(r->dev, (size_t)x->sl.shard * fb_psz(r), FB_MEM_COMM, "params.cast",
                     &x->p_cast));
-    FB_TRY(fb_to_pdt(r, i, x->p_cast.ptr, x->p_shard.ptr, x->shard));
+    FB_TRY(fb_to_pdt(r, i, x->p_cast.ptr, x->sl.p.ptr, x->sl.shard));
     send = x->p_cast.ptr;
   }
   /* the comm stream must see the shard as the compute stream left it (after the optimizer) */
   FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute));
   FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
-  FB_TRY(fb_all_gather(r->comm, r->commst, i, send, x->p_full.ptr, (size_t)x->shard, r->pdt));
+  FB_TRY(fb_all_gather(r->comm, r->commst, i, send, x->p_full.ptr, (size_t)x->sl.shard, r->pdt));
   FB_TRY(fb_event_record(r->dev, x->ev_gather, r->commst));
   fb_free(r->dev, &x->p_cast, r->commst);
   x->state = U_GATHERING;
@@ -173,7 +158,7 @@ static fb_status fold_pending(fb_rank *r, bool all) {
       x->rs_pending = false;
     }
     if (x->acc_pending && all) {
-      FB_TRY(fb_fold_reduced(r, i, x->g_shard.ptr, x->rs_tmp.ptr, x->shard, x->acc_overwrite));
+      FB_TRY(fb_fold_reduced(r, i, x->sl.g.ptr, x->rs_tmp.ptr, x->sl.shard, x->acc_overwrite));
       fb_free(r->dev, &x->rs_tmp, r->compute);
       x->acc_pending = false;
     }
@@ -188,7 +173,7 @@ static fb_status fsdp_pre_backward(fb_rank *r, int i) {
   if (r->cfg->prefetch_backward) FB_TRY(prefetch(r, fb_next_bwd_unit(r->model, i)));
   const bool accumulate_local = r->cfg->accum == FB_ACCUM_NO_REDUCE && r->micro > 0;
   if (!x->g_full.ptr) {
-    FB_TRY(fb_alloc(r->dev, (size_t)x->padded * fb_psz(r), FB_MEM_GRAD_FULL, "grads.unsharded",
+    FB_TRY(fb_alloc(r->dev, (size_t)x->sl.padded * fb_psz(r), FB_MEM_GRAD_FULL, "grads.unsharded",
                     &x->g_full));
   }
   r->view[i].grads = x->g_full.ptr;
@@ -211,16 +196,16 @@ static fb_status fsdp_post_backward(fb_rank *r, int i) {
    * in a temporary that is folded (up-cast) into the fp32 slice */
   const bool first = r->micro == 0 || mode == FB_ACCUM_NO_REDUCE;
   const bool direct = first && r->rdt == FB_F32;
-  void *send, *dst = x->g_shard.ptr;
-  FB_TRY(fb_for_reduce(r, i, x->g_full.ptr, x->padded, &x->g_cast, &send));
+  void *send, *dst = x->sl.g.ptr;
+  FB_TRY(fb_for_reduce(r, i, x->g_full.ptr, x->sl.padded, &x->g_cast, &send));
   if (!direct) {
-    FB_TRY(fb_alloc(r->dev, (size_t)x->shard * fb_dtype_size(r->rdt), FB_MEM_COMM,
+    FB_TRY(fb_alloc(r->dev, (size_t)x->sl.shard * fb_dtype_size(r->rdt), FB_MEM_COMM,
                     "grads.rs_out", &x->rs_tmp));
     dst = x->rs_tmp.ptr;
   }
   FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute));
   FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
-  FB_TRY(fb_reduce_scatter(r->comm, r->commst, i, send, dst, (size_t)x->shard, r->rdt));
+  FB_TRY(fb_reduce_scatter(r->comm, r->commst, i, send, dst, (size_t)x->sl.shard, r->rdt));
   FB_TRY(fb_event_record(r->dev, x->ev_rs, r->commst));
   x->rs_pending = true;
   x->acc_pending = !direct;
@@ -232,29 +217,21 @@ static fb_status fsdp_post_backward(fb_rank *r, int i) {
   return FB_OK;
 }
 
+static fb_slice *slice_of(fb_rank *r, int i) { return &((fsdp_state *)r->st)->u[i].sl; }
+
 static fb_status fsdp_step(fb_rank *r) {
-  fsdp_state *s = r->st;
   FB_TRY(fold_pending(r, true));
-  FB_TRY(fb_norm_begin(r));
-  for (int i = 0; i < r->model->nunits; i++)
-    FB_TRY(fb_norm_add(r, s->u[i].g_shard.ptr, s->u[i].shard));
-  FB_TRY(fb_norm_finish(r, true));
   /* the slices need no zeroing: the next step's first reduce-scatter overwrites them */
-  for (int i = 0; i < r->model->nunits; i++) {
-    fsdp_unit *x = &s->u[i];
-    FB_TRY(fb_optim_update(r, i, (int64_t)r->rank * x->shard, x->shard, x->p_shard.ptr,
-                           x->g_shard.ptr, &x->optim, 0));
-  }
-  return FB_OK;
+  return fb_slices_step(r, slice_of);
 }
 
 static fb_status fsdp_read_params(fb_rank *r, int i, float *host) {
   fsdp_state *s = r->st;
   fsdp_unit *x = &s->u[i];
   fb_buf full = {0};
-  FB_TRY(fb_alloc(r->dev, (size_t)x->padded * 4, FB_MEM_TEMP, "readback", &full));
-  fb_status st = r->comm->ops->all_gather(r->comm, r->commst, x->p_shard.ptr, full.ptr,
-                                          (size_t)x->shard, FB_F32);
+  FB_TRY(fb_alloc(r->dev, (size_t)x->sl.padded * 4, FB_MEM_TEMP, "readback", &full));
+  fb_status st = r->comm->ops->all_gather(r->comm, r->commst, x->sl.p.ptr, full.ptr,
+                                          (size_t)x->sl.shard, FB_F32);
   if (st == FB_OK) st = fb_stream_sync(r->dev, r->commst);
   if (st == FB_OK && host) st = fb_read_range(r, full.ptr, r->model->units[i].numel, host);
   fb_free(r->dev, &full, NULL);

@@ -16,9 +16,8 @@
 #include "common.h"
 
 typedef struct ya_unit {
-  int64_t padded, shard;
-  fb_buf p_shard, g_shard, rs_tmp;
-  fb_optim_state optim;
+  fb_slice sl;        /* persistent slices: parameters, gradients, optimizer */
+  fb_buf rs_tmp;
   int slot;           /* parameter buffer holding it, -1 when not resident */
   bool gathering, acc_pending, acc_overwrite;
   fb_event *ev_gather, *ev_ready;
@@ -41,10 +40,8 @@ static void ya_teardown(fb_rank *r) {
   fb_device *d = r->dev;
   for (int i = 0; s->u && i < r->model->nunits; i++) {
     ya_unit *x = &s->u[i];
-    fb_free(d, &x->p_shard, NULL);
-    fb_free(d, &x->g_shard, NULL);
+    fb_slice_free(r, &x->sl);
     fb_free(d, &x->rs_tmp, NULL);
-    fb_optim_free(r, &x->optim);
     if (x->ev_gather) d->ops->event_destroy(d, x->ev_gather);
     if (x->ev_ready) d->ops->event_destroy(d, x->ev_ready);
   }
@@ -83,28 +80,17 @@ static fb_status ya_setup(fb_rank *r) {
     st = FB_ERR(FB_ENOMEM, "out of host memory (yafsdp units)");
     goto fail;
   }
-  fb_kctx k = fb_rank_kctx(r, r->compute, -1);
   int64_t max_all = 0, max_block = 0, max_shard = 0;
   for (int i = 0; i < m->nunits; i++) {
     ya_unit *x = &s->u[i];
-    x->padded = fb_round_up(m->units[i].numel, r->world);
-    x->shard = x->padded / r->world;
+    FB_CHECK_GOTO(st, fb_slice_init(r, i, &x->sl), fail);
     x->slot = -1;
-    if (x->padded > max_all) max_all = x->padded;
-    if (i > 0 && x->padded > max_block) max_block = x->padded;
-    if (x->shard > max_shard) max_shard = x->shard;
-    const size_t bytes = (size_t)x->shard * 4;
-    FB_CHECK_GOTO(st, fb_alloc(r->dev, bytes, FB_MEM_PARAM_SHARD, "params.shard", &x->p_shard),
-                  fail);
-    FB_CHECK_GOTO(st, fb_materialize_range(r, i, (int64_t)r->rank * x->shard, x->shard,
-                                           x->p_shard.ptr), fail);
-    FB_CHECK_GOTO(st, fb_alloc(r->dev, bytes, FB_MEM_GRAD_SHARD, "grads.shard", &x->g_shard),
-                  fail);
-    FB_CHECK_GOTO(st, fb_k_memset0(&k, "zero_grad", x->g_shard.ptr, bytes), fail);
+    if (x->sl.padded > max_all) max_all = x->sl.padded;
+    if (i > 0 && x->sl.padded > max_block) max_block = x->sl.padded;
+    if (x->sl.shard > max_shard) max_shard = x->sl.shard;
     if (n_micro > 1 || r->rdt != FB_F32)
-      FB_CHECK_GOTO(st, fb_alloc(r->dev, (size_t)x->shard * fb_dtype_size(r->rdt), FB_MEM_COMM,
+      FB_CHECK_GOTO(st, fb_alloc(r->dev, (size_t)x->sl.shard * fb_dtype_size(r->rdt), FB_MEM_COMM,
                                  "grads.rs_out", &x->rs_tmp), fail);
-    FB_CHECK_GOTO(st, fb_optim_alloc(r, x->shard, "optim.shard", &x->optim), fail);
     FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &x->ev_gather), fail);
     FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &x->ev_ready), fail);
   }
@@ -118,7 +104,7 @@ static fb_status ya_setup(fb_rank *r) {
     s->owner[b] = -1;
   }
   for (int b = 0; b < 3; b++) {
-    int64_t len = b < 2 ? max_block : s->u[0].padded;
+    int64_t len = b < 2 ? max_block : s->u[0].sl.padded;
     FB_CHECK_GOTO(st, fb_alloc(r->dev, (size_t)len * fb_psz(r), FB_MEM_GRAD_FULL,
                                b < 2 ? "grads.pingpong" : "grads.root", &s->gbuf[b]), fail);
     if (r->rdt != r->pdt)
@@ -146,15 +132,15 @@ static fb_status gather(fb_rank *r, int i) {
   s->owner[b] = i;
   x->slot = b;
   x->gathering = true;
-  void *send = x->p_shard.ptr;
+  void *send = x->sl.p.ptr;
   if (r->pdt != FB_F32) { /* the previous gather from this cast buffer was waited for */
-    FB_TRY(fb_to_pdt(r, i, s->pcast[b].ptr, x->p_shard.ptr, x->shard));
+    FB_TRY(fb_to_pdt(r, i, s->pcast[b].ptr, x->sl.p.ptr, x->sl.shard));
     send = s->pcast[b].ptr;
   }
   FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute)); /* shard as the optimizer left it */
   FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
   FB_TRY(fb_stream_wait(r->dev, r->commst, s->p_free[b])); /* previous occupant done */
-  FB_TRY(fb_all_gather(r->comm, r->commst, i, send, s->pbuf[b].ptr, (size_t)x->shard, r->pdt));
+  FB_TRY(fb_all_gather(r->comm, r->commst, i, send, s->pbuf[b].ptr, (size_t)x->sl.shard, r->pdt));
   return fb_event_record(r->dev, x->ev_gather, r->commst);
 }
 
@@ -202,7 +188,7 @@ static fb_status ya_pre_backward(fb_rank *r, int i) {
   }
   r->view[i].grads = s->gbuf[g].ptr;
   fb_kctx k = fb_rank_kctx(r, r->compute, i);
-  return fb_k_memset0(&k, "zero_grad", s->gbuf[g].ptr, (size_t)s->u[i].padded * fb_psz(r));
+  return fb_k_memset0(&k, "zero_grad", s->gbuf[g].ptr, (size_t)s->u[i].sl.padded * fb_psz(r));
 }
 
 static fb_status fold(fb_rank *r) {
@@ -215,7 +201,7 @@ static fb_status fold(fb_rank *r) {
   for (int i = 0; i < r->model->nunits; i++) {
     ya_unit *x = &s->u[i];
     if (!x->acc_pending) continue;
-    FB_TRY(fb_fold_reduced(r, i, x->g_shard.ptr, x->rs_tmp.ptr, x->shard, x->acc_overwrite));
+    FB_TRY(fb_fold_reduced(r, i, x->sl.g.ptr, x->rs_tmp.ptr, x->sl.shard, x->acc_overwrite));
     x->acc_pending = false;
   }
   return FB_OK;
@@ -231,13 +217,13 @@ static fb_status ya_post_backward(fb_rank *r, int i) {
   void *send = s->gbuf[g].ptr;
   if (r->rdt != r->pdt) { /* gcast[g] is free: its last reduction was waited for */
     fb_kctx k = fb_rank_kctx(r, r->compute, i);
-    FB_TRY(fb_k_cast(&k, s->gcast[g].ptr, r->rdt, send, r->pdt, (size_t)x->padded));
+    FB_TRY(fb_k_cast(&k, s->gcast[g].ptr, r->rdt, send, r->pdt, (size_t)x->sl.padded));
     send = s->gcast[g].ptr;
   }
   FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute)); /* gradients complete */
   FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
-  FB_TRY(fb_reduce_scatter(r->comm, r->commst, i, send, direct ? x->g_shard.ptr : x->rs_tmp.ptr,
-                           (size_t)x->shard, r->rdt));
+  FB_TRY(fb_reduce_scatter(r->comm, r->commst, i, send, direct ? x->sl.g.ptr : x->rs_tmp.ptr,
+                           (size_t)x->sl.shard, r->rdt));
   FB_TRY(fb_event_record(r->dev, s->g_free[g], r->commst));
   s->g_busy[g] = true;
   x->acc_pending = !direct;
@@ -246,19 +232,11 @@ static fb_status ya_post_backward(fb_rank *r, int i) {
   return FB_OK;
 }
 
+static fb_slice *slice_of(fb_rank *r, int i) { return &((ya_state *)r->st)->u[i].sl; }
+
 static fb_status ya_step(fb_rank *r) {
-  ya_state *s = r->st;
   FB_TRY(fold(r));
-  FB_TRY(fb_norm_begin(r));
-  for (int i = 0; i < r->model->nunits; i++)
-    FB_TRY(fb_norm_add(r, s->u[i].g_shard.ptr, s->u[i].shard));
-  FB_TRY(fb_norm_finish(r, true));
-  for (int i = 0; i < r->model->nunits; i++) {
-    ya_unit *x = &s->u[i];
-    FB_TRY(fb_optim_update(r, i, (int64_t)r->rank * x->shard, x->shard, x->p_shard.ptr,
-                           x->g_shard.ptr, &x->optim, 0));
-  }
-  return FB_OK;
+  return fb_slices_step(r, slice_of);
 }
 
 static fb_status ya_read_params(fb_rank *r, int i, float *host) {
@@ -270,12 +248,12 @@ static fb_status ya_read_params(fb_rank *r, int i, float *host) {
   void *full = s->pbuf[0].ptr;
   fb_status st = FB_OK;
   if (r->pdt != FB_F32) {
-    st = fb_alloc(r->dev, (size_t)x->padded * 4, FB_MEM_TEMP, "readback", &tmp);
+    st = fb_alloc(r->dev, (size_t)x->sl.padded * 4, FB_MEM_TEMP, "readback", &tmp);
     full = tmp.ptr;
   }
   if (st == FB_OK) st = fb_stream_wait(r->dev, r->commst, s->p_free[0]);
   if (st == FB_OK)
-    st = r->comm->ops->all_gather(r->comm, r->commst, x->p_shard.ptr, full, (size_t)x->shard,
+    st = r->comm->ops->all_gather(r->comm, r->commst, x->sl.p.ptr, full, (size_t)x->sl.shard,
                                   FB_F32);
   if (st == FB_OK) st = fb_stream_sync(r->dev, r->commst);
   if (st == FB_OK && host) st = fb_read_range(r, full, r->model->units[i].numel, host);
