@@ -3,7 +3,6 @@
  * 1 any other failure (one line with file:line context), 77 skipped (selftest without GPU).
  * Before anything else it makes sure the BLAS runs the right kernel for this CPU (some
  * libraries misdetect new CPUs): it sets the library's override variable and re-executes. */
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,10 +118,6 @@ static int cmd_run(int argc, char **argv, int first) {
 
 int main(int argc, char **argv) {
   maybe_reexec(argv);
-  /* keep freed activation blocks in the heap instead of returning them to the kernel every
-   * micro-step: the caching behaviour a device allocator has */
-  mallopt(M_MMAP_THRESHOLD, 1 << 30);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   setvbuf(stdout, NULL, _IOLBF, 0);
   const char *sub = argc > 1 ? argv[1] : "";
   if (!strcmp(sub, "prepare")) return cmd_prepare(argc, argv);

@@ -6,6 +6,8 @@
  *    stream it was recorded on, so a failure crosses streams through stream_wait/event_sync.
  *  - A failing host task poisons its stream: later tasks (except frees, records and stamps)
  *    are skipped, later syncs and waits return the first failure with its message.
+ *  - Memory comes from a caching pool (host_pool.h): freed blocks are kept for the next
+ *    request of the same size, so a step's buffers are not faulted in again every step.
  * Kernels are fb_cpu_kernels (engine/ops). This file does no math and no accounting. */
 #define _GNU_SOURCE
 #include "device_cpu.h"
@@ -22,6 +24,7 @@
 #include <time.h>
 
 #include "../ops/cpu_kernels.h"
+#include "host_pool.h"
 
 /* ---- clock ------------------------------------------------------------------------------ */
 
@@ -98,6 +101,7 @@ struct fb_event {
 #define MARK_CHUNK 4096
 #define MARK_NCHUNK 4096
 typedef struct cpu_impl {
+  fb_host_pool *pool;
   pthread_mutex_t mark_mu;
   uint64_t n_marks;
   _Atomic(double) *chunks[MARK_NCHUNK];
@@ -171,7 +175,7 @@ static void run_task(fb_stream *s, task *t) {
     break;
   }
   case T_STAMP: atomic_store_explicit(t->slot, fb_cpu_clock(), memory_order_relaxed); break;
-  case T_FREE: free(t->dst); break;
+  case T_FREE: fb_host_pool_put(impl_of(s->dev)->pool, t->dst, t->n); break;
   case T_MEMSET:
     if (healthy) memset(t->dst, 0, t->n);
     break;
@@ -242,15 +246,26 @@ static fb_status stream_status(fb_stream *s) {
 /* ---- device ops ------------------------------------------------------------------------- */
 
 static fb_status cpu_init(fb_device *d) {
+  fb_status st = FB_OK;
   cpu_impl *c = calloc(1, sizeof *c);
   if (!c) return FB_ERR(FB_ENOMEM, "cpu device: out of host memory");
+  if (!(c->pool = fb_host_pool_create())) {
+    st = FB_ERR(FB_ENOMEM, "cpu device: out of host memory for the allocator");
+    goto fail_impl;
+  }
   if (pthread_mutex_init(&c->mark_mu, NULL) != 0) {
-    free(c);
-    return FB_ERR(FB_EINTERNAL, "cpu device: pthread_mutex_init failed");
+    st = FB_ERR(FB_EINTERNAL, "cpu device: pthread_mutex_init failed");
+    goto fail_pool;
   }
   (void)fb_cpu_clock(); /* fix the epoch no later than the first device */
   d->impl = c;
   return FB_OK;
+
+fail_pool:
+  fb_host_pool_destroy(c->pool);
+fail_impl:
+  free(c);
+  return st;
 }
 
 static void cpu_fini(fb_device *d) {
@@ -258,14 +273,13 @@ static void cpu_fini(fb_device *d) {
   if (!c) return;
   for (int i = 0; i < MARK_NCHUNK; i++) free(c->chunks[i]);
   pthread_mutex_destroy(&c->mark_mu);
+  fb_host_pool_destroy(c->pool);
   free(c);
   d->impl = NULL;
 }
 
 static fb_status cpu_alloc(fb_device *d, size_t bytes, fb_mem_cat cat, void **out) {
-  size_t n = (bytes + 63) & ~(size_t)63;
-  if (n < bytes) return FB_ERR(FB_ENOMEM, "cpu device: allocation of %zu bytes overflows", bytes);
-  void *p = aligned_alloc(64, n);
+  void *p = fb_host_pool_get(impl_of(d)->pool, bytes);
   if (!p)
     return FB_ERR(FB_ENOMEM, "rank %d: host memory exhausted allocating %.2f MiB for %s",
                   d->rank, (double)bytes / (1024.0 * 1024.0), fb_mem_cat_name(cat));
@@ -275,8 +289,9 @@ static fb_status cpu_alloc(fb_device *d, size_t bytes, fb_mem_cat cat, void **ou
 
 static void cpu_free(fb_device *d, void *p, size_t bytes, fb_mem_cat cat, fb_stream *s) {
   if (!p) return;
+  fb_host_pool *pool = impl_of(d)->pool;
   if (!s || !s->worker) {
-    free(p);
+    fb_host_pool_put(pool, p, bytes);
     return;
   }
   task *t = calloc(1, sizeof *t);
@@ -285,11 +300,12 @@ static void cpu_free(fb_device *d, void *p, size_t bytes, fb_mem_cat cat, fb_str
     uint64_t seq = s->n_enq;
     pthread_mutex_unlock(&s->mu);
     (void)wait_seq(s, seq);
-    free(p);
+    fb_host_pool_put(pool, p, bytes);
     return;
   }
   t->kind = T_FREE;
   t->dst = p;
+  t->n = bytes;
   enqueue(s, t);
 }
 
