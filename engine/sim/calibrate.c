@@ -12,9 +12,10 @@
  *  - the slowdown of a GEMM while another thread streams memory (a comm worker's copies);
  *  - the local communicator (2 rank threads, each with its own cpu device), idle and while a
  *    GEMM thread per rank runs beside it (as in a step, where compute and comm share the
- *    cores): latency (smallest message) and bus bandwidth (log least squares over the sizes
- *    of a MiB and more) of all-gather, reduce-scatter and all-reduce through the cost model's
- *    ring formulas; the profile takes the medians measured under compute. (MPI is not measured: it needs a launcher; run mpirun with the executor.)
+ *    cores): latency per group barrier (smallest message) and the machine's copy bandwidth
+ *    (log least squares over the sizes of a MiB and more) of all-gather, reduce-scatter and
+ *    all-reduce, through the cost model's shared-memory formula (the bytes all ranks read
+ *    and write); the profile takes the medians measured under compute. (MPI is not measured: it needs a launcher; run mpirun with the executor.)
  * Timings are the lower quartile of repeated runs (robust to bursts of other load).
  * Writes the profile (default models/hardware/cpu.yaml) and prints what it measured. It does
  * not simulate anything. */
@@ -321,18 +322,14 @@ out:
   return NULL;
 }
 
-/* Full-buffer bytes a collective of per-rank `count` moves at W=2 (cost-model convention)
- * and its ring factor and hops. */
-static void comm_shape(fb_coll c, size_t count, double *bytes, double *factor, double *hops) {
-  if (c == FB_COLL_ALL_REDUCE) {
-    *bytes = 2.0 * count * sizeof(float); /* the all-reduce buffer: 2*count elements */
-    *factor = 1.0;                        /* 2(W-1)/W at W=2 */
-    *hops = 2;
-  } else {
-    *bytes = 2.0 * count * sizeof(float); /* gathered buffer */
-    *factor = 0.5;                        /* (W-1)/W */
-    *hops = 1;
-  }
+/* Payload of a calibration collective of per-rank `count` at W=2 in the cost model's
+ * convention (all-gather / reduce-scatter: the gathered buffer of 2*count elements;
+ * all-reduce: its buffer, also 2*count), the bytes the local communicator moves for it (all
+ * ranks together) and the group barriers it meets. */
+static void comm_shape(fb_coll c, size_t count, double *payload, double *moved, double *barriers) {
+  *payload = 2.0 * count * sizeof(float);
+  *moved = fb_cost_shared_memory_bytes(c, *payload, 2);
+  *barriers = fb_cost_shared_memory_barriers(c);
 }
 
 /* x rounded to 4 significant digits (0 stays 0). */
@@ -626,8 +623,8 @@ static void fit_gemm_curve(const double *s, const double *rate, int n, double pe
   }
 }
 
-/* Bus bandwidth for t(S) = t0 + factor * S / bw over the sizes after the first (latency from
- * the smallest), least squares on log t over a log grid of bw. */
+/* Bandwidth for t(S) = t0 + moved(S) / bw over the sizes after the first (latency from the
+ * smallest), least squares on log t over a log grid of bw. */
 static double fit_bandwidth(const double *t, const double *fbytes, int n, double t0) {
   double best = 1e9, best_err = INFINITY;
   for (double bw = 1e6; bw <= 1e13; bw *= 1.02) {
@@ -670,8 +667,8 @@ static void *spin_gemm(void *p) {
 }
 
 /* Runs the 2-rank comm benchmark (with a GEMM thread per rank when busy) and fits, per
- * collective, the latency per hop (smallest message) and the bus bandwidth (the sizes of a
- * MiB and more: what a step's collectives move). */
+ * collective, the latency per barrier (smallest message) and the copy bandwidth (the sizes of
+ * a MiB and more: what a step's collectives move). */
 static fb_status comm_measure(comm_bench *cb, bool busy, double launch, double lat[3],
                               double bw[3]) {
   fb_status st = FB_OK;
@@ -701,16 +698,16 @@ static fb_status comm_measure(comm_bench *cb, bool busy, double launch, double l
       goto out;
     }
   for (int ci = 0; ci < 3; ci++) {
-    double fb[NSIZES], t[NSIZES], b0, f0, h0;
+    double fb[NSIZES], t[NSIZES], p0, m0, h0;
     int n = 0;
     for (int si = 0; si < NSIZES; si++) {
-      double bytes, f, h;
-      comm_shape(comm_colls[ci], comm_counts[si], &bytes, &f, &h);
-      if (si > 0 && bytes < (1 << 20)) continue;
-      fb[n] = f * bytes;
+      double payload, moved, h;
+      comm_shape(comm_colls[ci], comm_counts[si], &payload, &moved, &h);
+      if (si > 0 && payload < (1 << 20)) continue;
+      fb[n] = moved;
       t[n++] = cb->t[ci][si];
     }
-    comm_shape(comm_colls[ci], comm_counts[0], &b0, &f0, &h0);
+    comm_shape(comm_colls[ci], comm_counts[0], &p0, &m0, &h0);
     lat[ci] = fmax(0.0, cb->t[ci][0] - launch) / h0;
     bw[ci] = fit_bandwidth(t, fb, n, cb->t[ci][0]);
   }
@@ -887,24 +884,25 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
     hw.intra_lat = hw.inter_lat = median(lat_s, 3);
     hw.intra_bw = hw.inter_bw = median(bw_s, 3);
     hw.coll_eff = 1.0; /* the fitted bandwidth is already the achieved one */
+    hw.shared_host = true; /* the shared-memory formula */
     if (!quiet) {
       printf("\n  local communicator, 2 ranks (threads), fp32, while each rank also runs GEMMs on "
-             "a compute thread (as in a step);\n  model = launch + hops*lat + factor*bytes/bw "
-             "fitted to the busy times\n");
+             "a compute thread (as in a step);\n  model = launch + barriers*lat + moved/bw "
+             "(bytes all ranks read and write) fitted to the busy times\n");
       printf("  %-15s %12s %12s %12s %9s\n", "collective", "bytes", "idle us", "busy us",
              "model us");
       for (int ci = 0; ci < 3; ci++)
         for (int si = 0; si < NSIZES; si++) {
-          double bytes, f, h;
-          comm_shape(comm_colls[ci], comm_counts[si], &bytes, &f, &h);
+          double bytes, moved, h;
+          comm_shape(comm_colls[ci], comm_counts[si], &bytes, &moved, &h);
           double model = fb_cost_collective(&hw, comm_colls[ci], bytes, 2);
           printf("  %-15s %12.0f %12.1f %12.1f %9.1f\n", fb_coll_name(comm_colls[ci]), bytes,
                  cb.t[ci][si] * 1e6, busy.t[ci][si] * 1e6, model * 1e6);
         }
-      printf("  lat us / bus GB/s  idle: all_gather %.1f / %.2f, reduce_scatter %.1f / %.2f, "
+      printf("  lat us / copy GB/s  idle: all_gather %.1f / %.2f, reduce_scatter %.1f / %.2f, "
              "all_reduce %.1f / %.2f\n", lat[0] * 1e6, bw[0] * 1e-9, lat[1] * 1e6, bw[1] * 1e-9,
              lat[2] * 1e6, bw[2] * 1e-9);
-      printf("  lat us / bus GB/s  busy: all_gather %.1f / %.2f, reduce_scatter %.1f / %.2f, "
+      printf("  lat us / copy GB/s  busy: all_gather %.1f / %.2f, reduce_scatter %.1f / %.2f, "
              "all_reduce %.1f / %.2f -> the median (profile)\n", blat[0] * 1e6, bbw[0] * 1e-9,
              blat[1] * 1e6, bbw[1] * 1e-9, blat[2] * 1e6, bbw[2] * 1e-9);
     }

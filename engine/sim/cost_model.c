@@ -5,6 +5,12 @@
  *  - collectives: ring (and, for all-reduce / barrier, a tree alternative: like NCCL's tuner
  *    we take the cheaper), hierarchical when the ranks span nodes: the intra-node and the
  *    network stages pipeline, so the slower stage's bandwidth term bounds, both latencies add.
+ *    On a shared host (the local communicator: ranks are threads of one machine) the
+ *    collective is its own algorithm instead: every rank copies or reduces whole buffers
+ *    through the one memory system, so the bytes all ranks move, over the machine's copy
+ *    bandwidth, plus one latency per group barrier.
+ *  - world 1: a collective into another buffer is a device copy (NCCL and the local
+ *    communicator both copy); broadcast and barrier cost nothing.
  * It keeps no state and knows nothing about streams (device_sim.c does). */
 #include "cost_model.h"
 
@@ -80,9 +86,47 @@ static double combine(stage intra, stage inter) {
   return intra.lat + inter.lat + fmax(intra.bw_s, inter.bw_s);
 }
 
+/* Bytes every rank together reads and writes in the local communicator's algorithm
+ * (engine/comm/comm_local.c) for a payload S over W ranks: all-gather copies all W shards
+ * into each rank's buffer (2S per rank); reduce-scatter and reduce sum a 1/W chunk of W
+ * buffers (S read + S/W written per rank); all-reduce reduces a chunk, then copies the W-1
+ * others' chunks (S + S/W + 2(W-1)S/W per rank); broadcast copies S into every non-root. */
+double fb_cost_shared_memory_bytes(fb_coll coll, double bytes, int world) {
+  double S = bytes, W = world;
+  switch (coll) {
+  case FB_COLL_ALL_GATHER: return 2.0 * S * W;
+  case FB_COLL_REDUCE_SCATTER:
+  case FB_COLL_REDUCE: return S * (W + 1.0);
+  case FB_COLL_ALL_REDUCE: return S * (3.0 * W - 1.0);
+  case FB_COLL_BROADCAST: return 2.0 * S * (W - 1.0);
+  default: return 0; /* barrier */
+  }
+}
+
+/* Group barriers the local communicator meets per collective: one to publish the buffers and
+ * one to finish; all-reduce one more between its reduce and copy phases. */
+double fb_cost_shared_memory_barriers(fb_coll coll) {
+  switch (coll) {
+  case FB_COLL_BARRIER: return 1;
+  case FB_COLL_ALL_REDUCE: return 3;
+  default: return 2;
+  }
+}
+
+/* A collective over 1 rank: a copy of the buffer (read + write) unless nothing moves. */
+static double single_rank_seconds(const fb_hardware *hw, fb_coll coll, double bytes) {
+  if (coll == FB_COLL_BROADCAST || coll == FB_COLL_BARRIER || !(bytes > 0)) return 0;
+  double bw = fb_hardware_kernel_bw(hw, "copy_d2d");
+  if (!(bw > 0)) bw = hw->mem_bw * hw->mem_eff;
+  return hw->launch_s + 2.0 * bytes / bw;
+}
+
 double fb_cost_collective(const fb_hardware *hw, fb_coll coll, double bytes, int world) {
-  if (world <= 1) return 0;
   if (bytes < 0) bytes = 0;
+  if (world <= 1) return single_rank_seconds(hw, coll, bytes);
+  if (hw->shared_host) /* intra_bw: the machine's copy bandwidth left to collectives */
+    return hw->launch_s + fb_cost_shared_memory_barriers(coll) * hw->intra_lat +
+           fb_cost_shared_memory_bytes(coll, bytes, world) / (hw->intra_bw * hw->coll_eff);
   int g = hw->devices_per_node < world ? hw->devices_per_node : world; /* ranks per node */
   int nodes = (world + g - 1) / g;
   double intra_bw = hw->intra_bw * hw->coll_eff;
@@ -126,8 +170,7 @@ double fb_cost_seconds(const fb_hardware *hw, const fb_op_cost *c, int world) {
   case FB_OP_OPTIM: return memory_seconds(hw, c, world);
   case FB_OP_COLL: {
     int w = c->world > 0 ? c->world : world;
-    if (w <= 1) return 0;
-    return fb_cost_collective(hw, c->coll, coll_payload(c, w), w);
+    return fb_cost_collective(hw, c->coll, coll_payload(c, w < 1 ? 1 : w), w < 1 ? 1 : w);
   }
   default: return 0;
   }

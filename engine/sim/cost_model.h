@@ -15,7 +15,14 @@ double fb_cost_seconds(const fb_hardware *hw, const fb_op_cost *c, int world);
 /* GEMM efficiency for a product of cube-root size s = cbrt(m*n*k*batch): max * s / (s + half). */
 double fb_cost_gemm_efficiency(const fb_hardware *hw, double size);
 /* A collective of `bytes` payload (all-gather / reduce-scatter: the full gathered buffer;
- * all-reduce, broadcast, reduce: the buffer) over `world` ranks. */
+ * all-reduce, broadcast, reduce: the buffer) over `world` ranks. World 1 is a device copy
+ * (broadcast and barrier: 0). */
 double fb_cost_collective(const fb_hardware *hw, fb_coll coll, double bytes, int world);
+/* Bytes all ranks together read and write in a shared-memory collective (the local
+ * communicator's algorithm; shared_host profiles) of `bytes` payload over `world` ranks. */
+double fb_cost_shared_memory_bytes(fb_coll coll, double bytes, int world);
+/* Group barriers (latencies) a shared-memory collective meets: barrier 1, all-reduce 3,
+ * the others 2. */
+double fb_cost_shared_memory_barriers(fb_coll coll);
 
 #endif
