@@ -1,6 +1,7 @@
 /* calibrate (quick): every measured figure is positive and within physical bounds (the GEMM
- * curve never beats the FMA peak, the fitted profile validates), the written profile loads
- * back to the same values and the simulator accepts it; bad flags are usage errors. */
+ * curve never beats the FMA peak, the fitted profile validates), the in-step phase fed the
+ * kernel table with the ops a training step issues, the written profile loads back to the
+ * same values and the simulator accepts it; bad flags are usage errors. */
 #include <stdio.h>
 #include <string.h>
 
@@ -26,6 +27,11 @@ int main(void) {
   CHECK(!hw.host_runs_ahead && hw.shared_host && hw.devices_per_node == 1, "cpu modes");
   CHECK(hw.mem_capacity > ((int64_t)1 << 28), "memory %lld", (long long)hw.mem_capacity);
   CHECK_OK(fb_hardware_validate(&hw, "calibrated"));
+  /* ops only a training step issues (no micro-benchmark has these names): the in-step runs
+   * measured them */
+  const char *step_ops[] = {"zero_grad", "layernorm_fwd", "gelu_bwd", "adamw", "grad_norm"};
+  for (size_t i = 0; i < sizeof step_ops / sizeof *step_ops; i++)
+    CHECK(fb_hardware_kernel_bw(&hw, step_ops[i]) > 1e6, "no in-step rate for %s", step_ops[i]);
   const char *path = "/tmp/fb_test_calibrate.yaml";
   CHECK_OK(fb_hardware_write(path, &hw, "test"));
   fb_hardware back;

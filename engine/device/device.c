@@ -5,6 +5,7 @@
 #include "device.h"
 
 #include <assert.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,6 +182,12 @@ const char *fb_coll_name(fb_coll c) {
       [FB_COLL_ALL_REDUCE] = "all_reduce", [FB_COLL_BROADCAST] = "broadcast",
       [FB_COLL_REDUCE] = "reduce",         [FB_COLL_BARRIER] = "barrier"};
   return (c >= 0 && c < FB_NCOLL) ? n[c] : "?";
+}
+
+double fb_op_gemm_size(const fb_op_cost *c) {
+  if (c->m > 0 && c->n > 0 && c->k > 0)
+    return cbrt((double)c->m * (double)c->n * (double)c->k * (double)(c->batch > 0 ? c->batch : 1));
+  return cbrt(c->flops / 2.0);
 }
 
 double fb_coll_bytes(fb_coll c, int64_t count, fb_dtype t, int world) {

@@ -168,6 +168,9 @@ static inline double fb_now(fb_device *d) { return d->ops->now(d); }
  * broadcast and reduce count*size. bus bytes (what one rank sends on a ring) are
  * fb_coll_wire_bytes. */
 double fb_coll_bytes(fb_coll c, int64_t count, fb_dtype t, int world);
+/* The size that sets a matrix product's efficiency: cbrt(m * n * k * batch), or
+ * cbrt(flops / 2) when the shape is unset. The cost model and calibration share it. */
+double fb_op_gemm_size(const fb_op_cost *c);
 double fb_coll_wire_bytes(fb_coll c, int64_t count, fb_dtype t, int world);
 
 #endif

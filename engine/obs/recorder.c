@@ -183,7 +183,9 @@ void fb_recorder_op(fb_recorder *r, fb_stream *s, const fb_op_cost *c, int unit,
   memset(p, 0, sizeof *p);
   p->op = (fb_rec_op){.name = c->name ? c->name : "op", .stream = id, .unit = unit,
                       .step = r->step, .micro = r->micro, .kind = c->kind, .coll = c->coll,
-                      .bytes = c->bytes, .flops = c->flops};
+                      .bytes = c->bytes, .flops = c->flops,
+                      .size = c->kind == FB_OP_GEMM || c->kind == FB_OP_ATTN ? fb_op_gemm_size(c)
+                                                                              : 0};
   p->k0 = t0;
   p->k1 = t1;
   p->world = c->world;

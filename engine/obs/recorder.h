@@ -30,6 +30,7 @@ typedef struct fb_rec_op {
   fb_op_kind kind;
   fb_coll coll;
   double bytes, flops;
+  double size;          /* GEMM / attention: fb_op_gemm_size (what sets its efficiency) */
 } fb_rec_op;
 
 typedef struct fb_rec_mem {

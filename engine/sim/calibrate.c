@@ -9,6 +9,9 @@
  *  - per-kernel overhead (a 16-element kernel);
  *  - each memory-bound kernel of the cpu table at the debug and gpt2-124m shapes: its achieved
  *    rate of the bytes its wrapper counts (the profile's kernel_gbs table);
+ *  - then, in situ (calibrate_steps.c), short single-rank training runs whose recorded ops
+ *    refit the GEMM curve, the attention efficiency and the kernel table: what the
+ *    simulator costs is kernels as a step runs them, not repeated on warm buffers;
  *  - the slowdown of a GEMM while another thread streams memory (a comm worker's copies);
  *  - the local communicator (2 rank threads, each with its own cpu device), idle and while a
  *    GEMM thread per rank runs beside it (as in a step, where compute and comm share the
@@ -601,7 +604,7 @@ out:
 /* rate(s) = peak * E * s / (s + h), least squares on log(rate) (relative errors, so neither
  * the big nor the small shapes dominate): for each h on a log grid the best log E is the mean
  * residual; E is capped at 1. */
-static void fit_gemm_curve(const double *s, const double *rate, int n, double peak, double *E,
+void fb_calibrate_fit_gemm(const double *s, const double *rate, int n, double peak, double *E,
                            double *h) {
   double best_err = INFINITY;
   *E = 1;
@@ -813,7 +816,7 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
     peak = best_gemm;
     hw.peak_fp32 = hw.peak_bf16 = peak;
   }
-  fit_gemm_curve(gs, grate, NPT, peak, &hw.gemm_max_eff, &hw.gemm_half_size);
+  fb_calibrate_fit_gemm(gs, grate, NPT, peak, &hw.gemm_max_eff, &hw.gemm_half_size);
 
   /* attention fwd+bwd (gpt2-124m heads) against the GEMM curve at its size */
   {
@@ -915,9 +918,13 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
   hw.host_runs_ahead = false; /* the cpu device runs compute on the calling thread */
   hw.shared_host = true;      /* local ranks are threads of this one machine */
 
+  /* the compute figures a step sees: refit on the ops of real single-rank steps */
+  FB_CHECK_GOTO(st, fb_calibrate_in_step(&hw, threads, o->quick, quiet), out);
+
   if (!quiet) {
-    printf("\n  sgemm through the cpu device (matmul_fwd), fit: rate = peak * %.3f * s / (s + %.0f)"
-           ", s = cbrt(m*n*k)\n", hw.gemm_max_eff, hw.gemm_half_size);
+    printf("\n  sgemm through the cpu device (matmul_fwd) repeated on warm buffers, against the "
+           "in-step fit rate = peak * %.3f * s / (s + %.0f), s = cbrt(m*n*k)\n", hw.gemm_max_eff,
+           hw.gemm_half_size);
     printf("  %6s %6s %6s %12s %12s %9s %12s %12s %9s\n", "N", "C", "OC", "fwd GFLOP/s",
            "model", "error %", "bwd GFLOP/s", "model", "error %");
     for (int i = 0; i < NSH; i++) {

@@ -22,4 +22,13 @@ typedef struct fb_calib_opts {
 /* Measures and fills `out` (name "cpu"); prints the table to stdout unless quiet. */
 fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out);
 
+/* Refits hw's GEMM curve, attention efficiency and kernel_gbs on the ops of short single-rank
+ * training runs on the cpu executor with `threads` threads (calibrate_steps.c). Keeps the
+ * peak, bandwidths, launch overhead, overlap slowdown and communicator figures. */
+fb_status fb_calibrate_in_step(fb_hardware *hw, int threads, bool quick, bool quiet);
+
+/* rate(s) = peak * E * s / (s + h) fitted to n points (least squares on log rate); E <= 1. */
+void fb_calibrate_fit_gemm(const double *s, const double *rate, int n, double peak, double *E,
+                           double *h);
+
 #endif

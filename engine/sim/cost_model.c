@@ -27,12 +27,7 @@ static double rank_share(const fb_hardware *hw, int world) {
 }
 
 static double gemm_seconds(const fb_hardware *hw, const fb_op_cost *c, int world) {
-  double size;
-  if (c->m > 0 && c->n > 0 && c->k > 0)
-    size = cbrt((double)c->m * (double)c->n * (double)c->k * (double)(c->batch > 0 ? c->batch : 1));
-  else
-    size = cbrt(c->flops / 2.0);
-  double eff = fb_cost_gemm_efficiency(hw, size);
+  double eff = fb_cost_gemm_efficiency(hw, fb_op_gemm_size(c));
   if (c->kind == FB_OP_ATTN) eff *= hw->attn_eff;
   double share = rank_share(hw, world);
   double t_compute = c->flops / (fb_hardware_peak(hw, c->dtype) * share * eff);

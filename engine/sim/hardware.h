@@ -16,7 +16,7 @@
  * launch + bytes / gbs (bytes as its wrapper counts them) instead of the bandwidth roofline.
  * On a CPU several "memory-bound" kernels are compute-bound (exp/tanh, division, integer
  * binning); `calibrate` measures each. */
-#define FB_HW_MAX_KERNELS 32
+#define FB_HW_MAX_KERNELS 64
 typedef struct fb_hw_kernel {
   char name[32];  /* the op name the kernel wrapper records ("gelu_fwd", "adamw", ...) */
   double bw;      /* achieved bytes/s of the wrapper's byte count, on one whole device */
