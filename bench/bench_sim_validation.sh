@@ -1,48 +1,77 @@
 #!/usr/bin/env bash
 # Benchmark (issue "simulate"): the simulator against execution on this machine. For the debug
 # and gpt2-124m models, every strategy and W in {1, 2, 4} (local communicator, ranks are threads
-# sharing the 2 cores), the executed median step time on `cpu` and the step time predicted by
+# sharing the 2 cores): the executed median step time on `cpu` and the step time predicted by
 # `sim` with a profile of this machine, and the error of each; then the median and worst
 # error. Peak memory is compared too (it must be equal).
+#
 # The profile is measured by `fsdpbench calibrate` at the start of this same run (this
 # machine's speed drifts between hours and its CPU model between sessions: a profile from
-# another day validates nothing); --profile FILE uses a saved one instead.
-# Usage: bash bench/bench_sim_validation.sh [--quick] [--profile FILE]
+# another day validates nothing); --profile FILE uses a saved one instead. calibrate's
+# in-step runs use other token counts (debug 4x128, gpt2-124m 2x64) than these (8x128, 4x64).
+# Each executed configuration runs --reps times (default 3) in interleaved passes over all
+# configurations, so a slow minute hits every row alike; the table shows the median of the
+# runs' step times and their spread ((max - min) / median).
+# Usage: bash bench/bench_sim_validation.sh [--quick] [--reps N] [--profile FILE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-models="debug gpt2-124m"; prof=""
+models="debug gpt2-124m"; prof=""; reps=3
 while [ $# -gt 0 ]; do
   case "$1" in
-    --quick) models=debug ;;
+    --quick) models=debug; reps=1 ;;
+    --reps) reps="$2"; shift ;;
     --profile) prof="$2"; shift ;;
-    *) echo "bench_sim_validation.sh: unknown argument '$1' (allowed: --quick, --profile FILE)" >&2; exit 2 ;;
+    *) echo "bench_sim_validation.sh: unknown argument '$1' (allowed: --quick, --reps N, --profile FILE)" >&2; exit 2 ;;
   esac
   shift
 done
+case "$reps" in ''|*[!0-9]*|0) echo "bench_sim_validation.sh: --reps '$reps' must be a positive integer" >&2; exit 2 ;; esac
 if [ -z "$prof" ]; then
   prof="$T/cpu.yaml"
   ./fsdpbench calibrate --threads 2 --out "$prof" | grep -E '^calibrate: (wrote|warning)' >&2
 fi
-printf '%-10s %-7s %2s %11s %11s %8s %12s\n' model strategy W "measured ms" "predicted" "error" "peak equal"
-: >"$T/errs"
+
+configs=()
 for m in $models; do
-  if [ $m = debug ]; then shape="--batch 8 --seq 128 --steps 6"; else shape="--batch 4 --seq 64 --steps 4"; fi
   for s in single ddp zero3 fsdp yafsdp; do
     for w in 1 2 4; do
       [ $s = single ] && [ $w != 1 ] && continue
-      args="--model $m --strategy $s --world $w $shape --threads 2 --quiet"
-      ./fsdpbench --backend cpu $args --out "$T/x" >/dev/null
-      ./fsdpbench --backend sim --hardware "$prof" $args --out "$T/p" >/dev/null
-      meas=$(awk -F, '$1=="mean" {print $2}' "$T/x/summary.csv")
-      pred=$(awk -F, '$1=="mean" {print $2}' "$T/p/summary.csv")
-      pk_x=$(awk -F, '$1=="0" && $2=="total" {print $3}' "$T/x/memory.csv")
-      pk_p=$(awk -F, '$1=="0" && $2=="total" {print $3}' "$T/p/memory.csv")
-      eq=no; [ "$pk_x" = "$pk_p" ] && eq=yes
-      err=$(awk -v a="$meas" -v b="$pred" 'BEGIN { printf "%.1f", 100 * (b - a) / a }')
-      echo "${err#-}" >>"$T/errs"
-      printf '%-10s %-7s %2d %11.1f %11.1f %7s%% %12s\n' $m $s $w "$meas" "$pred" "$err" $eq
+      configs+=("$m $s $w")
     done
   done
+done
+args_of() { # model strategy world
+  local shape="--batch 4 --seq 64 --steps 5"
+  [ "$1" = debug ] && shape="--batch 8 --seq 128 --steps 6"
+  echo "--model $1 --strategy $2 --world $3 $shape --threads 2 --quiet"
+}
+
+# predictions (deterministic: once)
+for i in "${!configs[@]}"; do
+  ./fsdpbench --backend sim --hardware "$prof" $(args_of ${configs[$i]}) --out "$T/p$i" >/dev/null
+done
+# executions: interleaved passes
+for r in $(seq 1 "$reps"); do
+  for i in "${!configs[@]}"; do
+    ./fsdpbench --backend cpu $(args_of ${configs[$i]}) --out "$T/x$i.$r" >/dev/null
+    awk -F, '$1=="mean" {print $2}' "$T/x$i.$r/summary.csv" >>"$T/t$i"
+  done
+done
+
+printf '%-10s %-7s %2s %11s %8s %11s %8s %11s\n' model strategy W "measured ms" "spread" "predicted" "error" "peak equal"
+: >"$T/errs"
+for i in "${!configs[@]}"; do
+  read -r m s w <<<"${configs[$i]}"
+  read -r meas spread < <(sort -g "$T/t$i" | awk '{ a[NR] = $1 } END {
+    med = NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2
+    printf "%.3f %.1f\n", med, 100 * (a[NR] - a[1]) / med }')
+  pred=$(awk -F, '$1=="mean" {print $2}' "$T/p$i/summary.csv")
+  pk_x=$(awk -F, '$1=="0" && $2=="total" {print $3}' "$T/x$i.1/memory.csv")
+  pk_p=$(awk -F, '$1=="0" && $2=="total" {print $3}' "$T/p$i/memory.csv")
+  eq=no; [ "$pk_x" = "$pk_p" ] && eq=yes
+  err=$(awk -v a="$meas" -v b="$pred" 'BEGIN { printf "%.1f", 100 * (b - a) / a }')
+  echo "${err#-}" >>"$T/errs"
+  printf '%-10s %-7s %2d %11.1f %7s%% %11.1f %7s%% %11s\n' $m $s $w "$meas" "$spread" "$pred" "$err" $eq
 done
 sort -g "$T/errs" | awk '{ a[NR] = $1 } END { printf "\n|error|: median %.1f%%, worst %.1f%% over %d configurations\n", (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2), a[NR], NR }'
