@@ -961,32 +961,49 @@ static double gemm_score(const fb_hardware *hw) {
   return hw->peak_fp32 * fb_cost_gemm_efficiency(hw, 1024.0);
 }
 
-/* Merges run `r` into `best`: other work on a shared machine only ever slows a measurement,
- * so the fastest of the runs is the closest to the idle machine. The compute figures (peak,
- * GEMM curve, attention, overlap slowdown) come together from the run whose GEMMs were
- * fastest; every kernel rate, bandwidth and latency is the best any run measured. */
-static void merge_runs(fb_hardware *best, const fb_hardware *r) {
-  fb_hardware m = *best;
-  if (gemm_score(r) > gemm_score(best)) {
-    m.peak_fp32 = r->peak_fp32;
-    m.peak_bf16 = r->peak_bf16;
-    m.gemm_max_eff = r->gemm_max_eff;
-    m.gemm_half_size = r->gemm_half_size;
-    m.attn_eff = r->attn_eff;
-    m.overlap_slowdown = r->overlap_slowdown;
+/* Index of the run with the median of key(run) (the lower middle for an even count). */
+static int median_run(const fb_hardware *runs, int n, double (*key)(const fb_hardware *)) {
+  int best = 0;
+  for (int i = 0; i < n; i++) {
+    int below = 0, equal_before = 0;
+    for (int j = 0; j < n; j++) {
+      if (key(&runs[j]) < key(&runs[i])) below++;
+      else if (key(&runs[j]) == key(&runs[i]) && j < i) equal_before++;
+    }
+    if (below + equal_before == (n - 1) / 2) best = i;
   }
-  if (r->mem_bw > m.mem_bw) {
-    m.mem_bw = r->mem_bw;
-    m.mem_eff = r->mem_eff;
+  return best;
+}
+
+static double key_mem(const fb_hardware *h) { return h->mem_bw; }
+static double key_launch(const fb_hardware *h) { return h->launch_s; }
+static double key_comm(const fb_hardware *h) { return h->intra_bw; }
+
+/* The median of n runs, figure by figure: a step on this machine meets its typical speed, not
+ * its best minute (the fastest of three runs predicted steps ~2x too fast here). Figures that
+ * belong together come from one run: the compute figures (peak, GEMM curve, attention,
+ * overlap slowdown) from the run with the median large-GEMM rate, the memory bandwidth with its
+ * efficiency, the communicator's bandwidth with its latency. Each kernel rate is the median
+ * of the runs that measured that kernel. */
+static void median_of_runs(const fb_hardware *runs, int n, fb_hardware *out) {
+  fb_hardware m = runs[median_run(runs, n, gemm_score)];
+  const fb_hardware *mb = &runs[median_run(runs, n, key_mem)];
+  m.mem_bw = mb->mem_bw;
+  m.mem_eff = mb->mem_eff;
+  m.launch_s = runs[median_run(runs, n, key_launch)].launch_s;
+  const fb_hardware *cm = &runs[median_run(runs, n, key_comm)];
+  m.intra_bw = m.inter_bw = cm->intra_bw;
+  m.intra_lat = m.inter_lat = cm->intra_lat;
+  for (int k = 0; k < m.nkernels; k++) {
+    double v[100];
+    int nv = 0;
+    for (int r = 0; r < n && nv < 100; r++) {
+      double bw = fb_hardware_kernel_bw(&runs[r], m.kernels[k].name);
+      if (bw > 0) v[nv++] = bw;
+    }
+    if (nv > 0) m.kernels[k].bw = median(v, nv);
   }
-  m.launch_s = fmin(m.launch_s, r->launch_s);
-  m.intra_bw = m.inter_bw = fmax(m.intra_bw, r->intra_bw);
-  m.intra_lat = m.inter_lat = fmin(m.intra_lat, r->intra_lat);
-  for (int i = 0; i < m.nkernels && i < r->nkernels; i++) {
-    assert(!strcmp(m.kernels[i].name, r->kernels[i].name));
-    m.kernels[i].bw = fmax(m.kernels[i].bw, r->kernels[i].bw);
-  }
-  *best = m;
+  *out = m;
 }
 
 static int usage(const char *msg) {
@@ -1011,8 +1028,8 @@ int fb_calibrate_main(int argc, char **argv) {
       printf("usage: fsdpbench calibrate [--out FILE] [--threads N] [--repeat N] [--quick]\n"
              "Measures this machine (GEMM curve, memory bandwidth, kernel overhead, per-kernel\n"
              "rates, local communicator) and writes a hardware profile (default\n"
-             "models/hardware/cpu.yaml). --repeat N: N runs, keeping the fastest figures (other\n"
-             "work on a shared machine only slows a measurement).\n");
+             "models/hardware/cpu.yaml). --repeat N: N runs, keeping the median of each figure\n"
+             "(a step meets this machine's typical speed, not its best minute).\n");
       return 0;
     }
     if (a[nlen] == '=')
@@ -1050,20 +1067,21 @@ int fb_calibrate_main(int argc, char **argv) {
   }
   if (!path[0]) snprintf(path, sizeof path, "%s/models/hardware/cpu.yaml", fb_data_root());
   fb_hardware hw;
+  fb_hardware *runs = calloc((size_t)repeat, sizeof *runs);
+  if (!runs) {
+    fprintf(stderr, "fsdpbench calibrate: error: out of host memory\n");
+    return FB_ENOMEM;
+  }
   double t0 = now_s();
   fb_status st = FB_OK;
   for (int run = 0; run < repeat && st == FB_OK; run++) {
-    fb_hardware r;
     if (repeat > 1) printf("\ncalibrate: run %d of %d\n", run + 1, repeat);
-    st = fb_calibrate(&o, false, &r);
-    if (st != FB_OK) break;
-    if (run == 0)
-      hw = r;
-    else
-      merge_runs(&hw, &r);
+    st = fb_calibrate(&o, false, &runs[run]);
   }
+  if (st == FB_OK) median_of_runs(runs, repeat, &hw);
+  free(runs);
   if (st == FB_OK && repeat > 1)
-    printf("\ncalibrate: kept the fastest of %d runs: peak %.1f GFLOP/s, GEMM curve %.3f, %.0f, "
+    printf("\ncalibrate: the median of %d runs: peak %.1f GFLOP/s, GEMM curve %.3f, %.0f, "
            "communicator %.2f GB/s, %.1f us\n", repeat, hw.peak_fp32 * 1e-9, hw.gemm_max_eff,
            hw.gemm_half_size, hw.intra_bw * 1e-9, hw.intra_lat * 1e6);
   if (st == FB_OK) {
