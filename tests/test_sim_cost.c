@@ -6,6 +6,7 @@
  * device copy (broadcast and barrier nothing), bf16 halves the bytes; bad profiles (missing key, unknown key, negative bandwidth, bad bool, malformed
  * YAML) fail with FB_EUSAGE naming the key. */
 #include <dirent.h>
+#include <stdbool.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,14 +120,19 @@ static void check_monotonic(const fb_hardware *base) {
 }
 
 /* World 1: a collective into another buffer is one device copy (read + write of the
- * buffer), at the profile's copy_d2d rate when it lists one; broadcast and barrier are free. */
+ * buffer), at the profile's copy_d2d rate when it lists one; broadcast and barrier are free.
+ * On a shared host: the comm thread's hand-off (one latency) and the same copy at the
+ * communicator's bandwidth. */
 static void check_world1(const fb_hardware *hw) {
   double bw = fb_hardware_kernel_bw(hw, "copy_d2d");
   if (!(bw > 0)) bw = hw->mem_bw * hw->mem_eff;
+  if (hw->shared_host) bw = hw->intra_bw * hw->coll_eff;
   for (size_t ci = 0; ci < sizeof colls / sizeof colls[0]; ci++) {
     fb_op_cost c = coll_op(colls[ci], 1 << 20, FB_F32, 1);
-    double want = colls[ci] == FB_COLL_BROADCAST || colls[ci] == FB_COLL_BARRIER
-                      ? 0 : hw->launch_s + 2.0 * 4.0 * (1 << 20) / bw;
+    bool moves = colls[ci] != FB_COLL_BROADCAST && colls[ci] != FB_COLL_BARRIER;
+    double want = hw->shared_host ? hw->launch_s + hw->intra_lat + (moves ? 8.0 * (1 << 20) / bw : 0)
+                  : moves         ? hw->launch_s + 8.0 * (1 << 20) / bw
+                                  : 0;
     CHECK_CLOSE(fb_cost_seconds(hw, &c, 1), want, 1e-12, 0);
   }
 }

@@ -9,8 +9,10 @@
  *    collective is its own algorithm instead: every rank copies or reduces whole buffers
  *    through the one memory system, so the bytes all ranks move, over the machine's copy
  *    bandwidth, plus one latency per group barrier.
- *  - world 1: a collective into another buffer is a device copy (NCCL and the local
- *    communicator both copy); broadcast and barrier cost nothing.
+ *  - world 1: a collective into another buffer is a device copy (NCCL copies); broadcast and
+ *    barrier cost nothing. On a shared host the local communicator still hands the collective
+ *    to its comm thread and runs its copy or reduce loop there: the shared-memory formula at
+ *    W = 1 with one latency (the hand-off; no partner to meet).
  * It keeps no state and knows nothing about streams (device_sim.c does). */
 #include "cost_model.h"
 
@@ -118,10 +120,11 @@ static double single_rank_seconds(const fb_hardware *hw, fb_coll coll, double by
 
 double fb_cost_collective(const fb_hardware *hw, fb_coll coll, double bytes, int world) {
   if (bytes < 0) bytes = 0;
-  if (world <= 1) return single_rank_seconds(hw, coll, bytes);
   if (hw->shared_host) /* intra_bw: the machine's copy bandwidth left to collectives */
-    return hw->launch_s + fb_cost_shared_memory_barriers(coll) * hw->intra_lat +
-           fb_cost_shared_memory_bytes(coll, bytes, world) / (hw->intra_bw * hw->coll_eff);
+    return hw->launch_s + (world > 1 ? fb_cost_shared_memory_barriers(coll) : 1) * hw->intra_lat +
+           fb_cost_shared_memory_bytes(coll, bytes, world > 1 ? world : 1) /
+               (hw->intra_bw * hw->coll_eff);
+  if (world <= 1) return single_rank_seconds(hw, coll, bytes);
   int g = hw->devices_per_node < world ? hw->devices_per_node : world; /* ranks per node */
   int nodes = (world + g - 1) / g;
   double intra_bw = hw->intra_bw * hw->coll_eff;

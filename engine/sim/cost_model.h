@@ -16,7 +16,8 @@ double fb_cost_seconds(const fb_hardware *hw, const fb_op_cost *c, int world);
 double fb_cost_gemm_efficiency(const fb_hardware *hw, double size);
 /* A collective of `bytes` payload (all-gather / reduce-scatter: the full gathered buffer;
  * all-reduce, broadcast, reduce: the buffer) over `world` ranks. World 1 is a device copy
- * (broadcast and barrier: 0). */
+ * (broadcast and barrier: 0); on a shared host the shared-memory formula at W = 1 with one
+ * latency (the comm thread's hand-off). */
 double fb_cost_collective(const fb_hardware *hw, fb_coll coll, double bytes, int world);
 /* Bytes all ranks together read and write in a shared-memory collective (the local
  * communicator's algorithm; shared_host profiles) of `bytes` payload over `world` ranks. */
