@@ -36,11 +36,11 @@ log() { printf 'make_plots: [%4ds] %s\n' $((SECONDS - T0)) "$*"; }
 STRATS=ddp,zero3,fsdp,yafsdp
 if [ "$QUICK" = 1 ]; then
   EXEC_STEPS=3; EXEC_SEQ=64; EXEC_W=2
-  SWEEP_WORLDS=1,2; SWEEP_SEQS=64; SWEEP_STEPS=3; SWEEP_STRATS=ddp,fsdp
+  SWEEP_WORLDS=1,2; SWEEP_SEQS=64; SWEEP_STEPS=3; SWEEP_STRATS=ddp,fsdp; SWEEP_REPS=1
   SIM_WORLDS="1 8 64 1024"
 else
   EXEC_STEPS=20; EXEC_SEQ=128; EXEC_W=4
-  SWEEP_WORLDS=1,2,3,4; SWEEP_SEQS=64,256; SWEEP_STEPS=4; SWEEP_STRATS=$STRATS
+  SWEEP_WORLDS=1,2,3,4; SWEEP_SEQS=64,256; SWEEP_STEPS=4; SWEEP_STRATS=$STRATS; SWEEP_REPS=3
   SIM_WORLDS="1 2 4 8 16 32 64 128 256 512 1024"
 fi
 PRED_MODEL=8B; PRED_W=64; PRED_HW=h100
@@ -73,9 +73,15 @@ for m in 1B 8B 70B; do
       --seq 1024 --recompute --steps 2 --no-mem-snapshot --strategies $STRATS
   done
 done
-# (2, 5) executed grid on this CPU and the same grid predicted with the cpu profile
+# (2, 5) executed grid on this CPU (SWEEP_REPS times: this machine has slow minutes, the
+# calibration figure takes the median of the repetitions per point) and the same grid
+# predicted with the cpu profile
 compare grid --model debug --steps $SWEEP_STEPS --strategies $SWEEP_STRATS --no-mem-snapshot \
   --sweep "world=$SWEEP_WORLDS;seq=$SWEEP_SEQS"
+for r in $(seq 2 $SWEEP_REPS); do
+  compare "grid-$r" --model debug --steps $SWEEP_STEPS --strategies $SWEEP_STRATS \
+    --no-mem-snapshot --sweep "world=$SWEEP_WORLDS;seq=$SWEEP_SEQS"
+done
 compare grid-pred --backend sim --hardware "$CPU_HW" --model debug --steps $SWEEP_STEPS \
   --strategies $SWEEP_STRATS --no-mem-snapshot --sweep "world=$SWEEP_WORLDS;seq=$SWEEP_SEQS"
 
@@ -149,12 +155,18 @@ for s in ${STRATS//,/ }; do
   ' "$WORK/pred/memory_timeline.csv" >"$DATA/memory_timeline_$s.csv"
 done
 
-# (5) measured vs predicted step time of the same grid point
-awk -F, 'FNR == 1 { f++; next }
-         f == 1 && $21 == "ok" { m[$4 "," $8 "," $11] = $23 }
-         f == 2 && $23 != "" && (($4 "," $8 "," $11) in m) {
-           printf "%s,%s,%s,%s,%s\n", $4, $8, $11, m[$4 "," $8 "," $11], $23 }' \
-  "$WORK/grid/compare.csv" "$WORK/grid-pred/compare.csv" |
+# (5) measured (median of the repetitions) vs predicted step time of the same grid point
+reps=("$WORK/grid/compare.csv")
+for r in $(seq 2 $SWEEP_REPS); do reps+=("$WORK/grid-$r/compare.csv"); done
+awk -F, -v nrep=${#reps[@]} '
+         function med(k,   n, i, j, v, t) { n = split(m[k], v, " ")
+           for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+           return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 }
+         FNR == 1 { f++; next }
+         f <= nrep && $21 == "ok" { k = $4 "," $8 "," $11; m[k] = (k in m) ? m[k] " " $23 : $23 }
+         f > nrep && $23 != "" && (($4 "," $8 "," $11) in m) {
+           printf "%s,%s,%s,%s,%s\n", $4, $8, $11, med($4 "," $8 "," $11), $23 }' \
+  "${reps[@]}" "$WORK/grid-pred/compare.csv" |
   { echo "strategy,world,seq,measured_ms,predicted_ms"; cat; } >"$DATA/calibration.csv"
 CAL_ERR=$(awk -F, 'NR > 1 { e = 100 * ($5 - $4) / $4; print (e < 0 ? -e : e) }' "$DATA/calibration.csv" |
   sort -g | awk '{ e[++n] = $1 } END { if (!n) { print "n/a"; exit }

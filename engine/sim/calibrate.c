@@ -1006,6 +1006,23 @@ static void median_of_runs(const fb_hardware *runs, int n, fb_hardware *out) {
   *out = m;
 }
 
+/* "model name" of /proc/cpuinfo, or "unknown CPU". */
+static void cpu_model(char *buf, size_t n) {
+  snprintf(buf, n, "unknown CPU");
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (!f) return;
+  char line[512];
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "model name", 10)) continue;
+    const char *v = strchr(line, ':');
+    if (!v) break;
+    v += strspn(v + 1, " \t") + 1;
+    snprintf(buf, n, "%.*s", (int)strcspn(v, "\n"), v);
+    break;
+  }
+  fclose(f);
+}
+
 static int usage(const char *msg) {
   fprintf(stderr, "fsdpbench calibrate: error: %s\nusage: fsdpbench calibrate [--out FILE] "
                   "[--threads N] [--repeat N] [--quick]\n", msg);
@@ -1085,15 +1102,18 @@ int fb_calibrate_main(int argc, char **argv) {
            "communicator %.2f GB/s, %.1f us\n", repeat, hw.peak_fp32 * 1e-9, hw.gemm_max_eff,
            hw.gemm_half_size, hw.intra_bw * 1e-9, hw.intra_lat * 1e6);
   if (st == FB_OK) {
-    char comment[512];
+    char comment[768], cpu[160];
     time_t now = time(NULL);
     char when[64];
     strftime(when, sizeof when, "%Y-%m-%d %H:%M", localtime(&now));
+    cpu_model(cpu, sizeof cpu);
     snprintf(comment, sizeof comment,
              "This machine, measured by `fsdpbench calibrate --threads %d --repeat %d` on %s.\n"
-             "BLAS: %s. Regenerate with the same command; see docs/simulator.md.\n"
+             "CPU: %s, %ld core(s). BLAS: %s.\n"
+             "Regenerate with the same command on the machine you want to predict; see "
+             "docs/simulator.md.\n"
              "intra/inter links = the local communicator (ranks are threads sharing memory).",
-             o.threads, repeat, when, fb_blas_describe());
+             o.threads, repeat, when, cpu, sysconf(_SC_NPROCESSORS_ONLN), fb_blas_describe());
     st = fb_hardware_write(path, &hw, comment);
   }
   if (st != FB_OK) {
