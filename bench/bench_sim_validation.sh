@@ -29,7 +29,7 @@ done
 case "$reps" in ''|*[!0-9]*|0) echo "bench_sim_validation.sh: --reps '$reps' must be a positive integer" >&2; exit 2 ;; esac
 if [ -z "$prof" ]; then
   prof="$T/cpu.yaml"
-  ./fsdpbench calibrate --threads 2 --out "$prof" | grep -E '^calibrate: (wrote|warning)' >&2
+  ./fsdpbench calibrate --threads 2 --repeat 3 --out "$prof" | grep -E '^calibrate: (wrote|warning)' >&2
 fi
 
 configs=()

@@ -126,11 +126,12 @@ static void check_monotonic(const fb_hardware *base) {
 static void check_world1(const fb_hardware *hw) {
   double bw = fb_hardware_kernel_bw(hw, "copy_d2d");
   if (!(bw > 0)) bw = hw->mem_bw * hw->mem_eff;
-  if (hw->shared_host) bw = hw->intra_bw * hw->coll_eff;
+  bool shm = hw->collectives == FB_COLLS_SHARED_MEMORY;
+  if (shm) bw = hw->intra_bw * hw->coll_eff;
   for (size_t ci = 0; ci < sizeof colls / sizeof colls[0]; ci++) {
     fb_op_cost c = coll_op(colls[ci], 1 << 20, FB_F32, 1);
     bool moves = colls[ci] != FB_COLL_BROADCAST && colls[ci] != FB_COLL_BARRIER;
-    double want = hw->shared_host ? hw->launch_s + hw->intra_lat + (moves ? 8.0 * (1 << 20) / bw : 0)
+    double want = shm ? hw->launch_s + hw->intra_lat + (moves ? 8.0 * (1 << 20) / bw : 0)
                   : moves         ? hw->launch_s + 8.0 * (1 << 20) / bw
                                   : 0;
     CHECK_CLOSE(fb_cost_seconds(hw, &c, 1), want, 1e-12, 0);
@@ -166,9 +167,22 @@ static void check_shared_memory(const fb_hardware *hw) {
 static void check_collectives(const fb_hardware *hw) {
   const char *name = hw->name;
   check_world1(hw);
-  if (hw->shared_host) {
+  if (hw->collectives == FB_COLLS_SHARED_MEMORY) {
     check_shared_memory(hw);
     return;
+  }
+  /* the same rings with every rank on one machine: the machine's bandwidth is split W ways,
+   * so the bandwidth term is W times the dedicated-link one */
+  if (!hw->shared_host) {
+    fb_hardware sh = *hw;
+    sh.shared_host = true;
+    sh.intra_lat = sh.inter_lat = 0;
+    sh.launch_s = 0;
+    fb_hardware ded = sh;
+    ded.shared_host = false;
+    for (int w = 2; w <= 8; w *= 2)
+      CHECK_CLOSE(fb_cost_collective(&sh, FB_COLL_ALL_GATHER, 1e9, w),
+                  w * fb_cost_collective(&ded, FB_COLL_ALL_GATHER, 1e9, w), 1e-9, 0);
   }
   /* all-reduce ~ reduce-scatter + all-gather of the same buffer (large, bandwidth-bound) */
   int64_t n = INT64_C(1) << 28; /* 1 GiB of fp32 */
@@ -278,7 +292,8 @@ static void check_bad_profiles(const fb_hardware *good) {
   CHECK(back.mem_capacity == good->mem_capacity, "capacity %lld vs %lld",
         (long long)back.mem_capacity, (long long)good->mem_capacity);
   CHECK(back.devices_per_node == good->devices_per_node && back.host_runs_ahead ==
-        good->host_runs_ahead && back.shared_host == good->shared_host, "int/bool fields");
+        good->host_runs_ahead && back.shared_host == good->shared_host &&
+        back.collectives == good->collectives, "int/bool/enum fields");
   char *text = read_text(path);
   CHECK(text != NULL, "read back");
   if (!text) return;
@@ -300,6 +315,12 @@ static void check_bad_profiles(const fb_hardware *good) {
   free(t);
   t = edit_line(text, "host_runs_ahead", "host_runs_ahead: maybe\n");
   expect_bad(path, t, "host_runs_ahead");
+  free(t);
+  t = edit_line(text, "collectives", "collectives: butterfly\n");
+  expect_bad(path, t, "collectives");
+  free(t);
+  t = edit_line(text, "collectives", "");
+  expect_bad(path, t, "collectives");
   free(t);
   t = edit_line(text, "devices_per_node", "devices_per_node: 2.5\n");
   expect_bad(path, t, "devices_per_node");

@@ -887,7 +887,8 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
     hw.intra_lat = hw.inter_lat = median(lat_s, 3);
     hw.intra_bw = hw.inter_bw = median(bw_s, 3);
     hw.coll_eff = 1.0; /* the fitted bandwidth is already the achieved one */
-    hw.shared_host = true; /* the shared-memory formula */
+    hw.shared_host = true; /* ranks are threads of this one machine */
+    hw.collectives = FB_COLLS_SHARED_MEMORY; /* the local communicator's formula */
     if (!quiet) {
       printf("\n  local communicator, 2 ranks (threads), fp32, while each rank also runs GEMMs on "
              "a compute thread (as in a step);\n  model = launch + barriers*lat + moved/bw "

@@ -5,12 +5,13 @@
  *  - collectives: ring (and, for all-reduce / barrier, a tree alternative: like NCCL's tuner
  *    we take the cheaper), hierarchical when the ranks span nodes: the intra-node and the
  *    network stages pipeline, so the slower stage's bandwidth term bounds, both latencies add.
- *    On a shared host (the local communicator: ranks are threads of one machine) the
- *    collective is its own algorithm instead: every rank copies or reduces whole buffers
- *    through the one memory system, so the bytes all ranks move, over the machine's copy
- *    bandwidth, plus one latency per group barrier.
+ *    With `collectives: shared_memory` (the local communicator: ranks are threads of one
+ *    machine) the collective is its own algorithm instead: every rank copies or reduces whole
+ *    buffers through the one memory system, so the bytes all ranks move, over the machine's
+ *    copy bandwidth, plus one latency per group barrier. A ring on a shared host (MPI
+ *    processes on one machine) shares the machine's bandwidth among the W ranks.
  *  - world 1: a collective into another buffer is a device copy (NCCL copies); broadcast and
- *    barrier cost nothing. On a shared host the local communicator still hands the collective
+ *    barrier cost nothing. The local communicator (shared_memory) still hands the collective
  *    to its comm thread and runs its copy or reduce loop there: the shared-memory formula at
  *    W = 1 with one latency (the hand-off; no partner to meet).
  * It keeps no state and knows nothing about streams (device_sim.c does). */
@@ -120,15 +121,18 @@ static double single_rank_seconds(const fb_hardware *hw, fb_coll coll, double by
 
 double fb_cost_collective(const fb_hardware *hw, fb_coll coll, double bytes, int world) {
   if (bytes < 0) bytes = 0;
-  if (hw->shared_host) /* intra_bw: the machine's copy bandwidth left to collectives */
+  if (hw->collectives == FB_COLLS_SHARED_MEMORY) /* intra_bw: the machine's copy bandwidth */
     return hw->launch_s + (world > 1 ? fb_cost_shared_memory_barriers(coll) : 1) * hw->intra_lat +
            fb_cost_shared_memory_bytes(coll, bytes, world > 1 ? world : 1) /
                (hw->intra_bw * hw->coll_eff);
   if (world <= 1) return single_rank_seconds(hw, coll, bytes);
   int g = hw->devices_per_node < world ? hw->devices_per_node : world; /* ranks per node */
   int nodes = (world + g - 1) / g;
-  double intra_bw = hw->intra_bw * hw->coll_eff;
-  double inter_bw = hw->inter_bw * hw->coll_eff;
+  /* on a shared host every rank's ring runs at once through the one memory system: the
+   * profile's bandwidth is the machine's, each rank gets 1/W of it */
+  double share = rank_share(hw, world);
+  double intra_bw = hw->intra_bw * hw->coll_eff * share;
+  double inter_bw = hw->inter_bw * hw->coll_eff * share;
   double t_ring, t_tree = INFINITY;
   if (nodes == 1) {
     t_ring = combine(ring_stage(coll, bytes, g, intra_bw, hw->intra_lat), (stage){0, 0});

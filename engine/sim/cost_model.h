@@ -20,7 +20,8 @@ double fb_cost_gemm_efficiency(const fb_hardware *hw, double size);
  * latency (the comm thread's hand-off). */
 double fb_cost_collective(const fb_hardware *hw, fb_coll coll, double bytes, int world);
 /* Bytes all ranks together read and write in a shared-memory collective (the local
- * communicator's algorithm; shared_host profiles) of `bytes` payload over `world` ranks. */
+ * communicator's algorithm; `collectives: shared_memory`) of `bytes` payload over `world`
+ * ranks. */
 double fb_cost_shared_memory_bytes(fb_coll coll, double bytes, int world);
 /* Group barriers (latencies) a shared-memory collective meets: barrier 1, all-reduce 3,
  * the others 2. */

@@ -1,6 +1,6 @@
 /* Hardware profile YAML: one mapping of keys, each with its unit in its name; every key is
- * required except `kernel_gbs`, an optional nested mapping of kernel name -> GB/s. A static key table drives loading, range checks and
- * writing, so the three cannot disagree.
+ * required except `kernel_gbs`, an optional nested mapping of kernel name -> GB/s. A static
+ * key table drives loading, range checks and writing, so the three cannot disagree.
  * This file does not model costs (cost_model.c) and does not measure anything (calibrate.c). */
 #include "hardware.h"
 
@@ -16,7 +16,7 @@
 
 #include "../config/config.h"
 
-typedef enum hw_type { HW_STR, HW_REAL, HW_INT, HW_I64, HW_BOOL } hw_type;
+typedef enum hw_type { HW_STR, HW_REAL, HW_INT, HW_I64, HW_BOOL, HW_ENUM } hw_type;
 
 typedef struct hw_key {
   const char *key;
@@ -25,8 +25,11 @@ typedef struct hw_key {
   double scale;   /* YAML value * scale = stored SI value */
   double lo, hi;  /* allowed range of the YAML value */
   bool lo_open;   /* lo excluded (value must be > lo) */
+  const char *const *names; /* HW_ENUM: the allowed words, index = stored int; NULL-ended */
   const char *doc;
 } hw_key;
+
+static const char *const collectives_names[] = {"ring_tree", "shared_memory", NULL};
 
 #define OFF(f) offsetof(fb_hardware, f)
 static const hw_key hw_keys[] = {
@@ -70,6 +73,8 @@ static const hw_key hw_keys[] = {
      .doc = "true: host enqueues ahead of the device (GPU); false: host is the compute stream"},
     {.key = "shared_host", .type = HW_BOOL, .off = OFF(shared_host),
      .doc = "true: all ranks share one machine; per-rank rates divide by the world size"},
+    {.key = "collectives", .type = HW_ENUM, .off = OFF(collectives), .names = collectives_names,
+     .doc = "ring_tree: NCCL/MPI rings and trees; shared_memory: the local communicator"},
 };
 #define KERNEL_KEY "kernel_gbs"
 #define KERNEL_DOC "optional: achieved GB/s (of the bytes its wrapper counts) per kernel name"
@@ -86,6 +91,12 @@ static void range_text(const hw_key *k, char *buf, size_t n) {
   switch (k->type) {
   case HW_STR: snprintf(buf, n, "a non-empty name of at most 63 characters"); break;
   case HW_BOOL: snprintf(buf, n, "true or false"); break;
+  case HW_ENUM: {
+    size_t off = (size_t)snprintf(buf, n, "one of");
+    for (int i = 0; k->names[i] && off < n; i++)
+      off += (size_t)snprintf(buf + off, n - off, "%s %s", i ? "," : "", k->names[i]);
+    break;
+  }
   case HW_INT: snprintf(buf, n, "an integer in [%g, %g]", k->lo, k->hi); break;
   default:
     if (isinf(k->hi))
@@ -116,6 +127,14 @@ static fb_status set_key(const char *file, const hw_key *k, const char *val, fb_
     if (len == 0 || len >= sizeof hw->name) return bad_value(file, k, val);
     memcpy(base, val, len + 1);
     return FB_OK;
+  }
+  if (k->type == HW_ENUM) {
+    for (int i = 0; k->names[i]; i++)
+      if (!strcmp(val, k->names[i])) {
+        *(int *)base = i;
+        return FB_OK;
+      }
+    return bad_value(file, k, val);
   }
   if (k->type == HW_BOOL) {
     bool b;
@@ -164,6 +183,16 @@ fb_status fb_hardware_validate(const fb_hardware *hw, const char *where) {
       continue;
     }
     if (k->type == HW_BOOL) continue;
+    if (k->type == HW_ENUM) {
+      int v = *(const int *)((const char *)hw + k->off), n = 0;
+      while (k->names[n]) n++;
+      if (v < 0 || v >= n) {
+        char buf[40];
+        snprintf(buf, sizeof buf, "%d", v);
+        return bad_value(where, k, buf);
+      }
+      continue;
+    }
     double v = get_yaml_value(k, hw);
     if (!in_range(k, v)) {
       char buf[40];
@@ -360,6 +389,8 @@ fb_status fb_hardware_write(const char *path, const fb_hardware *hw, const char 
       snprintf(val, sizeof val, "%s", hw->name);
     else if (k->type == HW_BOOL)
       snprintf(val, sizeof val, "%s", *(const bool *)((const char *)hw + k->off) ? "true" : "false");
+    else if (k->type == HW_ENUM)
+      snprintf(val, sizeof val, "%s", k->names[*(const int *)((const char *)hw + k->off)]);
     else
       fmt_real(val, sizeof val, k->type == HW_REAL ? *(const double *)((const char *)hw + k->off)
                                                    : get_yaml_value(k, hw),

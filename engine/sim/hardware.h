@@ -22,6 +22,14 @@ typedef struct fb_hw_kernel {
   double bw;      /* achieved bytes/s of the wrapper's byte count, on one whole device */
 } fb_hw_kernel;
 
+/* How collectives move data (the `collectives` key). */
+typedef enum fb_collectives {
+  FB_COLLS_RING_TREE,     /* NCCL / MPI style: ring (and tree for all-reduce), hierarchical
+                             across nodes; on a shared host the ranks share its bandwidth */
+  FB_COLLS_SHARED_MEMORY, /* the local communicator: every rank reads the others' buffers */
+  FB_NCOLLS
+} fb_collectives;
+
 typedef struct fb_hardware {
   char name[64];
   double peak_fp32;         /* FLOP/s, dense fp32 (no TF32) */
@@ -44,6 +52,7 @@ typedef struct fb_hardware {
                                host thread is the compute stream (ops start no earlier) */
   bool shared_host;         /* all ranks of a run share this one machine (cpu executor): per-rank
                                compute and memory rates are divided by the world size */
+  int collectives;          /* fb_collectives */
   int nkernels;             /* optional per-kernel table, see fb_hw_kernel */
   fb_hw_kernel kernels[FB_HW_MAX_KERNELS];
 } fb_hardware;
