@@ -41,6 +41,7 @@
 #include "../device/device.h"
 #include "../device/kernels.h"
 #include "../ops/blas.h"
+#include "calibrate_comm.h"
 #include "cost_model.h"
 
 static double now_s(void) {
@@ -243,96 +244,6 @@ static void *stream_thread(void *p) {
   streamer *s = p;
   while (!s->stop) memcpy(s->a, s->b, s->n * sizeof(float));
   return NULL;
-}
-
-/* ---- the local communicator ------------------------------------------------------------------ */
-
-enum { NSIZES = 5 };
-static const size_t comm_counts[NSIZES] = {1, 1024, 65536, 1 << 20, 4 << 20};
-static const fb_coll comm_colls[3] = {FB_COLL_ALL_GATHER, FB_COLL_REDUCE_SCATTER,
-                                      FB_COLL_ALL_REDUCE};
-
-typedef struct comm_bench {
-  fb_local_group *g;
-  pthread_barrier_t bar;
-  int reps;
-  double t[3][NSIZES]; /* rank 0's lower quartiles */
-  fb_status st[2];
-  char msg[2][256];
-} comm_bench;
-
-typedef struct comm_rank {
-  comm_bench *b;
-  int rank;
-} comm_rank;
-
-static void *comm_rank_main(void *p) {
-  comm_rank *r = p;
-  comm_bench *b = r->b;
-  fb_status st = FB_OK;
-  fb_device *d = NULL;
-  fb_comm *comm = NULL;
-  fb_stream *s = NULL;
-  fb_buf send = {0}, recv = {0};
-  double *t = NULL;
-  const size_t maxc = comm_counts[NSIZES - 1];
-  FB_CHECK_GOTO(st, fb_device_open(fb_device_lookup("cpu"), r->rank, 2, 1, 0, NULL, &d), out);
-  FB_CHECK_GOTO(st, d->ops->stream_create(d, FB_STREAM_COMM, &s), out);
-  FB_CHECK_GOTO(st, fb_comm_local_create(b->g, r->rank, d, &comm), out);
-  FB_CHECK_GOTO(st, fb_alloc(d, 2 * maxc * sizeof(float), FB_MEM_COMM, "calib.send", &send), out);
-  FB_CHECK_GOTO(st, fb_alloc(d, 2 * maxc * sizeof(float), FB_MEM_COMM, "calib.recv", &recv), out);
-  FB_CHECK_GOTO(st, fb_memset0(d, s, send.ptr, send.bytes), out);
-  FB_CHECK_GOTO(st, fb_memset0(d, s, recv.ptr, recv.bytes), out);
-  t = malloc(sizeof *t * (size_t)b->reps);
-  if (!t) {
-    st = FB_ERR(FB_ENOMEM, "calibrate: out of memory");
-    goto out;
-  }
-  for (int ci = 0; ci < 3; ci++) {
-    for (int si = 0; si < NSIZES; si++) {
-      size_t count = comm_counts[si];
-      for (int rep = 0; rep < b->reps + 1; rep++) {
-        pthread_barrier_wait(&b->bar);
-        double t0 = now_s();
-        switch (comm_colls[ci]) {
-        case FB_COLL_ALL_GATHER:
-          st = fb_all_gather(comm, s, -1, send.ptr, recv.ptr, count, FB_F32);
-          break;
-        case FB_COLL_REDUCE_SCATTER:
-          st = fb_reduce_scatter(comm, s, -1, send.ptr, recv.ptr, count, FB_F32);
-          break;
-        default: st = fb_all_reduce(comm, s, -1, send.ptr, recv.ptr, 2 * count, FB_F32); break;
-        }
-        if (st == FB_OK) st = fb_stream_sync(d, s);
-        if (st != FB_OK) goto out; /* the peer times out and reports too */
-        if (rep > 0) t[rep - 1] = now_s() - t0;
-      }
-      if (r->rank == 0) b->t[ci][si] = lower_quartile(t, b->reps);
-    }
-  }
-out:
-  if (st != FB_OK) snprintf(b->msg[r->rank], sizeof b->msg[r->rank], "%s", fb_error_msg());
-  b->st[r->rank] = st;
-  free(t);
-  if (d) {
-    if (s) fb_stream_sync(d, s);
-    fb_free(d, &send, NULL);
-    fb_free(d, &recv, NULL);
-    if (comm) fb_comm_destroy(comm);
-    if (s) d->ops->stream_destroy(d, s);
-    fb_device_close(d);
-  }
-  return NULL;
-}
-
-/* Payload of a calibration collective of per-rank `count` at W=2 in the cost model's
- * convention (all-gather / reduce-scatter: the gathered buffer of 2*count elements;
- * all-reduce: its buffer, also 2*count), the bytes the local communicator moves for it (all
- * ranks together) and the group barriers it meets. */
-static void comm_shape(fb_coll c, size_t count, double *payload, double *moved, double *barriers) {
-  *payload = 2.0 * count * sizeof(float);
-  *moved = fb_cost_shared_memory_bytes(c, *payload, 2);
-  *barriers = fb_cost_shared_memory_barriers(c);
 }
 
 /* x rounded to 4 significant digits (0 stays 0). */
@@ -626,103 +537,6 @@ void fb_calibrate_fit_gemm(const double *s, const double *rate, int n, double pe
   }
 }
 
-/* Bandwidth for t(S) = t0 + moved(S) / bw over the sizes after the first (latency from the
- * smallest), least squares on log t over a log grid of bw. */
-static double fit_bandwidth(const double *t, const double *fbytes, int n, double t0) {
-  double best = 1e9, best_err = INFINITY;
-  for (double bw = 1e6; bw <= 1e13; bw *= 1.02) {
-    double err = 0;
-    for (int i = 1; i < n; i++) {
-      double r = log(t[i]) - log(t0 + fbytes[i] / bw);
-      err += r * r;
-    }
-    if (err < best_err) {
-      best_err = err;
-      best = bw;
-    }
-  }
-  return best;
-}
-
-/* A compute thread beside a rank during the busy comm measurement: GEMMs on one thread (what
- * each rank's compute does at 2 ranks on this machine) until told to stop. */
-typedef struct spinner {
-  volatile int stop;
-  fb_status st;
-} spinner;
-
-static void *spin_gemm(void *p) {
-  spinner *sp = p;
-  cdev c = {0};
-  gemm_arg g = {.N = 256, .C = 768, .OC = 768};
-  fb_blas_set_threads(1);
-  sp->st = cdev_open(1, 0, 1, &c);
-  if (sp->st != FB_OK) return NULL;
-  if ((sp->st = zalloc(&c, (size_t)g.N * g.OC * 4, &g.out)) == FB_OK &&
-      (sp->st = zalloc(&c, (size_t)g.N * g.C * 4, &g.inp)) == FB_OK &&
-      (sp->st = zalloc(&c, (size_t)g.C * g.OC * 4, &g.w)) == FB_OK)
-    while (!sp->stop && sp->st == FB_OK) sp->st = run_gemm(&c, &g);
-  fb_free(c.d, &g.out, NULL);
-  fb_free(c.d, &g.inp, NULL);
-  fb_free(c.d, &g.w, NULL);
-  cdev_close(&c);
-  return NULL;
-}
-
-/* Runs the 2-rank comm benchmark (with a GEMM thread per rank when busy) and fits, per
- * collective, the latency per barrier (smallest message) and the copy bandwidth (the sizes of
- * a MiB and more: what a step's collectives move). */
-static fb_status comm_measure(comm_bench *cb, bool busy, double launch, double lat[3],
-                              double bw[3]) {
-  fb_status st = FB_OK;
-  spinner sp[2] = {{0}, {0}};
-  pthread_t spt[2];
-  int spinning = 0;
-  if (busy)
-    for (int r = 0; r < 2; r++)
-      if (pthread_create(&spt[r], NULL, spin_gemm, &sp[r]) == 0) spinning++;
-  FB_CHECK_GOTO(st, fb_local_group_create(2, 30.0, &cb->g), out);
-  pthread_barrier_init(&cb->bar, NULL, 2);
-  pthread_t th[2];
-  comm_rank cr[2] = {{cb, 0}, {cb, 1}};
-  int started = 0;
-  for (int r = 0; r < 2; r++)
-    if (pthread_create(&th[r], NULL, comm_rank_main, &cr[r]) == 0) started++;
-  for (int r = 0; r < started; r++) pthread_join(th[r], NULL);
-  pthread_barrier_destroy(&cb->bar);
-  fb_local_group_destroy(cb->g);
-  if (started < 2 || (busy && spinning < 2)) {
-    st = FB_ERR(FB_EINTERNAL, "calibrate: cannot start the rank threads");
-    goto out;
-  }
-  for (int r = 0; r < 2; r++)
-    if (cb->st[r] != FB_OK) {
-      st = FB_ERR(cb->st[r], "calibrate: local communicator, rank %d: %s", r, cb->msg[r]);
-      goto out;
-    }
-  for (int ci = 0; ci < 3; ci++) {
-    double fb[NSIZES], t[NSIZES], p0, m0, h0;
-    int n = 0;
-    for (int si = 0; si < NSIZES; si++) {
-      double payload, moved, h;
-      comm_shape(comm_colls[ci], comm_counts[si], &payload, &moved, &h);
-      if (si > 0 && payload < (1 << 20)) continue;
-      fb[n] = moved;
-      t[n++] = cb->t[ci][si];
-    }
-    comm_shape(comm_colls[ci], comm_counts[0], &p0, &m0, &h0);
-    lat[ci] = fmax(0.0, cb->t[ci][0] - launch) / h0;
-    bw[ci] = fit_bandwidth(t, fb, n, cb->t[ci][0]);
-  }
-out:
-  for (int r = 0; r < spinning; r++) {
-    sp[r].stop = 1;
-    pthread_join(spt[r], NULL);
-    if (st == FB_OK && sp[r].st != FB_OK) st = sp[r].st;
-  }
-  return st;
-}
-
 /* ---- the whole calibration ------------------------------------------------------------------- */
 
 fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
@@ -875,42 +689,7 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
   }
 
   /* the local communicator: 2 rank threads */
-  hw.devices_per_node = 1;
-  {
-    comm_bench cb = {.reps = o->quick ? 3 : 9}, busy = {.reps = o->quick ? 3 : 9};
-    double lat[3], bw[3], blat[3], bbw[3];
-    FB_CHECK_GOTO(st, comm_measure(&cb, false, hw.launch_s, lat, bw), out);
-    FB_CHECK_GOTO(st, comm_measure(&busy, true, hw.launch_s, blat, bbw), out);
-    /* A step issues its collectives beside compute, and on a shared host the two share the
-     * cores: the profile's links are the communicator as measured under compute. */
-    double lat_s[3] = {blat[0], blat[1], blat[2]}, bw_s[3] = {bbw[0], bbw[1], bbw[2]};
-    hw.intra_lat = hw.inter_lat = median(lat_s, 3);
-    hw.intra_bw = hw.inter_bw = median(bw_s, 3);
-    hw.coll_eff = 1.0; /* the fitted bandwidth is already the achieved one */
-    hw.shared_host = true; /* ranks are threads of this one machine */
-    hw.collectives = FB_COLLS_SHARED_MEMORY; /* the local communicator's formula */
-    if (!quiet) {
-      printf("\n  local communicator, 2 ranks (threads), fp32, while each rank also runs GEMMs on "
-             "a compute thread (as in a step);\n  model = launch + barriers*lat + moved/bw "
-             "(bytes all ranks read and write) fitted to the busy times\n");
-      printf("  %-15s %12s %12s %12s %9s\n", "collective", "bytes", "idle us", "busy us",
-             "model us");
-      for (int ci = 0; ci < 3; ci++)
-        for (int si = 0; si < NSIZES; si++) {
-          double bytes, moved, h;
-          comm_shape(comm_colls[ci], comm_counts[si], &bytes, &moved, &h);
-          double model = fb_cost_collective(&hw, comm_colls[ci], bytes, 2);
-          printf("  %-15s %12.0f %12.1f %12.1f %9.1f\n", fb_coll_name(comm_colls[ci]), bytes,
-                 cb.t[ci][si] * 1e6, busy.t[ci][si] * 1e6, model * 1e6);
-        }
-      printf("  lat us / copy GB/s  idle: all_gather %.1f / %.2f, reduce_scatter %.1f / %.2f, "
-             "all_reduce %.1f / %.2f\n", lat[0] * 1e6, bw[0] * 1e-9, lat[1] * 1e6, bw[1] * 1e-9,
-             lat[2] * 1e6, bw[2] * 1e-9);
-      printf("  lat us / copy GB/s  busy: all_gather %.1f / %.2f, reduce_scatter %.1f / %.2f, "
-             "all_reduce %.1f / %.2f -> the median (profile)\n", blat[0] * 1e6, bbw[0] * 1e-9,
-             blat[1] * 1e6, bbw[1] * 1e-9, blat[2] * 1e6, bbw[2] * 1e-9);
-    }
-  }
+  FB_CHECK_GOTO(st, fb_calibrate_local_comm(&hw, o->quick, quiet), out);
 
   hw.devices_per_node = 1;
   long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
@@ -944,12 +723,6 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
     printf("  %-34s %12.3f x\n", "GEMM slowdown under memory traffic", hw.overlap_slowdown);
     printf("  %-34s %12.2f GiB\n", "memory", (double)hw.mem_capacity / 1073741824.0);
   }
-  /* measurements carry ~4 significant digits: write them so */
-  double *fields[] = {&hw.peak_fp32, &hw.peak_bf16, &hw.gemm_max_eff, &hw.gemm_half_size,
-                      &hw.attn_eff, &hw.mem_bw, &hw.mem_eff, &hw.launch_s, &hw.intra_bw,
-                      &hw.intra_lat, &hw.inter_bw, &hw.inter_lat, &hw.overlap_slowdown,
-};
-  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) *fields[i] = sig4(*fields[i]);
   st = fb_hardware_validate(&hw, "calibrate");
   if (st == FB_OK) *out = hw;
 out:
@@ -1026,14 +799,65 @@ static void cpu_model(char *buf, size_t n) {
 
 static int usage(const char *msg) {
   fprintf(stderr, "fsdpbench calibrate: error: %s\nusage: fsdpbench calibrate [--out FILE] "
-                  "[--threads N] [--repeat N] [--quick]\n", msg);
+                  "[--threads N] [--repeat N] [--comm local|mpi] [--base PROFILE] [--quick]\n",
+          msg);
   return FB_EUSAGE;
 }
 
+/* The compute figures (rank 0 only under MPI): `repeat` runs, the median of each figure. */
+static fb_status calibrate_runs(const fb_calib_opts *o, int repeat, fb_hardware *hw) {
+  fb_hardware *runs = calloc((size_t)repeat, sizeof *runs);
+  if (!runs) return FB_ERR(FB_ENOMEM, "calibrate: out of host memory");
+  fb_status st = FB_OK;
+  for (int run = 0; run < repeat && st == FB_OK; run++) {
+    if (repeat > 1) printf("\ncalibrate: run %d of %d\n", run + 1, repeat);
+    st = fb_calibrate(o, false, &runs[run]);
+  }
+  if (st == FB_OK) median_of_runs(runs, repeat, hw);
+  free(runs);
+  if (st == FB_OK && repeat > 1)
+    printf("\ncalibrate: the median of %d runs: peak %.1f GFLOP/s, GEMM curve %.3f, %.0f, "
+           "communicator %.2f GB/s, %.1f us\n", repeat, hw->peak_fp32 * 1e-9, hw->gemm_max_eff,
+           hw->gemm_half_size, hw->intra_bw * 1e-9, hw->intra_lat * 1e6);
+  return st;
+}
+
+static fb_status write_profile(const char *path, fb_hardware *hw, const fb_calib_opts *o,
+                               int repeat, bool mpi, int world, const char *base) {
+  char comment[2048], cpu[160], when[64], cmd[1200];
+  time_t now = time(NULL);
+  strftime(when, sizeof when, "%Y-%m-%d %H:%M", localtime(&now));
+  cpu_model(cpu, sizeof cpu);
+  if (mpi)
+    snprintf(cmd, sizeof cmd, "mpirun -np %d fsdpbench calibrate --comm mpi` over the compute "
+             "figures of `%s", world, base);
+  else
+    snprintf(cmd, sizeof cmd, "fsdpbench calibrate --threads %d --repeat %d", o->threads, repeat);
+  snprintf(comment, sizeof comment,
+           "This machine, measured by `%s` on %s.\n"
+           "CPU: %s, %ld core(s). BLAS: %s.\n"
+           "Regenerate with the same command on the machine you want to predict; see "
+           "docs/simulator.md.\n%s", cmd, when, cpu, sysconf(_SC_NPROCESSORS_ONLN),
+           fb_blas_describe(),
+           mpi ? "intra/inter links = the MPI communicator (processes on this machine; run jobs "
+                 "with --threads = cores / processes)."
+               : "intra/inter links = the local communicator (ranks are threads sharing memory).");
+  if (mpi) snprintf(hw->name, sizeof hw->name, "cpu-mpi");
+  /* measurements carry ~4 significant digits: write them so */
+  double *fields[] = {&hw->peak_fp32, &hw->peak_bf16, &hw->gemm_max_eff, &hw->gemm_half_size,
+                      &hw->attn_eff, &hw->mem_bw, &hw->mem_eff, &hw->launch_s, &hw->intra_bw,
+                      &hw->intra_lat, &hw->inter_bw, &hw->inter_lat, &hw->overlap_slowdown};
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) *fields[i] = sig4(*fields[i]);
+  for (int i = 0; i < hw->nkernels; i++) hw->kernels[i].bw = sig4(hw->kernels[i].bw);
+  return fb_hardware_write(path, hw, comment);
+}
+
 int fb_calibrate_main(int argc, char **argv) {
-  char path[1024] = "";
+  char path[1024] = "", base[1024] = "cpu";
   fb_calib_opts o = {.threads = (int)sysconf(_SC_NPROCESSORS_ONLN), .quick = false};
   int repeat = 1;
+  const char *ompi_size = getenv("OMPI_COMM_WORLD_SIZE");
+  bool mpi = ompi_size && atoi(ompi_size) > 1; /* under mpirun: the MPI communicator */
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *val = NULL;
@@ -1043,11 +867,16 @@ int fb_calibrate_main(int argc, char **argv) {
       continue;
     }
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      printf("usage: fsdpbench calibrate [--out FILE] [--threads N] [--repeat N] [--quick]\n"
+      printf("usage: fsdpbench calibrate [--out FILE] [--threads N] [--repeat N] [--comm local|mpi]"
+             " [--base PROFILE] [--quick]\n"
              "Measures this machine (GEMM curve, memory bandwidth, kernel overhead, per-kernel\n"
-             "rates, local communicator) and writes a hardware profile (default\n"
-             "models/hardware/cpu.yaml). --repeat N: N runs, keeping the median of each figure\n"
-             "(a step meets this machine's typical speed, not its best minute).\n");
+             "rates in training steps, the communicator) and writes a hardware profile.\n"
+             "--comm local (default): the local communicator, profile models/hardware/cpu.yaml.\n"
+             "--comm mpi (the default under mpirun): run as `mpirun -np 2 fsdpbench calibrate\n"
+             "  --comm mpi`; measures the MPI communicator and writes it over the compute\n"
+             "  figures of --base PROFILE (default cpu) into models/hardware/cpu-mpi.yaml.\n"
+             "--repeat N: N runs, keeping the median of each figure (a step meets this\n"
+             "  machine's typical speed, not its best minute).\n");
       return 0;
     }
     if (a[nlen] == '=')
@@ -1078,49 +907,59 @@ int fb_calibrate_main(int argc, char **argv) {
         return usage(msg);
       }
       o.threads = (int)n;
+    } else if (!strcmp(flag, "--base")) {
+      if (!val || !*val) return usage("--base needs a profile name or file");
+      snprintf(base, sizeof base, "%s", val);
+    } else if (!strcmp(flag, "--comm")) {
+      if (val && !strcmp(val, "local"))
+        mpi = false;
+      else if (val && !strcmp(val, "mpi"))
+        mpi = true;
+      else {
+        snprintf(msg, sizeof msg, "--comm: '%s' is not allowed (allowed: local, mpi)",
+                 val ? val : "");
+        return usage(msg);
+      }
     } else {
-      snprintf(msg, sizeof msg, "unknown flag '%s' (allowed: --out, --threads, --repeat, --quick)", a);
+      snprintf(msg, sizeof msg, "unknown flag '%s' (allowed: --out, --threads, --repeat, --comm, "
+               "--base, --quick)", a);
       return usage(msg);
     }
   }
-  if (!path[0]) snprintf(path, sizeof path, "%s/models/hardware/cpu.yaml", fb_data_root());
+  if (!path[0])
+    snprintf(path, sizeof path, "%s/models/hardware/%s.yaml", fb_data_root(),
+             mpi ? "cpu-mpi" : "cpu");
+#ifndef FB_HAVE_MPI
+  if (mpi) return usage("--comm mpi: MPI is not built into this binary (install libopenmpi-dev "
+                        "and rebuild)");
+#endif
   fb_hardware hw;
-  fb_hardware *runs = calloc((size_t)repeat, sizeof *runs);
-  if (!runs) {
-    fprintf(stderr, "fsdpbench calibrate: error: out of host memory\n");
-    return FB_ENOMEM;
-  }
+  memset(&hw, 0, sizeof hw);
+  int rank = 0, world = 1;
   double t0 = now_s();
   fb_status st = FB_OK;
-  for (int run = 0; run < repeat && st == FB_OK; run++) {
-    if (repeat > 1) printf("\ncalibrate: run %d of %d\n", run + 1, repeat);
-    st = fb_calibrate(&o, false, &runs[run]);
+  if (!mpi) {
+    st = calibrate_runs(&o, repeat, &hw);
+  } else {
+    /* the compute figures are the machine's (a plain calibrate measures them); this run
+     * measures the MPI communicator and writes it over them */
+    st = fb_hardware_load(base, &hw);
+    if (st != FB_OK) {
+      char why[512];
+      snprintf(why, sizeof why, "%s", fb_error_msg());
+      st = FB_ERR(st, "--base: %s (run `fsdpbench calibrate` first: the MPI profile takes its "
+                  "compute figures from it)", why);
+    }
+#ifdef FB_HAVE_MPI
+    if (st == FB_OK) st = fb_calib_mpi_begin(&rank, &world);
+    if (st == FB_OK) st = fb_calibrate_mpi_comm(&hw, o.quick, rank != 0);
+#endif
   }
-  if (st == FB_OK) median_of_runs(runs, repeat, &hw);
-  free(runs);
-  if (st == FB_OK && repeat > 1)
-    printf("\ncalibrate: the median of %d runs: peak %.1f GFLOP/s, GEMM curve %.3f, %.0f, "
-           "communicator %.2f GB/s, %.1f us\n", repeat, hw.peak_fp32 * 1e-9, hw.gemm_max_eff,
-           hw.gemm_half_size, hw.intra_bw * 1e-9, hw.intra_lat * 1e6);
-  if (st == FB_OK) {
-    char comment[768], cpu[160];
-    time_t now = time(NULL);
-    char when[64];
-    strftime(when, sizeof when, "%Y-%m-%d %H:%M", localtime(&now));
-    cpu_model(cpu, sizeof cpu);
-    snprintf(comment, sizeof comment,
-             "This machine, measured by `fsdpbench calibrate --threads %d --repeat %d` on %s.\n"
-             "CPU: %s, %ld core(s). BLAS: %s.\n"
-             "Regenerate with the same command on the machine you want to predict; see "
-             "docs/simulator.md.\n"
-             "intra/inter links = the local communicator (ranks are threads sharing memory).",
-             o.threads, repeat, when, cpu, sysconf(_SC_NPROCESSORS_ONLN), fb_blas_describe());
-    st = fb_hardware_write(path, &hw, comment);
-  }
-  if (st != FB_OK) {
-    fprintf(stderr, "fsdpbench calibrate: error: %s\n", fb_error_msg());
-    return st;
-  }
-  printf("\ncalibrate: wrote %s in %.1f s\n", path, now_s() - t0);
-  return 0;
+  if (st == FB_OK && rank == 0) st = write_profile(path, &hw, &o, repeat, mpi, world, base);
+  if (st != FB_OK) fprintf(stderr, "fsdpbench calibrate: error: %s\n", fb_error_msg());
+  else if (rank == 0) printf("\ncalibrate: wrote %s in %.1f s\n", path, now_s() - t0);
+#ifdef FB_HAVE_MPI
+  if (mpi) fb_calib_mpi_end();
+#endif
+  return st;
 }

@@ -145,7 +145,9 @@ fb_status fb_calibrate_in_step(fb_hardware *hw, int threads, bool quick, bool qu
     fb_run_result_free(&res);
   }
   if (st != FB_OK) {
-    st = FB_ERR(st, "calibrate: in-step run failed: %s", fb_error_msg());
+    char why[512];
+    snprintf(why, sizeof why, "%s", fb_error_msg());
+    st = FB_ERR(st, "calibrate: in-step run failed: %s", why);
     goto out;
   }
   if (a->ngemm < 2) {
