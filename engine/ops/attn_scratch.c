@@ -1,17 +1,19 @@
 /* How much scratch the attention kernels need. On the cpu each OpenMP slot holds one block of
  * ATT_BQ (64) query rows against all T keys twice (P and dP) plus 64 row terms; the number of
- * slots is the number of processors, and the attention ops never use more threads than that,
- * so the size does not depend on a thread setting that may change between sizing and use.
+ * slots is the number of online processors of the machine, and the attention ops never use
+ * more threads than that, so the size does not depend on a thread setting that may change
+ * between sizing and use, nor on the CPUs a launcher binds the process to (omp_get_num_procs
+ * follows the binding: under mpirun a rank saw 1 slot where the simulator counted 2).
  * The figure is the cpu kernels' need and is returned for every device (d may be NULL). */
-#include <omp.h>
+#include <unistd.h>
 
 #include "ops.h"
 
 #define ATT_BQ 64 /* must equal ops_impl.h */
 
 int fb_ops_attn_slots(void) {
-  int p = omp_get_num_procs();
-  return p < 1 ? 1 : (p > 512 ? 512 : p);
+  long p = sysconf(_SC_NPROCESSORS_ONLN);
+  return p < 1 ? 1 : (p > 512 ? 512 : (int)p);
 }
 
 size_t fb_ops_attn_scratch_elems(int T) {
