@@ -833,12 +833,13 @@ static fb_status write_profile(const char *path, fb_hardware *hw, const fb_calib
              "figures of `%s", world, base);
   else
     snprintf(cmd, sizeof cmd, "fsdpbench calibrate --threads %d --repeat %d", o->threads, repeat);
+  char blas[256];
+  snprintf(blas, sizeof blas, "%s", mpi ? "compute figures as in the base profile" : fb_blas_describe());
   snprintf(comment, sizeof comment,
            "This machine, measured by `%s` on %s.\n"
            "CPU: %s, %ld core(s). BLAS: %s.\n"
            "Regenerate with the same command on the machine you want to predict; see "
-           "docs/simulator.md.\n%s", cmd, when, cpu, sysconf(_SC_NPROCESSORS_ONLN),
-           fb_blas_describe(),
+           "docs/simulator.md.\n%s", cmd, when, cpu, sysconf(_SC_NPROCESSORS_ONLN), blas,
            mpi ? "intra/inter links = the MPI communicator (processes on this machine; run jobs "
                  "with --threads = cores / processes)."
                : "intra/inter links = the local communicator (ranks are threads sharing memory).");
