@@ -2,7 +2,9 @@
 # Strategies under the MPI communicator (ranks are processes started by mpirun): for W in
 # {2, 4} every strategy ends within 1e-6 (relative) of the single-rank reference that runs the
 # same W micro-batches — MPI may reduce in any order, so bitwise equality is not required here
-# (the local communicator's suite asserts it). Skips (77) without MPI support or mpirun.
+# (the local communicator's suite asserts it). Each process writes its own rank's outputs and
+# every rank's executed peak memory equals the simulated one (zero3: ranks differ).
+# Skips (77) without MPI support or mpirun.
 set -u
 [ -x "${FSDPBENCH:-}" ] || exit 77
 command -v mpirun >/dev/null || exit 77
@@ -29,6 +31,20 @@ for W in 2 4; do
       echo "FAIL $s W=$W mpi: $got vs single $ref"; fail=$((fail + 1))
     fi
   done
+done
+# outputs: every process writes its own rank's files (rank 0 the plain names, rank r
+# rank<r>_*), and each rank's executed peak equals the simulator's for that rank
+mpirun -np 4 "$FSDPBENCH" --comm mpi --strategy zero3 $args --out "$T/out" >/dev/null 2>&1 &&
+  "$FSDPBENCH" --backend sim --hardware cpu --world 4 --strategy zero3 $args --out "$T/sim" >/dev/null 2>&1
+for r in 0 1 2 3; do
+  f="$T/out/memory.csv"; [ $r -gt 0 ] && f="$T/out/rank${r}_memory.csv"
+  got=$(awk -F, -v r=$r '$1 == r && $2 == "total" {print $3}' "$f" 2>/dev/null)
+  want=$(awk -F, -v r=$r '$1 == r && $2 == "total" {print $3}' "$T/sim/memory.csv")
+  if [ -n "$got" ] && [ "$got" = "$want" ]; then
+    echo "ok   zero3 W=4 mpi rank $r peak $got B = predicted"; pass=$((pass + 1))
+  else
+    echo "FAIL zero3 W=4 mpi rank $r peak '$got' vs predicted '$want' ($f)"; fail=$((fail + 1))
+  fi
 done
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -283,9 +283,21 @@ static void csv_summary_row(FILE *f, const fb_run_result *r, const fb_rank_summa
           sum_colls(s->wire_bytes), r->predicted ? 1 : 0);
 }
 
+/* Opens DIR/NAME for this process's records. A process that does not hold rank 0 (rank r of
+ * an MPI or NCCL run: each process holds its own rank) writes DIR/rank<r>_NAME, as its trace
+ * does, so processes sharing DIR do not overwrite each other; rank 0 keeps the plain names. */
+static fb_status open_out(const char *dir, const fb_run_result *r, const char *name, FILE **f) {
+  char path_name[256];
+  if (r->nranks > 0 && r->ranks[0].rank != 0)
+    snprintf(path_name, sizeof path_name, "rank%d_%s", r->ranks[0].rank, name);
+  else
+    snprintf(path_name, sizeof path_name, "%s", name);
+  return fb_json_open(dir, path_name, f);
+}
+
 static fb_status write_summary_csv(const char *dir, const fb_run_result *r) {
   FILE *f;
-  FB_TRY(fb_json_open(dir, "summary.csv", &f));
+  FB_TRY(open_out(dir, r, "summary.csv", &f));
   fputs("rank,step_ms,tokens_per_s,tokens_per_s_rank,tflops,peak_pct,compute_ms,comm_ms,"
         "exposed_ms,overlap,peak_bytes,persistent_bytes,coll_bytes,wire_bytes,predicted\n", f);
   double peak = 0, pers = 0;
@@ -312,7 +324,7 @@ static double step_tflops(const fb_run_result *r, double wall) {
 
 static fb_status write_steps_csv(const char *dir, const fb_run_result *r) {
   FILE *f;
-  FB_TRY(fb_json_open(dir, "steps.csv", &f));
+  FB_TRY(open_out(dir, r, "steps.csv", &f));
   fputs("rank,step,wall_ms,compute_ms,comm_ms,exposed_ms,tflops,loss,grad_norm,lr", f);
   for (int c = 0; c < FB_NCOLL; c++) fprintf(f, ",%s_bytes", coll_col[c]);
   fputc('\n', f);
@@ -336,7 +348,7 @@ static fb_status write_steps_csv(const char *dir, const fb_run_result *r) {
 
 static fb_status write_memory_csv(const char *dir, const fb_run_result *r) {
   FILE *f;
-  FB_TRY(fb_json_open(dir, "memory.csv", &f));
+  FB_TRY(open_out(dir, r, "memory.csv", &f));
   fputs("rank,category,peak_bytes,at_peak_bytes,final_bytes\n", f);
   for (int i = 0; i < r->nranks; i++) {
     const fb_mem_stats *m = &r->ranks[i].mem;
@@ -351,7 +363,7 @@ static fb_status write_memory_csv(const char *dir, const fb_run_result *r) {
 
 static fb_status write_ledger_csv(const char *dir, const fb_run_result *r) {
   FILE *f;
-  FB_TRY(fb_json_open(dir, "ledger.csv", &f));
+  FB_TRY(open_out(dir, r, "ledger.csv", &f));
   fputs("rank,coll,bytes_per_step,wire_bytes_per_step,time_ms_per_step,psi_ratio\n", f);
   double psi = psi_bytes(r);
   for (int i = 0; i < r->nranks; i++) {
@@ -500,7 +512,7 @@ static void json_rank(FILE *f, const fb_run_result *r, int i) {
 
 static fb_status write_report_json(const char *dir, const fb_run_result *r) {
   FILE *f;
-  FB_TRY(fb_json_open(dir, "report.json", &f));
+  FB_TRY(open_out(dir, r, "report.json", &f));
   bool first = true;
   fputc('{', f);
   jkey(f, &first, "config");

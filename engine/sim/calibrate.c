@@ -13,15 +13,12 @@
  *    refit the GEMM curve, the attention efficiency and the kernel table: what the
  *    simulator costs is kernels as a step runs them, not repeated on warm buffers;
  *  - the slowdown of a GEMM while another thread streams memory (a comm worker's copies);
- *  - the local communicator (2 rank threads, each with its own cpu device), idle and while a
- *    GEMM thread per rank runs beside it (as in a step, where compute and comm share the
- *    cores): latency per group barrier (smallest message) and the machine's copy bandwidth
- *    (log least squares over the sizes of a MiB and more) of all-gather, reduce-scatter and
- *    all-reduce, through the cost model's shared-memory formula (the bytes all ranks read
- *    and write); the profile takes the medians measured under compute. (MPI is not measured: it needs a launcher; run mpirun with the executor.)
- * Timings are the lower quartile of repeated runs (robust to bursts of other load).
- * Writes the profile (default models/hardware/cpu.yaml) and prints what it measured. It does
- * not simulate anything. */
+ *  - the local communicator (calibrate_comm.c): 2 rank threads idle and beside GEMMs.
+ * Under mpirun (--comm mpi) it measures only the MPI communicator (calibrate_mpi.c) and
+ * writes it over the compute figures of a base profile. --repeat N keeps the median of each
+ * figure over N runs. Micro-benchmark timings are the lower quartile of repeated calls.
+ * Writes the profile (default models/hardware/cpu.yaml, cpu-mpi.yaml under MPI) and prints
+ * what it measured. It does not simulate anything. */
 #define _GNU_SOURCE
 #include "calibrate.h"
 
@@ -39,32 +36,12 @@
 #include "../comm/comm.h"
 #include "../config/config.h"
 #include "../device/device.h"
+#include "../device/device_cpu.h"
 #include "../device/kernels.h"
 #include "../ops/blas.h"
 #include "calibrate_comm.h"
 #include "cost_model.h"
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/* Lower quartile: repeatable timings that a burst of other load does not drag up. */
-static double lower_quartile(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return v[(n - 1) / 4];
-}
 
 /* ---- FMA peak ------------------------------------------------------------------------------ */
 
@@ -103,10 +80,10 @@ static double measure_fma_peak(int threads, bool quick) {
   double best = 0;
   for (int rep = 0; rep < 3; rep++) {
     double flops = 0;
-    double t0 = now_s();
+    double t0 = fb_cpu_clock();
 #pragma omp parallel num_threads(threads) reduction(+ : flops)
     flops += avx512 ? fma_loop_avx512(iters) : fma_loop_avx2(iters);
-    double rate = flops / (now_s() - t0);
+    double rate = flops / (fb_cpu_clock() - t0);
     if (rate > best) best = rate;
   }
   return best;
@@ -126,10 +103,10 @@ static double measure_triad(int threads, bool quick) {
     c[i] = 2.0f;
   }
   for (int rep = 0; rep < 5; rep++) {
-    double t0 = now_s();
+    double t0 = fb_cpu_clock();
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (size_t i = 0; i < n; i++) a[i] = b[i] + 0.5f * c[i];
-    double bw = 3.0 * (double)n * sizeof(float) / (now_s() - t0);
+    double bw = 3.0 * (double)n * sizeof(float) / (fb_cpu_clock() - t0);
     if (bw > best) best = bw;
   }
   fma_sink = a[n / 2];
@@ -175,19 +152,19 @@ static fb_status zalloc(cdev *c, size_t bytes, fb_buf *b) {
 
 /* Lower-quartile seconds of one call of `fn`, repeated for about `budget` seconds (>= 4 runs). */
 typedef fb_status (*bench_fn)(cdev *c, void *arg);
-static fb_status time_median(cdev *c, bench_fn fn, void *arg, double budget, double *out) {
+static fb_status time_call(cdev *c, bench_fn fn, void *arg, double budget, double *out) {
   enum { MAXR = 4096 };
   static _Thread_local double t[MAXR];
   FB_TRY(fn(c, arg)); /* warm-up */
   int n = 0;
-  double start = now_s();
-  while (n < MAXR && (n < 4 || now_s() - start < budget)) {
-    double t0 = now_s();
+  double start = fb_cpu_clock();
+  while (n < MAXR && (n < 4 || fb_cpu_clock() - start < budget)) {
+    double t0 = fb_cpu_clock();
     FB_TRY(fn(c, arg));
     FB_TRY(fb_stream_sync(c->d, c->s));
-    t[n++] = now_s() - t0;
+    t[n++] = fb_cpu_clock() - t0;
   }
-  *out = lower_quartile(t, n);
+  *out = fb_calib_lower_quartile(t, n);
   return FB_OK;
 }
 
@@ -491,7 +468,7 @@ static fb_status measure_kernels(cdev *c, double budget, bool quick, bool quiet,
       kcall kc = {.b = b, .s = &kshapes[j], .a = &a};
       double bytes = 0, t = 0;
       FB_CHECK_GOTO(st, wrapper_bytes(b, &kshapes[j], &a, &bytes), out);
-      FB_CHECK_GOTO(st, time_median(c, run_kcall, &kc, quick ? budget : budget / 2, &t), out);
+      FB_CHECK_GOTO(st, time_call(c, run_kcall, &kc, quick ? budget : budget / 2, &t), out);
       sum_bytes += bytes;
       sum_t += fmax(t - hw->launch_s, 1e-9);
       mb[j] = bytes * 1e-6;
@@ -574,10 +551,10 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
   double t_tiny, t_big;
   FB_CHECK_GOTO(st, zalloc(&c, tiny.n * 4, &tiny.a), out);
   FB_CHECK_GOTO(st, zalloc(&c, tiny.n * 4, &tiny.b), out);
-  FB_CHECK_GOTO(st, time_median(&c, run_add, &tiny, budget / 4, &t_tiny), out);
+  FB_CHECK_GOTO(st, time_call(&c, run_add, &tiny, budget / 4, &t_tiny), out);
   FB_CHECK_GOTO(st, zalloc(&c, big.n * 4, &big.a), out);
   FB_CHECK_GOTO(st, zalloc(&c, big.n * 4, &big.b), out);
-  FB_CHECK_GOTO(st, time_median(&c, run_add, &big, budget, &t_big), out);
+  FB_CHECK_GOTO(st, time_call(&c, run_add, &big, budget, &t_big), out);
   hw.launch_s = t_tiny;
   double add_bw = 3.0 * big.n * 4 / fmax(t_big - t_tiny, 1e-9);
   hw.mem_eff = fmin(1.0, add_bw / triad);
@@ -607,8 +584,8 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
     FB_CHECK_GOTO(st, zalloc(&c, (size_t)g.N * g.C * 4, &g.dinp), out);
     FB_CHECK_GOTO(st, zalloc(&c, (size_t)g.C * g.OC * 4, &g.dw), out);
     double t, tb;
-    st = time_median(&c, run_gemm, &g, budget / 2, &t);
-    if (st == FB_OK) st = time_median(&c, run_gemm_bwd, &g, budget / 2, &tb);
+    st = time_call(&c, run_gemm, &g, budget / 2, &t);
+    if (st == FB_OK) st = time_call(&c, run_gemm_bwd, &g, budget / 2, &tb);
     fb_free(c.d, &g.out, NULL);
     fb_free(c.d, &g.inp, NULL);
     fb_free(c.d, &g.w, NULL);
@@ -644,7 +621,7 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
     FB_CHECK_GOTO(st, zalloc(&c, fb_attention_scratch_bytes(c.d, at.B, at.T, at.H, at.H, at.hd),
                              &at.scratch), out);
     double t;
-    st = time_median(&c, run_attn, &at, budget, &t);
+    st = time_call(&c, run_attn, &at, budget, &t);
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) fb_free(c.d, bufs[i], NULL);
     fb_free(c.d, &at.lse, NULL);
     fb_free(c.d, &at.scratch, NULL);
@@ -667,7 +644,7 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
     FB_CHECK_GOTO(st, zalloc(&c, (size_t)g.N * g.C * 4, &g.inp), out);
     FB_CHECK_GOTO(st, zalloc(&c, (size_t)g.C * g.OC * 4, &g.w), out);
     double alone = 0, shared = 0;
-    st = time_median(&c, run_gemm, &g, budget, &alone);
+    st = time_call(&c, run_gemm, &g, budget, &alone);
     streamer sm = {.n = (size_t)8 << 20};
     sm.a = calloc(sm.n, sizeof(float));
     sm.b = calloc(sm.n, sizeof(float));
@@ -675,7 +652,7 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
     bool started = false;
     if (st == FB_OK && sm.a && sm.b && pthread_create(&th, NULL, stream_thread, &sm) == 0) {
       started = true;
-      st = time_median(&c, run_gemm, &g, budget, &shared);
+      st = time_call(&c, run_gemm, &g, budget, &shared);
       sm.stop = 1;
       pthread_join(th, NULL);
     }
@@ -775,7 +752,7 @@ static void median_of_runs(const fb_hardware *runs, int n, fb_hardware *out) {
       double bw = fb_hardware_kernel_bw(&runs[r], m.kernels[k].name);
       if (bw > 0) v[nv++] = bw;
     }
-    if (nv > 0) m.kernels[k].bw = median(v, nv);
+    if (nv > 0) m.kernels[k].bw = fb_calib_median(v, nv);
   }
   *out = m;
 }
@@ -937,7 +914,7 @@ int fb_calibrate_main(int argc, char **argv) {
   fb_hardware hw;
   memset(&hw, 0, sizeof hw);
   int rank = 0, world = 1;
-  double t0 = now_s();
+  double t0 = fb_cpu_clock();
   fb_status st = FB_OK;
   if (!mpi) {
     st = calibrate_runs(&o, repeat, &hw);
@@ -958,7 +935,7 @@ int fb_calibrate_main(int argc, char **argv) {
   }
   if (st == FB_OK && rank == 0) st = write_profile(path, &hw, &o, repeat, mpi, world, base);
   if (st != FB_OK) fprintf(stderr, "fsdpbench calibrate: error: %s\n", fb_error_msg());
-  else if (rank == 0) printf("\ncalibrate: wrote %s in %.1f s\n", path, now_s() - t0);
+  else if (rank == 0) printf("\ncalibrate: wrote %s in %.1f s\n", path, fb_cpu_clock() - t0);
 #ifdef FB_HAVE_MPI
   if (mpi) fb_calib_mpi_end();
 #endif

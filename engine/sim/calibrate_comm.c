@@ -14,9 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "../device/device.h"
+#include "../device/device_cpu.h"
 #include "../device/kernels.h"
 #include "../ops/blas.h"
 #include "cost_model.h"
@@ -25,15 +25,19 @@ const fb_coll fb_calib_colls[FB_CALIB_NCOLLS] = {FB_COLL_ALL_GATHER, FB_COLL_RED
                                                  FB_COLL_ALL_REDUCE};
 const size_t fb_calib_counts[FB_CALIB_NSIZES] = {1, 1024, 65536, 1 << 20, 4 << 20};
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
+}
+
+double fb_calib_median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double fb_calib_lower_quartile(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return v[(n - 1) / 4];
 }
 
 /* ---- timing ------------------------------------------------------------------------------- */
@@ -57,7 +61,7 @@ fb_status fb_calib_time_collectives(fb_comm *comm, fb_stream *s, int reps, fb_ca
       const size_t count = fb_calib_counts[si];
       for (int rep = 0; rep <= reps; rep++) { /* rep 0 warms up */
         FB_CHECK_GOTO(st, meet(ctx), out);
-        double t0 = now_s();
+        double t0 = fb_cpu_clock();
         switch (fb_calib_colls[ci]) {
         case FB_COLL_ALL_GATHER:
           st = fb_all_gather(comm, s, -1, send.ptr, recv.ptr, count, FB_F32);
@@ -71,10 +75,9 @@ fb_status fb_calib_time_collectives(fb_comm *comm, fb_stream *s, int reps, fb_ca
         }
         if (st == FB_OK) st = fb_stream_sync(d, s);
         if (st != FB_OK) goto out; /* the peers time out and report too */
-        if (rep > 0) t[rep - 1] = now_s() - t0;
+        if (rep > 0) t[rep - 1] = fb_cpu_clock() - t0;
       }
-      qsort(t, (size_t)reps, sizeof *t, cmp_double);
-      out[ci][si] = t[(reps - 1) / 4]; /* lower quartile: robust to bursts of other work */
+      out[ci][si] = fb_calib_lower_quartile(t, reps);
     }
 out:
   fb_stream_sync(d, s);
@@ -197,8 +200,7 @@ static void fit_one(const fb_hardware *hw, int world, const fb_calib_times t, do
 
 static double median3(const double v[3]) {
   double s[3] = {v[0], v[1], v[2]};
-  qsort(s, 3, sizeof *s, cmp_double);
-  return s[1];
+  return fb_calib_median(s, 3);
 }
 
 void fb_calib_fit_comm(fb_hardware *hw, int world, const fb_calib_times idle,
