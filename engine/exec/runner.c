@@ -326,6 +326,10 @@ static fb_status resolve_auto(fb_run_config *c, const fb_model *m, char *why, si
   return FB_OK;
 }
 
+int fb_auto_batch(int world) {
+  return world >= 8 ? world : (8 + world - 1) / world * world;
+}
+
 fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
   memset(res, 0, sizeof *res);
   res->cfg = *cfg_in;
@@ -379,7 +383,7 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
     else if (!strcmp(c->backend, "sim")) c->world = hw.devices_per_node > 0 ? hw.devices_per_node : 8;
     else c->world = 2;
   }
-  if (c->batch <= 0) c->batch = c->world >= 8 ? c->world : (8 + c->world - 1) / c->world * c->world;
+  if (c->batch <= 0) c->batch = fb_auto_batch(c->world);
   /* re-check what depends on the world now that it is known */
   if (c->batch % c->world) {
     st = FB_ERR(FB_EUSAGE, "--batch: %d does not divide over --world %d", c->batch, c->world);

@@ -43,6 +43,9 @@ typedef struct fb_run_result {
 } fb_run_result;
 
 fb_status fb_run(const fb_run_config *cfg, fb_run_result *res);
+/* The global batch a run takes when --batch is not given: one sequence per rank, at least 8
+ * (rounded up to a multiple of the world). */
+int fb_auto_batch(int world);
 void fb_run_result_free(fb_run_result *res);
 
 #endif

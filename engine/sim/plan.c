@@ -228,12 +228,13 @@ int fb_plan_main(int argc, char **argv) {
     return st;
   }
   int world = cfg.world > 0 ? cfg.world : hw.devices_per_node;
-  int per_rank = cfg.batch / world;
+  int batch = cfg.batch > 0 ? cfg.batch : fb_auto_batch(world); /* what the runs will take */
+  int per_rank = batch / world;
   int micro_batch = cfg.micro_batch > 0 ? cfg.micro_batch : per_rank;
   printf("plan: model %s, hardware %s (%.1f GiB, %d per node), world %d, batch %d x seq %d "
          "(micro-batch %d, %d micro-step%s per step), params %s, reduce %s — every figure "
          "predicted by the sim backend\n",
-         cfg.spec.name, hw.name, gib(hw.mem_capacity), hw.devices_per_node, world, cfg.batch,
+         cfg.spec.name, hw.name, gib(hw.mem_capacity), hw.devices_per_node, world, batch,
          cfg.seq, micro_batch, micro_batch > 0 ? per_rank / micro_batch : 1,
          micro_batch > 0 && per_rank / micro_batch > 1 ? "s" : "", fb_dtype_name(cfg.param_dtype),
          fb_dtype_name(cfg.reduce_dtype));
