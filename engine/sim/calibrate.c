@@ -665,15 +665,14 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
     hw.overlap_slowdown = started ? fmin(100.0, fmax(1.0, shared / alone)) : 1.0;
   }
 
-  /* the local communicator: 2 rank threads */
+  /* the local communicator: 2 rank threads (sets the links, shared_host, collectives and
+   * devices_per_node) */
   FB_CHECK_GOTO(st, fb_calibrate_local_comm(&hw, o->quick, quiet), out);
 
-  hw.devices_per_node = 1;
   long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
   hw.mem_capacity = pages > 0 && psize > 0 ? (int64_t)pages * psize : (int64_t)1 << 30;
   hw.mem_capacity = hw.mem_capacity / (1 << 20) * (1 << 20);
   hw.host_runs_ahead = false; /* the cpu device runs compute on the calling thread */
-  hw.shared_host = true;      /* local ranks are threads of this one machine */
 
   /* the compute figures a step sees: refit on the ops of real single-rank steps */
   FB_CHECK_GOTO(st, fb_calibrate_in_step(&hw, threads, o->quick, quiet), out);
