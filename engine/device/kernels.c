@@ -78,8 +78,8 @@ fb_status fb_k_rmsnorm_bwd(const fb_kctx *k, void *dinp, void *dw, const void *d
   FB_KRUN(k, c, rmsnorm_bwd, dinp, dw, dout, inp, w, rstd, N, C);
 }
 
-static fb_op_cost gemm_cost(const char *name, fb_dtype t, double m, double n, double kk,
-                            double batch, double extra_bytes) {
+fb_op_cost fb_op_gemm_cost(const char *name, fb_dtype t, double m, double n, double kk,
+                           double batch, double extra_bytes) {
   fb_op_cost c = {.name = name, .kind = FB_OP_GEMM, .dtype = t, .m = (int64_t)m,
                   .n = (int64_t)n, .k = (int64_t)kk, .batch = (int64_t)batch};
   c.flops = 2.0 * m * n * kk * batch;
@@ -89,24 +89,25 @@ static fb_op_cost gemm_cost(const char *name, fb_dtype t, double m, double n, do
 
 fb_status fb_k_matmul_fwd(const fb_kctx *k, void *out, const void *inp, const void *w,
                           const void *bias, int N, int C, int OC) {
-  fb_op_cost c = gemm_cost("matmul_fwd", k->act, N, OC, C, 1, bias ? (double)OC * 4 : 0);
+  fb_op_cost c = fb_op_gemm_cost("matmul_fwd", k->act, N, OC, C, 1, bias ? (double)OC * 4 : 0);
   FB_KRUN(k, c, matmul_fwd, out, inp, w, bias, N, C, OC);
 }
 
 fb_status fb_k_matmul_bwd(const fb_kctx *k, void *dinp, void *dw, void *dbias, const void *dout,
                           const void *inp, const void *w, int N, int C, int OC) {
   /* dW = dout^T inp always; dinp = dout W when requested: 1 or 2 products of the fwd size. */
-  fb_op_cost c = gemm_cost("matmul_bwd", k->act, N, OC, C, dinp ? 2 : 1, 0);
+  fb_op_cost c = fb_op_gemm_cost("matmul_bwd", k->act, N, OC, C, dinp ? 2 : 1, 0);
   if (dbias) c.flops += (double)N * OC;
   FB_KRUN(k, c, matmul_bwd, dinp, dw, dbias, dout, inp, w, N, C, OC);
 }
 
 /* Causal attention does half of the T x T products: QK^T and PV, each 2*T*T*hd/2 per head. */
-static fb_op_cost attn_cost(const char *name, fb_dtype t, int B, int T, int H, int KVH, int hd,
-                            double products) {
+fb_op_cost fb_op_attention_cost(const char *name, fb_dtype t, int B, int T, int H, int KVH,
+                                int hd, double products, bool causal) {
+  double frac = causal ? 0.5 : 1.0;
   fb_op_cost c = {.name = name, .kind = FB_OP_ATTN, .dtype = t, .m = T, .n = T, .k = hd,
-                  .batch = (int64_t)B * H};
-  c.flops = products * 2.0 * B * H * (double)T * T * hd * 0.5 + 5.0 * B * H * (double)T * T * 0.5;
+                  .batch = (int64_t)B * H, .causal = causal};
+  c.flops = products * 2.0 * B * H * (double)T * T * hd * frac + 5.0 * B * H * (double)T * T * frac;
   c.bytes = ((double)B * T * (2.0 * H + 2.0 * KVH) * hd) * esz(t) * (products / 2.0) +
             4.0 * B * H * T;
   return c;
@@ -115,7 +116,7 @@ static fb_op_cost attn_cost(const char *name, fb_dtype t, int B, int T, int H, i
 fb_status fb_k_attention_fwd(const fb_kctx *k, void *out, float *lse, const void *q,
                              const void *kk, const void *v, int B, int T, int H, int KVH, int hd,
                              int ldq, int ldkv, void *scratch) {
-  fb_op_cost c = attn_cost("attention_fwd", k->act, B, T, H, KVH, hd, 2);
+  fb_op_cost c = fb_op_attention_cost("attention_fwd", k->act, B, T, H, KVH, hd, 2, true);
   FB_KRUN(k, c, attention_fwd, out, lse, q, kk, v, B, T, H, KVH, hd, ldq, ldkv, scratch);
 }
 
@@ -124,7 +125,7 @@ fb_status fb_k_attention_bwd(const fb_kctx *k, void *dq, void *dk, void *dv, con
                              const float *lse, int B, int T, int H, int KVH, int hd, int ldq,
                              int ldkv, void *scratch) {
   /* recompute QK^T, then dV, dP, dQ, dK: five products. */
-  fb_op_cost c = attn_cost("attention_bwd", k->act, B, T, H, KVH, hd, 5);
+  fb_op_cost c = fb_op_attention_cost("attention_bwd", k->act, B, T, H, KVH, hd, 5, true);
   FB_KRUN(k, c, attention_bwd, dq, dk, dv, dout, q, kk, v, out, lse, B, T, H, KVH, hd, ldq, ldkv,
           scratch);
 }

@@ -13,6 +13,7 @@
  * What this file does not do: decide where buffers live or when they are freed. */
 #ifndef FB_KERNELS_H
 #define FB_KERNELS_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,6 +37,15 @@ typedef struct fb_adamw_args {
 typedef struct fb_sgd_args {
   float lr, momentum, weight_decay, grad_scale;
 } fb_sgd_args;
+
+/* The cost records the wrappers fill, for tools that price an op without running it (validate
+ * --dataset). GEMM: `batch` products of m x n x k plus extra_bytes of traffic. Attention: one
+ * FlashAttention-style pass of `products` T x T x hd products per head (forward 2, backward
+ * 5: QK^T recomputed, dV, dP, dQ, dK), causal or not. */
+fb_op_cost fb_op_gemm_cost(const char *name, fb_dtype t, double m, double n, double kk,
+                           double batch, double extra_bytes);
+fb_op_cost fb_op_attention_cost(const char *name, fb_dtype t, int B, int T, int H, int KVH,
+                                int hd, double products, bool causal);
 
 #define FB_KARGS const fb_kctx *k
 typedef struct fb_kernels {

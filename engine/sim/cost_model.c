@@ -18,6 +18,9 @@
 #include "cost_model.h"
 
 #include <math.h>
+#include <string.h>
+
+#include "nccl_model.h"
 
 double fb_cost_gemm_efficiency(const fb_hardware *hw, double size) {
   if (!(size > 0)) return hw->gemm_max_eff * 1e-3; /* degenerate shape: tiny but finite */
@@ -29,11 +32,84 @@ static double rank_share(const fb_hardware *hw, int world) {
   return hw->shared_host && world > 1 ? 1.0 / world : 1.0;
 }
 
+/* ---- GPU GEMMs: tile and wave quantization ------------------------------------------------
+ * A GEMM library covers the m x n output with tiles, runs them in waves of one tile per SM and
+ * streams k through each tile's main loop. Useful work over the capacity of the waves it takes
+ * is what tile padding and wave quantization leave (the "tail effect" of NVIDIA's matmul
+ * performance guide); k/(k + k_half) is the main loop's prologue/epilogue share. Libraries
+ * choose among tile shapes and split k when the grid cannot fill the GPU, so we take the best
+ * of the profile's large tile, its halves (which reuse less data per load: the factors below,
+ * from cuBLAS's smaller tiles running ~10-20% slower per FLOP on full grids) and split-K in
+ * 2..16 pieces of at least 512 (the partial sums' extra pass and reduction: 0.8). */
+typedef struct tile_variant {
+  int div_m, div_n;
+  double eff;
+} tile_variant;
+static const tile_variant tile_variants[] = {{1, 1, 1.0}, {1, 2, 0.9}, {2, 2, 0.8}};
+
+static double tile_util(double m, double n, double batch, double tm, double tn, int sm, int split) {
+  double tiles = ceil(m / tm) * ceil(n / tn) * batch * split;
+  double waves = ceil(tiles / sm);
+  return m * n * batch * split / (waves * sm * tm * tn);
+}
+
+/* Bytes per element a GEMM streams its operands in (TF32 reads fp32). */
+static double gemm_esz(fb_dtype t) { return t == FB_BF16 ? 2.0 : 4.0; }
+
+double fb_cost_gemm_shape_efficiency(const fb_hardware *hw, double m, double n, double k,
+                                     double batch, fb_dtype t) {
+  if (!(m > 0 && n > 0 && k > 0 && batch > 0)) return hw->gemm_max_eff * 1e-3;
+  double best = 0;
+  for (size_t v = 0; v < sizeof tile_variants / sizeof tile_variants[0]; v++) {
+    double tm = (double)hw->gemm_tile_m / tile_variants[v].div_m;
+    double tn = (double)hw->gemm_tile_n / tile_variants[v].div_n;
+    for (int orient = 0; orient < 2; orient++) {
+      double a = orient ? tn : tm, b = orient ? tm : tn;
+      for (int split = 1; split <= 16; split *= 2) {
+        double kk = k / split;
+        if (split > 1 && kk < 512) break;
+        double e = tile_variants[v].eff * tile_util(m, n, batch, a, b, hw->sm_count, split) *
+                   kk / (kk + hw->gemm_k_half) * (split > 1 ? 0.8 : 1.0);
+        if (e > best) best = e;
+      }
+    }
+  }
+  /* operands not 16-byte aligned fall off the tensor-core fast path: mle-swiglu (gemm.csv)
+   * measures d_ff 10922 at 272.7 TFLOP/s against ~395 for aligned neighbours (x 0.69) */
+  double esz = gemm_esz(t);
+  if (fmod(k * esz, 16) != 0 || fmod(n * esz, 16) != 0 || fmod(m * esz, 16) != 0) best *= 0.69;
+  return hw->gemm_max_eff * best;
+}
+
+static double matmul_peak(const fb_hardware *hw, fb_dtype t) {
+  if (t != FB_BF16 && hw->tf32 && hw->peak_tf32 > 0) return hw->peak_tf32;
+  return fb_hardware_peak(hw, t);
+}
+
+/* ---- attention: FlashAttention-2 curves --------------------------------------------------
+ * Rate = peak x eff(pass) x (hd/128)^0.2 (hd < 128) x x/(x + half), x = keys per query
+ * (T, or T/2 under a causal mask). Fitted on the FlashAttention-2 README figures in
+ * attention.csv (see docs/simulator.md for the fit and its residual). */
+static double flash_efficiency(const fb_hardware *hw, const fb_op_cost *c) {
+  bool bwd = c->name && strstr(c->name, "bwd");
+  double x = c->causal ? 0.5 * (double)c->m : (double)c->m;
+  double hd = (double)c->k, hdf = hd >= 128 ? 1.0 : pow(hd / 128.0, 0.2);
+  return (bwd ? hw->flash_bwd_eff : hw->flash_fwd_eff) * hdf * x / (x + hw->flash_half_seq);
+}
+
 static double gemm_seconds(const fb_hardware *hw, const fb_op_cost *c, int world) {
-  double eff = fb_cost_gemm_efficiency(hw, fb_op_gemm_size(c));
-  if (c->kind == FB_OP_ATTN) eff *= hw->attn_eff;
+  double eff;
+  if (c->kind == FB_OP_ATTN && hw->flash_fwd_eff > 0)
+    eff = flash_efficiency(hw, c);
+  else if (c->kind == FB_OP_GEMM && hw->sm_count > 0)
+    eff = fb_cost_gemm_shape_efficiency(hw, (double)c->m, (double)c->n, (double)c->k,
+                                        (double)(c->batch > 0 ? c->batch : 1), c->dtype);
+  else {
+    eff = fb_cost_gemm_efficiency(hw, fb_op_gemm_size(c));
+    if (c->kind == FB_OP_ATTN) eff *= hw->attn_eff;
+  }
   double share = rank_share(hw, world);
-  double t_compute = c->flops / (fb_hardware_peak(hw, c->dtype) * share * eff);
+  double t_compute = c->flops / (matmul_peak(hw, c->dtype) * share * eff);
   double t_memory = c->bytes / (hw->mem_bw * hw->mem_eff * share);
   return hw->launch_s + fmax(t_compute, t_memory);
 }
@@ -121,6 +197,12 @@ static double single_rank_seconds(const fb_hardware *hw, fb_coll coll, double by
 
 double fb_cost_collective(const fb_hardware *hw, fb_coll coll, double bytes, int world) {
   if (bytes < 0) bytes = 0;
+  if (hw->collectives == FB_COLLS_NCCL) {
+    if (world <= 1) return single_rank_seconds(hw, coll, bytes);
+    /* a barrier is a one-element all-reduce (what torch.distributed does over NCCL) */
+    if (coll == FB_COLL_BARRIER) coll = FB_COLL_ALL_REDUCE, bytes = 4;
+    return hw->launch_s + hw->coll_overhead_s + fb_nccl_predict(hw, coll, bytes, world).seconds;
+  }
   if (hw->collectives == FB_COLLS_SHARED_MEMORY) /* intra_bw: the machine's copy bandwidth */
     return hw->launch_s + (world > 1 ? fb_cost_shared_memory_barriers(coll) : 1) * hw->intra_lat +
            fb_cost_shared_memory_bytes(coll, bytes, world > 1 ? world : 1) /

@@ -14,6 +14,10 @@ double fb_cost_seconds(const fb_hardware *hw, const fb_op_cost *c, int world);
 /* The parts, exposed for tests, calibration and docs. */
 /* GEMM efficiency for a product of cube-root size s = cbrt(m*n*k*batch): max * s / (s + half). */
 double fb_cost_gemm_efficiency(const fb_hardware *hw, double size);
+/* GPU GEMM efficiency (fraction of the dtype's peak) of `batch` m x n x k products on a profile
+ * with sm_count > 0: tile and wave quantization, main-loop depth, split-K, alignment. */
+double fb_cost_gemm_shape_efficiency(const fb_hardware *hw, double m, double n, double k,
+                                     double batch, fb_dtype t);
 /* A collective of `bytes` payload (all-gather / reduce-scatter: the full gathered buffer;
  * all-reduce, broadcast, reduce: the buffer) over `world` ranks. World 1 is a device copy
  * (broadcast and barrier: 0); on a shared host the shared-memory formula at W = 1 with one

@@ -27,9 +27,13 @@ typedef struct hw_key {
   bool lo_open;   /* lo excluded (value must be > lo) */
   const char *const *names; /* HW_ENUM: the allowed words, index = stored int; NULL-ended */
   const char *doc;
+  bool optional;  /* may be left out: the field keeps 0 / false / the first enum word, and
+                     fb_hardware_write leaves it out while it is so */
 } hw_key;
 
-static const char *const collectives_names[] = {"ring_tree", "shared_memory", NULL};
+static const char *const collectives_names[] = {"ring_tree", "shared_memory", "nccl", NULL};
+static const char *const arch_names[] = {"none", "ampere", "hopper", NULL};
+static const char *const vendor_names[] = {"intel", "amd", NULL};
 
 #define OFF(f) offsetof(fb_hardware, f)
 static const hw_key hw_keys[] = {
@@ -74,9 +78,50 @@ static const hw_key hw_keys[] = {
     {.key = "shared_host", .type = HW_BOOL, .off = OFF(shared_host),
      .doc = "true: all ranks share one machine; per-rank rates divide by the world size"},
     {.key = "collectives", .type = HW_ENUM, .off = OFF(collectives), .names = collectives_names,
-     .doc = "ring_tree: NCCL/MPI rings and trees; shared_memory: the local communicator"},
+     .doc = "ring_tree: rings and trees; shared_memory: the local communicator; nccl: NCCL's model"},
+    /* GPU mechanisms: optional, each documented in docs/simulator.md */
+    {.key = "sm_count", .type = HW_INT, .off = OFF(sm_count), .scale = 1, .lo = 0, .hi = 1e6,
+     .optional = true, .doc = "SMs: GEMM tile and wave quantization (0 = off)"},
+    {.key = "gemm_tile_m", .type = HW_INT, .off = OFF(gemm_tile_m), .scale = 1, .lo = 0,
+     .hi = 4096, .optional = true, .doc = "rows of the large GEMM kernels' output tile"},
+    {.key = "gemm_tile_n", .type = HW_INT, .off = OFF(gemm_tile_n), .scale = 1, .lo = 0,
+     .hi = 4096, .optional = true, .doc = "columns of the large GEMM kernels' output tile"},
+    {.key = "gemm_k_half", .type = HW_REAL, .off = OFF(gemm_k_half), .scale = 1, .lo = 0,
+     .hi = 1e9, .optional = true, .doc = "GEMM depth k at which the main loop runs at half rate"},
+    {.key = "peak_tflops_tf32", .type = HW_REAL, .off = OFF(peak_tf32), .scale = 1e12, .lo = 0,
+     .hi = INFINITY, .optional = true, .doc = "dense TF32 tensor-core peak, TFLOP/s"},
+    {.key = "tf32", .type = HW_BOOL, .off = OFF(tf32), .optional = true,
+     .doc = "fp32 matmuls run on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32)"},
+    {.key = "flash_fwd_efficiency", .type = HW_REAL, .off = OFF(flash_fwd_eff), .scale = 1,
+     .lo = 0, .hi = 1, .optional = true,
+     .doc = "FlashAttention-2 forward: fraction of peak at head dim 128, long sequences"},
+    {.key = "flash_bwd_efficiency", .type = HW_REAL, .off = OFF(flash_bwd_eff), .scale = 1,
+     .lo = 0, .hi = 1, .optional = true, .doc = "FlashAttention-2 backward: the same"},
+    {.key = "flash_half_seq", .type = HW_REAL, .off = OFF(flash_half_seq), .scale = 1, .lo = 0,
+     .hi = 1e9, .optional = true,
+     .doc = "keys per query (causal: T/2) at which attention runs at half its long-sequence rate"},
+    {.key = "host_op_us", .type = HW_REAL, .off = OFF(host_op_s), .scale = 1e-6, .lo = 0,
+     .hi = 1e6, .optional = true, .doc = "host time to dispatch one op (eager framework), us"},
+    {.key = "gpu_arch", .type = HW_ENUM, .off = OFF(gpu_arch), .names = arch_names,
+     .optional = true, .doc = "GPU generation for NCCL's tuning constants"},
+    {.key = "cpu_vendor", .type = HW_ENUM, .off = OFF(cpu_vendor), .names = vendor_names,
+     .optional = true, .doc = "host CPU: NCCL's multi-node LL cap and network overhead"},
+    {.key = "nccl_channels_node", .type = HW_INT, .off = OFF(nccl_ch_node), .scale = 1, .lo = 0,
+     .hi = 64, .optional = true, .doc = "NCCL ring graph inside one node: channels"},
+    {.key = "nccl_channel_gbs_node", .type = HW_REAL, .off = OFF(nccl_bw_node), .scale = 1e9,
+     .lo = 0, .hi = INFINITY, .optional = true, .doc = "... and GB/s per channel"},
+    {.key = "nccl_channels_net", .type = HW_INT, .off = OFF(nccl_ch_net), .scale = 1, .lo = 0,
+     .hi = 64, .optional = true, .doc = "NCCL ring graph across nodes: channels"},
+    {.key = "nccl_channel_gbs_net", .type = HW_REAL, .off = OFF(nccl_bw_net), .scale = 1e9,
+     .lo = 0, .hi = INFINITY, .optional = true, .doc = "... and GB/s per channel"},
+    {.key = "nvls_busbw_gbs", .type = HW_REAL, .off = OFF(nvls_busbw), .scale = 1e9, .lo = 0,
+     .hi = INFINITY, .optional = true, .doc = "NVLink SHARP all-reduce bus bandwidth, one node"},
+    {.key = "coll_overhead_us", .type = HW_REAL, .off = OFF(coll_overhead_s), .scale = 1e-6,
+     .lo = 0, .hi = 1e6, .optional = true,
+     .doc = "per collective: launch and framework time NCCL's model leaves out, us"},
 };
 #define KERNEL_KEY "kernel_gbs"
+#define EXTENDS_KEY "extends"
 #define KERNEL_DOC "optional: achieved GB/s (of the bytes its wrapper counts) per kernel name"
 #undef OFF
 enum { HW_NKEYS = sizeof hw_keys / sizeof hw_keys[0] };
@@ -266,7 +311,37 @@ double fb_hardware_peak(const fb_hardware *hw, fb_dtype t) {
   return t == FB_BF16 ? hw->peak_bf16 : hw->peak_fp32;
 }
 
+static fb_status load_depth(const char *name_or_path, fb_hardware *out, int depth);
+
+/* `extends: BASE` (a profile name or path): the base profile's values first, so a cluster file
+ * states only what differs (its network, its GPUs per node). At most 4 levels. */
+static fb_status load_base(const char *path, yaml_document_t *doc, yaml_node_t *root, int depth,
+                           fb_hardware *hw, bool *seen) {
+  for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;
+       p++) {
+    yaml_node_t *kn = yaml_document_get_node(doc, p->key);
+    yaml_node_t *vn = yaml_document_get_node(doc, p->value);
+    if (!kn || kn->type != YAML_SCALAR_NODE || strcmp((const char *)kn->data.scalar.value,
+                                                      EXTENDS_KEY))
+      continue;
+    if (!vn || vn->type != YAML_SCALAR_NODE || !vn->data.scalar.value[0])
+      return FB_ERR(FB_EUSAGE, "%s: key '%s' needs a profile name or path", path, EXTENDS_KEY);
+    if (depth >= 4)
+      return FB_ERR(FB_EUSAGE, "%s: key '%s' = '%s': allowed at most 4 levels of extends", path,
+                    EXTENDS_KEY, (const char *)vn->data.scalar.value);
+    FB_TRY(load_depth((const char *)vn->data.scalar.value, hw, depth + 1));
+    for (int i = 0; i < HW_NKEYS; i++) seen[i] = false; /* the file may set any key again */
+    hw->nkernels = 0;
+    return FB_OK;
+  }
+  return FB_OK;
+}
+
 fb_status fb_hardware_load(const char *name_or_path, fb_hardware *out) {
+  return load_depth(name_or_path, out, 0);
+}
+
+static fb_status load_depth(const char *name_or_path, fb_hardware *out, int depth) {
   char path[1024];
   FB_TRY(fb_resolve_yaml("models/hardware", name_or_path, path, sizeof path));
   FILE *f = fopen(path, "rb");
@@ -299,6 +374,8 @@ fb_status fb_hardware_load(const char *name_or_path, fb_hardware *out) {
     st = FB_ERR(FB_EUSAGE, "%s: a hardware profile is a mapping of keys to values", path);
     goto out_doc;
   }
+  FB_CHECK_GOTO(st, load_base(path, &doc, root, depth, &hw, seen), out_doc);
+  bool based = hw.name[0] != 0; /* a base profile supplied every required key */
   for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;
        p++) {
     yaml_node_t *kn = yaml_document_get_node(&doc, p->key);
@@ -308,6 +385,7 @@ fb_status fb_hardware_load(const char *name_or_path, fb_hardware *out) {
       goto out_doc;
     }
     const char *key = (const char *)kn->data.scalar.value;
+    if (!strcmp(key, EXTENDS_KEY)) continue; /* applied first, by load_base */
     if (!strcmp(key, KERNEL_KEY) && vn) {
       if (seen_kernels) {
         st = FB_ERR(FB_EUSAGE, "%s: key '%s' given twice", path, key);
@@ -341,7 +419,7 @@ fb_status fb_hardware_load(const char *name_or_path, fb_hardware *out) {
     FB_CHECK_GOTO(st, set_key(path, k, (const char *)vn->data.scalar.value, &hw), out_doc);
   }
   for (int i = 0; i < HW_NKEYS; i++) {
-    if (!seen[i]) {
+    if (!seen[i] && !hw_keys[i].optional && !based) {
       char allowed[96];
       range_text(&hw_keys[i], allowed, sizeof allowed);
       st = FB_ERR(FB_EUSAGE, "%s: missing key '%s' (%s; %s)", path, hw_keys[i].key,
@@ -369,6 +447,17 @@ static void fmt_real(char *buf, size_t n, double si, double scale) {
   }
 }
 
+/* An optional key still at its zero value (0, false, the first enum word). */
+static bool is_unset(const hw_key *k, const fb_hardware *hw) {
+  const char *base = (const char *)hw + k->off;
+  switch (k->type) {
+  case HW_BOOL: return !*(const bool *)base;
+  case HW_ENUM:
+  case HW_INT: return *(const int *)base == 0;
+  default: return get_yaml_value(k, hw) == 0;
+  }
+}
+
 fb_status fb_hardware_write(const char *path, const fb_hardware *hw, const char *comment) {
   FB_TRY(fb_hardware_validate(hw, path));
   FILE *f = fopen(path, "w");
@@ -385,6 +474,7 @@ fb_status fb_hardware_write(const char *path, const fb_hardware *hw, const char 
   for (int i = 0; i < HW_NKEYS; i++) {
     const hw_key *k = &hw_keys[i];
     char val[64];
+    if (k->optional && is_unset(k, hw)) continue;
     if (k->type == HW_STR)
       snprintf(val, sizeof val, "%s", hw->name);
     else if (k->type == HW_BOOL)

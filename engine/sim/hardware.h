@@ -27,8 +27,13 @@ typedef enum fb_collectives {
   FB_COLLS_RING_TREE,     /* NCCL / MPI style: ring (and tree for all-reduce), hierarchical
                              across nodes; on a shared host the ranks share its bandwidth */
   FB_COLLS_SHARED_MEMORY, /* the local communicator: every rank reads the others' buffers */
+  FB_COLLS_NCCL,          /* NCCL's own tuning model: ring / tree / NVLS x LL / LL128 / Simple,
+                             the cheapest predicted (engine/sim/nccl_model.c) */
   FB_NCOLLS
 } fb_collectives;
+
+/* GPU generation, for NCCL's per-architecture tuning constants. */
+typedef enum fb_gpu_arch { FB_ARCH_NONE = 0, FB_ARCH_AMPERE, FB_ARCH_HOPPER } fb_gpu_arch;
 
 typedef struct fb_hardware {
   char name[64];
@@ -53,6 +58,24 @@ typedef struct fb_hardware {
   bool shared_host;         /* all ranks of a run share this one machine (cpu executor): per-rank
                                compute and memory rates are divided by the world size */
   int collectives;          /* fb_collectives */
+  /* ---- GPU mechanisms (optional keys: 0 / false leaves the simple model above) ---- */
+  int sm_count;             /* streaming multiprocessors: GEMM tile and wave quantization */
+  int gemm_tile_m, gemm_tile_n; /* output tile of the library's large GEMM kernels */
+  double gemm_k_half;       /* GEMM depth at which the main loop reaches half its rate */
+  double peak_tf32;         /* FLOP/s, dense TF32 tensor-core rate */
+  bool tf32;                /* fp32 matmuls run on TF32 tensor cores */
+  double flash_fwd_eff;     /* FlashAttention-2 forward, fraction of peak (hd 128, long keys) */
+  double flash_bwd_eff;     /* FlashAttention-2 backward, the same */
+  double flash_half_seq;    /* keys per query (causal: T/2) at half the long-sequence rate */
+  double host_op_s;         /* host time to dispatch one op (framework + launch call) */
+  int gpu_arch;             /* fb_gpu_arch: NCCL's tuning constants */
+  int cpu_vendor;           /* 0 intel, 1 amd: NCCL's LL bandwidth cap and net overhead */
+  int nccl_ch_node;         /* NCCL ring graph in one node: channels ... */
+  double nccl_bw_node;      /* ... x bytes/s per channel */
+  int nccl_ch_net;          /* the graph across nodes (one NIC per channel pair): channels ... */
+  double nccl_bw_net;       /* ... x bytes/s per channel */
+  double nvls_busbw;        /* NVLink SHARP all-reduce bus bandwidth in one node (0 = none) */
+  double coll_overhead_s;   /* per collective call: launch and framework work NCCL's model omits */
   int nkernels;             /* optional per-kernel table, see fb_hw_kernel */
   fb_hw_kernel kernels[FB_HW_MAX_KERNELS];
 } fb_hardware;

@@ -9,6 +9,7 @@
 #include "../../traces/chrome_trace.h"
 #include "../../traces/json_out.h"
 #include "../exec/runner.h"
+#include "validate_dataset.h"
 
 typedef struct op_row {
   const char *name;
@@ -77,6 +78,8 @@ static fb_status match(const fb_run_result *m, const fb_run_result *p, op_row *r
 }
 
 int fb_validate_main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strncmp(argv[i], "--dataset", 9)) return fb_validate_dataset_main(argc, argv);
   fb_run_config c;
   fb_cli_action action = FB_CLI_RUN;
   fb_config_defaults(&c);
