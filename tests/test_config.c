@@ -89,7 +89,8 @@ static void test_defaults(void) {
   CHECK(c.prefetch_forward && c.prefetch_backward && c.reshard_after_forward &&
             c.max_inflight == 2 && c.accum == FB_ACCUM_REDUCE && c.bucket_bytes == 25 << 20,
         "strategy options");
-  CHECK(c.param_dtype == FB_F32 && c.reduce_dtype == FB_F32 && !c.recompute, "dtypes");
+  CHECK(c.param_dtype == FB_F32 && c.reduce_dtype == FB_F32, "dtypes");
+  CHECK(c.recompute == FB_RECOMPUTE_OFF && c.recompute_layers == 0, "recompute");
   CHECK(c.threads == 0 && c.mem_limit == 0 && c.timeout_s == 60 && !c.out[0] && !c.trace,
         "resources");
   CHECK(c.trace_wait == 0 && c.trace_warmup == 1 && c.trace_active == 2 && !c.mem_snapshot &&
@@ -115,13 +116,55 @@ static void test_flags(void) {
   CHECK(!strcmp(c.strategy, "ddp") && c.world == 2 && c.batch == 4 && c.micro_batch == 1,
         "ints");
   CHECK(c.seq == 64 && c.steps == 3 && c.lr == 1e-3 && c.min_lr == 0, "numbers");
-  CHECK(!c.prefetch_forward && c.trace && c.recompute && !c.quiet, "booleans");
+  CHECK(!c.prefetch_forward && c.trace && c.recompute == FB_RECOMPUTE_FULL && !c.quiet,
+        "booleans (--recompute=true is full)");
   CHECK(c.mem_limit == 1610612736LL && c.bucket_bytes == 524288, "sizes %lld %lld",
         (long long)c.mem_limit, (long long)c.bucket_bytes);
   CHECK(c.accum == FB_ACCUM_NO_REDUCE && c.param_dtype == FB_BF16, "enums");
   CHECK(c.trace_wait == 1 && c.trace_warmup == 2 && c.trace_active == 3, "trace steps");
   CHECK(c.seed == UINT64_MAX, "seed");
   CHECK(c.spec.vocab == 50257 && c.spec.max_seq == 1024, "model gpt2-124m");
+
+  /* --recompute: a mode, the old boolean's words, or no value at all (= full). */
+  static const struct {
+    const char *line;
+    fb_recompute want;
+    int layers;
+  } rc[] = {
+      {"--recompute", FB_RECOMPUTE_FULL, 0},
+      {"--recompute --steps 3", FB_RECOMPUTE_FULL, 0},
+      {"--recompute full --recompute-layers 1", FB_RECOMPUTE_FULL, 1},
+      {"--recompute selective", FB_RECOMPUTE_SELECTIVE, 0},
+      {"--recompute=selective --recompute-layers=4", FB_RECOMPUTE_SELECTIVE, 4},
+      {"--recompute off", FB_RECOMPUTE_OFF, 0},
+      {"--recompute true", FB_RECOMPUTE_FULL, 0},
+      {"--recompute=false", FB_RECOMPUTE_OFF, 0},
+      {"--recompute full --no-recompute", FB_RECOMPUTE_OFF, 0},
+      {"--recompute-layers 2", FB_RECOMPUTE_OFF, 2},
+  };
+  for (size_t i = 0; i < sizeof rc / sizeof rc[0]; i++) {
+    CHECK_OK(run_cli(rc[i].line, &c, NULL));
+    CHECK(c.recompute == rc[i].want && c.recompute_layers == rc[i].layers,
+          "'%s' -> %s, %d layers", rc[i].line, fb_recompute_name(c.recompute),
+          c.recompute_layers);
+  }
+  /* Which blocks K of L checkpoints: exactly K (all for K = 0), block 1 first, spread. */
+  for (int L = 1; L <= 12; L++)
+    for (int K = 0; K <= L; K++) {
+      int n = 0, last = 0, gap = 0;
+      for (int l = 1; l <= L; l++)
+        if (fb_tf_block_recomputed(l, L, K)) {
+          if (n && l - last > gap) gap = l - last;
+          n++;
+          last = l;
+        }
+      CHECK(n == (K ? K : L) && fb_tf_block_recomputed(1, L, K), "L %d K %d: %d blocks", L, K,
+            n);
+      CHECK(!K || gap <= (L + K - 1) / K, "L %d K %d: gap %d", L, K, gap);
+    }
+  CHECK(fb_tf_block_recomputed(1, 4, 2) && !fb_tf_block_recomputed(2, 4, 2) &&
+            fb_tf_block_recomputed(3, 4, 2) && !fb_tf_block_recomputed(4, 4, 2),
+        "every 2nd of 4: blocks 1 and 3");
 
   CHECK_OK(run_cli("--model gpt2-124m", &c, NULL));
   CHECK(c.seq == 256, "seq default min(256, 1024) = %d", c.seq);
@@ -158,6 +201,7 @@ static void test_yaml_and_override(void) {
                                          "batch: 4\n"
                                          "micro_batch: 2\n"
                                          "prefetch-backward: false\n"
+                                         "recompute: true\n"
                                          "trace_steps: [2, 0, 1]\n"
                                          "lr: 1e-3\n"
                                          "out: \"\"\n");
@@ -168,6 +212,12 @@ static void test_yaml_and_override(void) {
   CHECK(c.steps == 7 && c.batch == 4 && c.micro_batch == 2 && !c.prefetch_backward, "values");
   CHECK(c.trace_wait == 2 && c.trace_warmup == 0 && c.trace_active == 1, "yaml list");
   CHECK(c.lr == 1e-3, "lr");
+  CHECK(c.recompute == FB_RECOMPUTE_FULL, "yaml recompute: true (the old boolean) is full");
+  CHECK_OK(fb_config_load_yaml(&c, write_file("rc.yaml", "recompute: selective\n"
+                                                         "recompute_layers: 2\n")));
+  CHECK(c.recompute == FB_RECOMPUTE_SELECTIVE && c.recompute_layers == 2, "yaml selective");
+  CHECK_OK(fb_config_load_yaml(&c, write_file("rc.yaml", "recompute: false\n")));
+  CHECK(c.recompute == FB_RECOMPUTE_OFF, "yaml recompute: false is off");
 
   /* The file never overrides a flag, wherever --config sits. */
   char line[1024];
@@ -183,7 +233,8 @@ static void test_yaml_and_override(void) {
   snprintf(line, sizeof line,
            "--strategy yafsdp --world 4 --batch 16 --lr 0.00123 --mem-limit 3G --hardware "
            "%s/models/debug.yaml --out a\"b --accum no-reshard --bucket-mb 1.25 --seed 42 "
-           "--no-reshard-after-forward --trace-steps 3,1,4",
+           "--no-reshard-after-forward --trace-steps 3,1,4 --recompute selective "
+           "--recompute-layers 3",
            fb_data_root());
   CHECK_OK(run_cli(line, &c, NULL));
   const char *rt = write_file("rt.yaml", "");
@@ -268,6 +319,17 @@ static void test_bad_flags(void) {
   expect_usage("--log-every 0", "--log-every", "'0'", NULL);
   expect_usage("--trace=maybe", "--trace", "'maybe'", "true or false");
   expect_usage("--no-trace=1", "--no-trace", NULL, NULL);
+  expect_usage("--recompute x", "--recompute: 'x' is not allowed (off|full|selective)", NULL,
+               NULL);
+  expect_usage("--recompute=", "--recompute: '' is not allowed", NULL, NULL);
+  expect_usage("--recompute Full", "--recompute", "'Full'", "off|full|selective");
+  expect_usage("--no-recompute=full", "--no-recompute", "takes no value", NULL);
+  expect_usage("--recompute-layers 5", "--recompute-layers: 5 is not allowed",
+               "between 0 and 4", "debug");
+  expect_usage("--model debug-llama --recompute selective --recompute-layers 9",
+               "--recompute-layers", "9", "between 0 and 4");
+  expect_usage("--recompute-layers -1", "--recompute-layers", "'-1'", NULL);
+  expect_usage("--recompute-layers two", "--recompute-layers", "'two'", "not an integer");
   expect_usage("--trace-steps 1,2", "--trace-steps", "'1,2'", "WAIT,WARMUP,ACTIVE");
   expect_usage("--trace-steps -1,0,1", "--trace-steps", "'-1,0,1'", NULL);
   expect_usage("--trace-steps 0,0,0", "--trace-steps", "'0,0,0'", NULL);
@@ -295,6 +357,9 @@ static void test_bad_yaml(void) {
   expect_yaml_usage("micro_batch: -2\n", "micro_batch", "'-2'", NULL);
   expect_yaml_usage("lr: fast\n", "lr", "'fast'", "not a number");
   expect_yaml_usage("trace: maybe\n", "trace", "'maybe'", NULL);
+  expect_yaml_usage("recompute: maybe\n", "bad.yaml:1: recompute: 'maybe' is not allowed",
+                    "(off|full|selective)", NULL);
+  expect_yaml_usage("recompute_layers: -2\n", "recompute_layers", "'-2'", NULL);
   expect_yaml_usage("backend: gpu\n", "backend", "'gpu'", "cpu");
   expect_yaml_usage("mem_limit: lots\n", "mem_limit", "'lots'", NULL);
   expect_yaml_usage("steps: 3\nsteps: 4\n", "duplicate key 'steps'", "line 1", NULL);
@@ -447,6 +512,10 @@ static void test_help(void) {
   CHECK(strstr(text, "[default: 0.0003]") && strstr(text, "[default: lr/10]"), "lr defaults");
   CHECK(strstr(text, "{single, ddp, zero3, fsdp, yafsdp}"), "strategies listed");
   CHECK(strstr(text, "{auto|cpu|cuda|sim}"), "backends listed");
+  CHECK(strstr(text, "--recompute [MODE]") && strstr(text, "{off|full|selective}") &&
+            strstr(text, "[default: off]") && strstr(text, "--recompute-layers K") &&
+            strstr(text, "[default: 0 = all layers]"),
+        "recompute flags in help");
   free(text);
 }
 

@@ -1,5 +1,6 @@
 /* Command-line flags: `--flag value`, `--flag=value`, booleans as `--x`, `--no-x`,
- * `--x=true|false` (or `--x true|false`). Every --config FILE is applied first, in order, so
+ * `--x=true|false` (or `--x true|false`); --recompute's value is optional (bare: full,
+ * --no-recompute: off). Every --config FILE is applied first, in order, so
  * flags override the file wherever they appear. Values go through the option table
  * (options.c); this file only splits argv. --help / -h / --version anywhere win. It prints
  * nothing. */
@@ -71,7 +72,7 @@ static fb_status split_flag(int argc, char **argv, int *i, flag_ref *r) {
   r->opt = fb_config_option(name);
   if (!r->opt && !strncmp(name, "no-", 3)) {
     const fb_option *o = fb_config_option(name + 3);
-    if (o && o->kind == FB_OPT_BOOL) {
+    if (o && (o->kind == FB_OPT_BOOL || o->kind == FB_OPT_RECOMPUTE)) {
       if (eq) return FB_ERR(FB_EUSAGE, "--%s takes no value (got '%s')", name, eq + 1);
       r->opt = o;
       r->negated = true;
@@ -97,6 +98,10 @@ static fb_status split_flag(int argc, char **argv, int *i, flag_ref *r) {
   }
   if (k == FB_OPT_BOOL) {
     if (*i + 1 < argc && is_bool_word(argv[*i + 1])) r->value = argv[++*i];
+    return FB_OK;
+  }
+  if (k == FB_OPT_RECOMPUTE) { /* the value is optional: a bare --recompute is full */
+    if (*i + 1 < argc && strncmp(argv[*i + 1], "--", 2)) r->value = argv[++*i];
     return FB_OK;
   }
   if (*i + 1 >= argc || !strncmp(argv[*i + 1], "--", 2))
@@ -133,6 +138,10 @@ fb_status fb_config_parse_cli(fb_run_config *c, int argc, char **argv, int first
     case FB_OPT_VERSION: break; /* handled above */
     case FB_OPT_BOOL:
       FB_TRY(fb_config_set(c, r.opt->name, r.negated ? "false" : (r.value ? r.value : "true"),
+                           NULL));
+      break;
+    case FB_OPT_RECOMPUTE:
+      FB_TRY(fb_config_set(c, r.opt->name, r.negated ? "off" : (r.value ? r.value : "full"),
                            NULL));
       break;
     default: FB_TRY(fb_config_set(c, r.opt->name, r.value, NULL)); break;

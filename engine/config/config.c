@@ -41,7 +41,8 @@ void fb_config_defaults(fb_run_config *c) {
       .bucket_bytes = 25 << 20,
       .param_dtype = FB_F32,
       .reduce_dtype = FB_F32,
-      .recompute = false,
+      .recompute = FB_RECOMPUTE_OFF,
+      .recompute_layers = 0,
       .threads = 0,
       .mem_limit = 0,
       .timeout_s = 60,
@@ -76,6 +77,12 @@ fb_status fb_config_finalize(fb_run_config *c) {
   if (c->seq > c->spec.max_seq)
     return FB_ERR(FB_EUSAGE, "--seq: %d exceeds the model's context (max_seq %d of model '%s')",
                   c->seq, c->spec.max_seq, c->spec.name);
+
+  if (c->recompute_layers > c->spec.layers)
+    return FB_ERR(FB_EUSAGE,
+                  "--recompute-layers: %d is not allowed (want an integer between 0 and %d, the "
+                  "layers of model '%s'; 0 = all)",
+                  c->recompute_layers, c->spec.layers, c->spec.name);
 
   /* Strategy and where it runs. */
   if (!fb_strategy_lookup(c->strategy))
@@ -142,6 +149,8 @@ void fb_config_print_help(FILE *f) {
     char flag[64], dflt[160], allowed[160] = "";
     if (o->kind == FB_OPT_BOOL)
       snprintf(flag, sizeof flag, "--[no-]%s", o->name);
+    else if (o->kind == FB_OPT_RECOMPUTE)
+      snprintf(flag, sizeof flag, "--%s [%s]", o->name, o->metavar); /* value optional */
     else if (o->metavar)
       snprintf(flag, sizeof flag, "--%s %s", o->name, o->metavar);
     else

@@ -10,6 +10,7 @@
 
 #include "../core/types.h"
 #include "../model/model.h"
+#include "../model/transformer.h" /* fb_recompute */
 
 typedef enum fb_accum_mode {
   FB_ACCUM_REDUCE = 0,  /* reduce gradients every micro-step (default) */
@@ -44,7 +45,8 @@ typedef struct fb_run_config {
   fb_accum_mode accum;
   int64_t bucket_bytes;  /* ddp gradient bucket size */
   fb_dtype param_dtype, reduce_dtype;
-  bool recompute;        /* activation recomputation (block granularity) */
+  fb_recompute recompute; /* activation checkpointing: off | full | selective */
+  int recompute_layers;  /* checkpoint K of the model's blocks (0 = all; <= layers) */
   /* resources and output */
   int threads;           /* CPU threads per process (0 = all cores) */
   int64_t mem_limit;     /* bytes per rank (0 = none on cpu; device capacity on cuda/sim) */
@@ -91,6 +93,8 @@ typedef enum fb_opt_kind {
   FB_OPT_DTYPE,      /* fp32 | bf16 */
   FB_OPT_ACCUM,      /* reduce | no-reshard | no-reduce */
   FB_OPT_TRACE_STEPS,/* WAIT,WARMUP,ACTIVE */
+  FB_OPT_RECOMPUTE,  /* off | full | selective; also true (= full) and false (= off); CLI: a
+                      * bare --recompute is full, --no-recompute off */
   FB_OPT_CONFIG,     /* --config FILE (CLI only) */
   FB_OPT_HELP,       /* --help (CLI only) */
   FB_OPT_VERSION     /* --version (CLI only) */

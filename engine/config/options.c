@@ -91,8 +91,16 @@ static const fb_option options[] = {
      .metavar = "T", .choices = "fp32|bf16", .help = "parameters as gathered and computed"},
     {.name = "reduce-dtype", .group = G_STRAT, .kind = FB_OPT_DTYPE, FIELD(reduce_dtype),
      .metavar = "T", .choices = "fp32|bf16", .help = "gradient reduction"},
-    {.name = "recompute", .group = G_STRAT, .kind = FB_OPT_BOOL, FIELD(recompute),
-     .help = "activation recomputation (per block)"},
+    {.name = "recompute", .group = G_STRAT, .kind = FB_OPT_RECOMPUTE, FIELD(recompute),
+     .metavar = "MODE", .choices = "off|full|selective",
+     .help = "activation checkpointing: full = a block keeps its input and reruns its forward "
+             "in backward; selective = rerun only the attention core (softmax(QK^T)V), matmul "
+             "outputs stay saved. A bare --recompute or true = full; false or --no-recompute = off "
+             "(old boolean configs keep working)"},
+    {.name = "recompute-layers", .group = G_STRAT, .kind = FB_OPT_INT, FIELD(recompute_layers),
+     .metavar = "K", .min = 0, .max = IMAX, .dflt = "0 = all layers",
+     .help = "checkpoint K of the L blocks, every (L/K)-th from block 1: block l iff "
+             "(l-1)*K mod L < K (K <= layers)"},
 
     {.name = "threads", .group = G_OUT, .kind = FB_OPT_INT, FIELD(threads), .metavar = "N",
      .min = 0, .max = 4096, .dflt = "0 = all cores", .help = "CPU threads per process"},
@@ -218,6 +226,7 @@ static void describe(const fb_option *o, char *buf, size_t n) {
   case FB_OPT_STR:
   case FB_OPT_DTYPE:
   case FB_OPT_ACCUM:
+  case FB_OPT_RECOMPUTE:
     if (o->choices) {
       snprintf(buf, n, "one of %s", o->choices);
       break;
@@ -371,6 +380,15 @@ fb_status fb_config_set(fb_run_config *c, const char *key, const char *value, co
     *AT(c, o, fb_accum_mode) = (fb_accum_mode)i; /* table order == enum order */
     return FB_OK;
   }
+  case FB_OPT_RECOMPUTE: {
+    /* table order == enum order; the old boolean's words still read as full / off */
+    int i = choice_index(o->choices, value);
+    bool b;
+    if (i < 0 && !parse_bool(value, &b)) i = b ? FB_RECOMPUTE_FULL : FB_RECOMPUTE_OFF;
+    if (i < 0) return FB_ERR(FB_EUSAGE, "%s: '%s' is not allowed (%s)", who, value, o->choices);
+    *AT(c, o, fb_recompute) = (fb_recompute)i;
+    return FB_OK;
+  }
   case FB_OPT_TRACE_STEPS: {
     int v[3];
     if (parse_trace_steps(value, v))
@@ -409,6 +427,10 @@ fb_status fb_config_check_option(const fb_run_config *c, const fb_option *o) {
   case FB_OPT_TRACE_STEPS:
     ok = c->trace_wait >= 0 && c->trace_warmup >= 0 && c->trace_active >= 1;
     break;
+  case FB_OPT_RECOMPUTE:
+    ok = *CAT(c, o, fb_recompute) >= FB_RECOMPUTE_OFF &&
+         *CAT(c, o, fb_recompute) <= FB_RECOMPUTE_SELECTIVE;
+    break;
   default: break;
   }
   if (ok) return FB_OK;
@@ -444,6 +466,7 @@ void fb_config_format_option(const fb_run_config *c, const fb_option *o, char *b
   case FB_OPT_TRACE_STEPS:
     snprintf(buf, n, "%d,%d,%d", c->trace_wait, c->trace_warmup, c->trace_active);
     break;
+  case FB_OPT_RECOMPUTE: snprintf(buf, n, "%s", fb_recompute_name(*CAT(c, o, fb_recompute))); break;
   default: snprintf(buf, n, "%s", ""); break;
   }
 }

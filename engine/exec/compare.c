@@ -16,7 +16,8 @@
  *   strategy, model, backend, hardware  as run ("" hardware = the backend's default)
  *   world, batch, micro_batch, seq, steps  as finalized (batch: global sequences per step)
  *   param_dtype, accum, prefetch_forward, prefetch_backward, reshard_after_forward,
- *   max_inflight, bucket_mb, recompute     the strategy options of the run
+ *   max_inflight, bucket_mb, recompute     the strategy options of the run (recompute: off,
+ *                  full or selective)
  *   status         ok; no_fit (out of memory, or a predicted peak above the hardware
  *                  profile's memory per device: the figures are kept); bad_config (the grid
  *                  point is not a valid run, e.g. batch not divisible by world); unsupported;
@@ -606,12 +607,12 @@ static void write_csv_row(FILE *f, const cmp_row *row) {
   snprintf(model, sizeof model, "%s", c->model);
   for (char *q = model; *q; q++)
     if (*q == ',' || *q == '"') *q = ';';
-  fprintf(f, "%d,%d,%s,%s,%s,%s,%s,%d,%d,%d,%d,%d,%s,%s,%d,%d,%d,%d,%g,%d,%s,%d", row->run,
+  fprintf(f, "%d,%d,%s,%s,%s,%s,%s,%d,%d,%d,%d,%d,%s,%s,%d,%d,%d,%d,%g,%s,%s,%d", row->run,
           row->point, row->sweep, row->strategy, model, c->backend, c->hardware, row->world,
           c->batch, c->micro_batch, c->seq, c->steps, fb_dtype_name(c->param_dtype),
           accum_text(c->accum), c->prefetch_forward, c->prefetch_backward,
           c->reshard_after_forward, c->max_inflight, (double)c->bucket_bytes / 1048576.0,
-          c->recompute, status_text(row->st), row->predicted);
+          fb_recompute_name(c->recompute), status_text(row->st), row->predicted);
   if (!row->figures) {
     /* the 23 figure columns stay empty: 8 times, peak, the categories, persistent, coll, wire,
      * loss, param sum, match */

@@ -108,6 +108,7 @@ fb_status fb_exec_step(fb_exec *e, int step, double *loss_sum) {
     fb_status st = fb_tf_begin(&t, r->model, r->dev, r->compute, r->pdt, e->micro_batch, e->seq,
                                c->recompute, e->tokens.ptr, e->targets.ptr, dscale,
                                e->loss.ptr);
+    t.recompute_layers = c->recompute_layers;
     if (st == FB_OK) st = micro_step(e, &t);
     fb_tf_end(&t);
     FB_TRY(st);

@@ -11,6 +11,7 @@ struct fb_tf_block_acts {
   fb_buf ln1, ln1_mean, ln1_rstd, qkv, q, k, v, att, lse, xmid, ln2, ln2_mean, ln2_rstd;
   fb_buf fc, gelu, a, b, h;
   bool have; /* the saved set (everything but x_out) is allocated */
+  bool core_dropped; /* selective: att and lse were freed after forward, rerun before use */
 };
 
 #define ACT FB_MEM_ACT
@@ -37,8 +38,8 @@ static fb_status act_alloc(fb_tf *t, fb_buf *b, size_t elems, size_t elsz, const
 }
 
 fb_status fb_tf_begin(fb_tf *t, const fb_model *m, fb_device *dev, fb_stream *s, fb_dtype act,
-                      int B, int T, bool recompute, const int32_t *tokens, const int32_t *targets,
-                      float dscale, double *loss_dev) {
+                      int B, int T, fb_recompute recompute, const int32_t *tokens,
+                      const int32_t *targets, float dscale, double *loss_dev) {
   memset(t, 0, sizeof *t);
   t->m = m;
   t->dev = dev;
@@ -59,12 +60,33 @@ fb_status fb_tf_begin(fb_tf *t, const fb_model *m, fb_device *dev, fb_stream *s,
   return fb_alloc(dev, sc, FB_MEM_TEMP, "attention.scratch", &t->attn_scratch);
 }
 
+const char *fb_recompute_name(fb_recompute m) {
+  switch (m) {
+  case FB_RECOMPUTE_OFF: return "off";
+  case FB_RECOMPUTE_FULL: return "full";
+  case FB_RECOMPUTE_SELECTIVE: return "selective";
+  }
+  return "?";
+}
+
+bool fb_tf_block_recomputed(int l, int L, int K) {
+  if (K <= 0 || K >= L) return true;
+  return (int)(((long long)(l - 1) * K) % L) < K; /* exactly K blocks, starting with block 1 */
+}
+
+static fb_recompute block_mode(const fb_tf *t, int l) {
+  if (t->recompute == FB_RECOMPUTE_OFF) return FB_RECOMPUTE_OFF;
+  return fb_tf_block_recomputed(l, t->m->spec.layers, t->recompute_layers) ? t->recompute
+                                                                             : FB_RECOMPUTE_OFF;
+}
+
 static void free_saved(fb_tf *t, fb_tf_block_acts *a) {
   fb_buf *list[] = {&a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->q,  &a->k,
                     &a->v,   &a->att,      &a->lse,      &a->xmid, &a->ln2, &a->ln2_mean,
                     &a->ln2_rstd, &a->fc,  &a->gelu,     &a->a,   &a->b,  &a->h};
   for (size_t i = 0; i < sizeof list / sizeof *list; i++) fb_free(t->dev, list[i], NULL);
   a->have = false;
+  a->core_dropped = false;
 }
 
 static fb_status alloc_saved(fb_tf *t, fb_tf_block_acts *a) {
@@ -171,8 +193,37 @@ fb_status fb_tf_block_fwd(fb_tf *t, int l, const void *P) {
   FB_TRY(act_alloc(t, &a->x_out, N * t->m->spec.dim, esz(t), "act.block_out"));
   FB_TRY(alloc_saved(t, a));
   FB_TRY(block_compute(t, l, P, a));
-  if (t->recompute) free_saved(t, a);
+  switch (block_mode(t, l)) {
+  case FB_RECOMPUTE_OFF: break;
+  case FB_RECOMPUTE_FULL: free_saved(t, a); break;
+  case FB_RECOMPUTE_SELECTIVE: /* drop what the attention core saved (transformer.h) */
+    fb_free(t->dev, &a->att, NULL);
+    fb_free(t->dev, &a->lse, NULL);
+    a->core_dropped = true;
+    break;
+  }
   return FB_OK;
+}
+
+/* Selective: reruns the attention core of block l on its saved q/k/v into fresh att and lse,
+ * exactly as block_compute did (same kernel, inputs and scratch: bitwise the same output). */
+static fb_status rerun_attention_core(fb_tf *t, int l, fb_tf_block_acts *a) {
+  if (!a->core_dropped) return FB_OK;
+  const fb_model_spec *s = &t->m->spec;
+  const int C = s->dim, H = s->heads, KVH = s->kv_heads, hd = fb_head_dim(s), kvd = KVH * hd;
+  const size_t N = (size_t)t->B * t->T, lse = (size_t)t->B * s->heads * t->T;
+  fb_kctx k = kc(t, l);
+  FB_TRY(act_alloc(t, &a->att, N * C, esz(t), "act.attn_out.recompute"));
+  FB_TRY(act_alloc(t, &a->lse, lse, ssz(t), "act.attn_lse.recompute"));
+  a->core_dropped = false;
+  if (s->family == FB_GPT2) {
+    char *qkv = a->qkv.ptr;
+    return fb_k_attention_fwd(&k, a->att.ptr, a->lse.ptr, qkv, qkv + (size_t)C * esz(t),
+                              qkv + (size_t)2 * C * esz(t), t->B, t->T, H, H, hd, 3 * C, 3 * C,
+                              t->attn_scratch.ptr);
+  }
+  return fb_k_attention_fwd(&k, a->att.ptr, a->lse.ptr, a->q.ptr, a->k.ptr, a->v.ptr, t->B,
+                            t->T, H, KVH, hd, C, kvd, t->attn_scratch.ptr);
 }
 
 static size_t dscratch_elems(const fb_tf *t) {
@@ -253,7 +304,7 @@ fb_status fb_tf_block_bwd(fb_tf *t, int l, const void *P, void *G) {
   const void *x = block_input(t, l);
   fb_kctx k = kc(t, l);
   char *att_scr = t->attn_scratch.ptr;
-  if (!a->have) { /* recompute: rebuild the saved set from the kept input */
+  if (!a->have) { /* full recompute: rebuild the saved set from the kept input */
     FB_TRY(alloc_saved(t, a));
     fb_buf keep = a->x_out;
     FB_TRY(act_alloc(t, &a->x_out, (size_t)N * C, esz(t), "act.recompute_out"));
@@ -276,6 +327,7 @@ fb_status fb_tf_block_bwd(fb_tf *t, int l, const void *P, void *G) {
     FB_TRY(fb_k_layernorm_bwd(&k, dres, grd(t, G, l, FB_G_LN2_W), grd(t, G, l, FB_G_LN2_B), dln,
                               a->xmid.ptr, par(t, P, l, FB_G_LN2_W), a->ln2_mean.ptr,
                               a->ln2_rstd.ptr, N, C));
+    FB_TRY(rerun_attention_core(t, l, a));
     FB_TRY(fb_k_matmul_bwd(&k, datt, grd(t, G, l, FB_G_PROJ_W), grd(t, G, l, FB_G_PROJ_B), dres,
                            a->att.ptr, par(t, P, l, FB_G_PROJ_W), N, C, C));
     char *qkv = a->qkv.ptr;
@@ -302,6 +354,7 @@ fb_status fb_tf_block_bwd(fb_tf *t, int l, const void *P, void *G) {
     FB_TRY(fb_k_add(&k, dn, dn, dn2, (size_t)N * C));
     FB_TRY(fb_k_rmsnorm_bwd(&k, dres, grd(t, G, l, FB_L_FFN_NORM), dn, a->xmid.ptr,
                             par(t, P, l, FB_L_FFN_NORM), a->ln2_rstd.ptr, N, C));
+    FB_TRY(rerun_attention_core(t, l, a));
     FB_TRY(fb_k_matmul_bwd(&k, datt, grd(t, G, l, FB_L_WO), NULL, dres, a->att.ptr,
                            par(t, P, l, FB_L_WO), N, C, C));
     FB_TRY(fb_k_attention_bwd(&k, dq, dk, dv, datt, a->q.ptr, a->k.ptr, a->v.ptr, a->att.ptr,

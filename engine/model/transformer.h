@@ -9,8 +9,34 @@
  *   Llama: block input, norm out + rstd, q, k (after RoPE), v, attention out, lse, mid
  *          residual, norm out + rstd, w1 out, w3 out, swiglu out.
  * Attention keeps only its output and the log-sum-exp per query (4*B*H*T bytes), never the
- * T x T probabilities: backward recomputes them block by block. With recompute on, a block
- * keeps only its input and recomputes the rest during its backward.
+ * T x T probabilities: backward recomputes them block by block.
+ *
+ * Activation checkpointing (fb_recompute, torchtitan's `activation_checkpoint.mode`):
+ *   full       a block keeps only its input (the previous block's output, kept anyway) and
+ *              reruns its whole forward at the start of its backward.
+ *   selective  selective checkpointing of the attention core, as Megatron-LM's
+ *              recompute_granularity=selective (Korthikanti et al. 2022, "Reducing Activation
+ *              Recomputation in Large Transformer Models"). The attention core here is the one
+ *              op fb_k_attention_fwd = softmax(QK^T / sqrt(hd)) V, flash style: it never stores
+ *              the T x T scores or probabilities (its backward rebuilds P block by block in
+ *              every mode), so what it saves for backward is its output [N,C] (the input of
+ *              the output projection) and the log-sum-exp [B,H,T]. Selective frees those two
+ *              right after the block's forward and reruns fb_k_attention_fwd on the saved
+ *              q/k/v (GPT-2: the fused qkv matmul output; Llama: q and k after RoPE, v) just
+ *              before the output projection's backward, the first backward op that reads
+ *              them. The matmul outputs (qkv or q/k/v, the MLP's fc or w1/w3; the output
+ *              projections write the residual stream, kept as the mid residual and the block
+ *              output) and the elementwise results around them (norms, gelu, swiglu) stay
+ *              saved, so nothing else is rerun.
+ *              (torchtitan's op-level policy differs: it saves the attention output and
+ *              reruns elementwise ops and every second matmul.)
+ *   Both reruns use the same kernels on the same inputs, so the gradients and the trained
+ *   parameters are bitwise those without recompute; the simulator costs the rerun kernels
+ *   like any other (they go through the same fb_k_* wrappers) and sees the smaller ledger.
+ * recompute_layers K (0 = all): only K of the L blocks are checkpointed, spread evenly and
+ * starting with the first: block l (1-based) iff ((l-1)*K) mod L < K, i.e. every (L/K)-th
+ * block 1, 1+L/K, ... (torchtitan's layer frequency, counted from block 1: the last block's
+ * backward follows its forward at once, so checkpointing it frees the least at the peak).
  * Unit gradients have the compute dtype (fp32; bf16 with mixed precision; fp64 in the whole-
  * model gradient check); statistics (mean, rstd, lse) are fp32 (fp64 in the check). Activations are allocated through the device (FB_MEM_ACT) when produced and freed when the
  * backward no longer needs them, so the memory timeline shows them rise and fall. */
@@ -24,13 +50,27 @@
 
 typedef struct fb_tf_block_acts fb_tf_block_acts;
 
+/* Activation checkpointing mode (see above); the config's --recompute. */
+typedef enum fb_recompute {
+  FB_RECOMPUTE_OFF = 0,
+  FB_RECOMPUTE_FULL,
+  FB_RECOMPUTE_SELECTIVE
+} fb_recompute;
+
+/* "off", "full", "selective" ("?" for anything else). */
+const char *fb_recompute_name(fb_recompute m);
+/* Whether block l (1..L) of L is checkpointed when K of them are (K = 0 or K >= L: all). */
+bool fb_tf_block_recomputed(int l, int L, int K);
+
 typedef struct fb_tf {
   const fb_model *m;
   fb_device *dev;
   fb_stream *s;
   int B, T;
   fb_dtype act;           /* compute dtype of activations and parameters (fp64: checks) */
-  bool recompute;
+  fb_recompute recompute; /* activation checkpointing mode */
+  int recompute_layers;   /* checkpoint K of the L blocks (0 = all); set after fb_tf_begin,
+                           * before the first block forward */
   const int32_t *tokens;  /* device [B*T] */
   const int32_t *targets; /* device [B*T] */
   float dscale;           /* d loss / d (token loss): 1 / global tokens of the step */
@@ -43,10 +83,11 @@ typedef struct fb_tf {
   fb_buf attn_scratch;    /* attention scratch (temp) */
 } fb_tf;
 
-/* Prepares a micro-step (no allocation of activations yet). */
+/* Prepares a micro-step (no allocation of activations yet); recompute applies to every block
+ * until recompute_layers is set. */
 fb_status fb_tf_begin(fb_tf *t, const fb_model *m, fb_device *dev, fb_stream *s, fb_dtype act,
-                      int B, int T, bool recompute, const int32_t *tokens, const int32_t *targets,
-                      float dscale, double *loss_dev);
+                      int B, int T, fb_recompute recompute, const int32_t *tokens,
+                      const int32_t *targets, float dscale, double *loss_dev);
 fb_status fb_tf_encoder_fwd(fb_tf *t, const void *root_params);
 fb_status fb_tf_block_fwd(fb_tf *t, int l, const void *params);  /* l = 1..L */
 /* Final norm, head and loss; gradients into root_grads, leaves dres = d(last block output). */

@@ -173,8 +173,8 @@ void fb_plan_print(FILE *f, const fb_run_config *base, const fb_plan_row *rows_i
             r->options, r->step_s * 1e3, r->tokens_per_s_per_rank, 100 * r->mfu,
             r->exposed_comm_s * 1e3, gib(r->peak_bytes));
   }
-  if (!nfit) fprintf(f, "      (no candidate fits: activation recomputation (--recompute), a "
-                        "smaller --micro-batch or --seq, bf16 parameters or more ranks may)\n");
+  if (!nfit) fprintf(f, "      (no candidate fits: activation recomputation (--recompute full), "
+                        "a smaller --micro-batch or --seq, bf16 parameters or more ranks may)\n");
   if (nbig) {
     fprintf(f, "\ndoes not fit (predicted peak per rank > %.1f GiB):\n", gib(capacity));
     for (int i = 0; i < nrows; i++) {
