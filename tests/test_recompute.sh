@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Activation checkpointing (--recompute off|full|selective, --recompute-layers K):
+#  - the trained parameters are bitwise those without recompute: the same `final param sum`
+#    for off / full / selective x K in {0 = all, 1} x every strategy of the registry (as
+#    --help lists it) on debug (GPT-2) and debug-llama at world 2 (single: world 1), and for
+#    the exact acceptance command (fsdp, debug, world 2, 4 steps);
+#  - peak activation memory (memory.csv, category act) falls: off > full K=1 > full and
+#    off > selective K=1 > selective, for every strategy;
+#  - the simulator runs 8B on 8 H100s in every mode and predicts a longer step for full than
+#    for selective than for off;
+#  - the old boolean still reads (YAML `recompute: true` = full, a bare --recompute = full);
+#  - bad values exit 2 with one line naming the flag, the value and what is allowed.
+set -u
+[ -x "${FSDPBENCH:-}" ] || exit 77
+BIN=$FSDPBENCH
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+fails=0 passes=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+pass() { passes=$((passes + 1)); }
+sum_of() { grep '^final param sum:' "$1" | awk '{print $NF}'; }
+act_peak() { awk -F, '$1 == 0 && $2 == "act" { print $3 }' "$1/memory.csv"; }
+
+strategies=$("$BIN" --help | sed -n 's/.*--strategy NAME.*{\([^}]*\)}.*/\1/p' | tr -d ' ' | tr ',' ' ')
+[ -n "$strategies" ] || { echo "FAIL: no strategy list in --help"; exit 1; }
+echo "strategies: $strategies"
+
+# ---- bitwise sums and activation peaks ------------------------------------------------------
+variants=("off" "full 0" "full 1" "selective 0" "selective 1")
+for model in debug debug-llama; do
+  for s in $strategies; do
+    world=2
+    [ "$s" = single ] && world=1
+    declare -A act=()
+    ref=""
+    for v in "${variants[@]}"; do
+      set -- $v
+      mode=$1 k=${2:-0}
+      tag="$model/$s/$mode/$k"
+      dir="$T/$model-$s-$mode-$k"
+      if ! "$BIN" --backend cpu --model "$model" --strategy "$s" --world "$world" --steps 2 \
+          --seq 32 --recompute "$mode" --recompute-layers "$k" --out "$dir" \
+          >"$dir.txt" 2>&1; then
+        fail "$tag: exit $? ($(tail -1 "$dir.txt"))"
+        continue
+      fi
+      got=$(sum_of "$dir.txt")
+      act[$mode$k]=$(act_peak "$dir")
+      if [ "$mode" = off ]; then ref=$got; continue; fi
+      if [ -n "$got" ] && [ "$got" = "$ref" ]; then pass; else fail "$tag: sum '$got' != off '$ref'"; fi
+    done
+    echo "$model $s: sum $ref; act peak off ${act[off0]:-?} full ${act[full0]:-?} full/1" \
+         "${act[full1]:-?} selective ${act[selective0]:-?} selective/1 ${act[selective1]:-?}"
+    for chain in "off0 full1 full0" "off0 selective1 selective0"; do
+      set -- $chain
+      a=${act[$1]:-} b=${act[$2]:-} c=${act[$3]:-}
+      if [ -n "$a" ] && [ -n "$b" ] && [ -n "$c" ] && [ "$a" -gt "$b" ] && [ "$b" -gt "$c" ]; then
+        pass
+      else
+        fail "$model/$s: act peaks not falling $1 > $2 > $3: '$a' '$b' '$c'"
+      fi
+    done
+    unset act
+  done
+done
+
+# ---- the acceptance command, as written ---------------------------------------------------
+acc=()
+for extra in "" "--recompute full --recompute-layers 1" "--recompute selective"; do
+  # shellcheck disable=SC2086
+  "$BIN" --backend cpu --model debug --strategy fsdp --world 2 --steps 4 $extra >"$T/acc.txt" 2>&1 \
+    || fail "acceptance run '$extra' exited $?"
+  line=$(grep '^final param sum:' "$T/acc.txt")
+  echo "  [${extra:-no recompute}] $line"
+  acc+=("$line")
+done
+if [ -n "${acc[0]}" ] && [ "${acc[0]}" = "${acc[1]}" ] && [ "${acc[0]}" = "${acc[2]}" ]; then
+  pass
+else
+  fail "acceptance: final param sums differ"
+fi
+
+# ---- the old boolean: YAML `recompute: true` and a bare --recompute are full ----------------
+printf 'recompute: true\nsteps: 2\nseq: 32\n' >"$T/old.yaml"
+"$BIN" --backend cpu --model debug --world 2 --config "$T/old.yaml" --out "$T/old" \
+  >"$T/old.txt" 2>&1 || fail "yaml recompute: true exited $?"
+"$BIN" --backend cpu --model debug --world 2 --steps 2 --seq 32 --recompute --out "$T/bare" \
+  >"$T/bare.txt" 2>&1 || fail "bare --recompute exited $?"
+full=$(act_peak "$T/debug-fsdp-full-0")
+fsum=$(sum_of "$T/debug-fsdp-full-0.txt")
+if [ -n "$full" ] && [ "$(act_peak "$T/old")" = "$full" ] && [ "$(act_peak "$T/bare")" = "$full" ] &&
+   [ -n "$fsum" ] && [ "$(sum_of "$T/old.txt")" = "$fsum" ] && [ "$(sum_of "$T/bare.txt")" = "$fsum" ]; then
+  pass
+else
+  fail "old boolean: act peaks '$(act_peak "$T/old")' '$(act_peak "$T/bare")' != full '$full'"
+fi
+
+# ---- the simulator: 8B on 8 H100s ---------------------------------------------------------
+declare -A step=() simact=()
+for mode in off selective full; do
+  if "$BIN" --backend sim --hardware h100 --model 8B --world 8 --steps 1 --recompute "$mode" \
+      --out "$T/sim-$mode" >"$T/sim-$mode.txt" 2>&1; then
+    pass
+  else
+    fail "sim 8B --recompute $mode exited $? ($(tail -1 "$T/sim-$mode.txt"))"
+  fi
+  step[$mode]=$(awk -F, 'NR == 2 { print $2 }' "$T/sim-$mode/summary.csv" 2>/dev/null)
+  simact[$mode]=$(act_peak "$T/sim-$mode" 2>/dev/null)
+done
+echo "sim 8B step ms: off ${step[off]:-?} selective ${step[selective]:-?} full ${step[full]:-?};" \
+     "act peak: off ${simact[off]:-?} selective ${simact[selective]:-?} full ${simact[full]:-?}"
+if awk -v o="${step[off]:-}" -v s="${step[selective]:-}" -v f="${step[full]:-}" \
+    'BEGIN { exit !(o != "" && s != "" && f != "" && f + 0 > s + 0 && s + 0 > o + 0) }'; then
+  pass
+else
+  fail "sim step times not full > selective > off"
+fi
+if [ -n "${simact[off]:-}" ] && [ "${simact[off]}" -gt "${simact[selective]:-0}" ] &&
+   [ "${simact[selective]:-0}" -gt "${simact[full]:-0}" ]; then
+  pass
+else
+  fail "sim act peaks not off > selective > full"
+fi
+
+# ---- bad values: exit 2, one line ---------------------------------------------------------
+bad() {
+  local want=$1
+  shift
+  "$BIN" "$@" >"$T/bad.out" 2>"$T/bad.err"
+  local rc=$? lines
+  lines=$(wc -l <"$T/bad.err")
+  if [ "$rc" = 2 ] && [ "$lines" = 1 ] && grep -qF -- "$want" "$T/bad.err"; then
+    pass
+  else
+    fail "'$*': exit $rc, $lines lines: $(cat "$T/bad.err") (want exit 2, one line with '$want')"
+  fi
+}
+bad "--recompute: 'x' is not allowed (off|full|selective)" --recompute x --steps 1
+bad "--recompute: 'FULL' is not allowed (off|full|selective)" --recompute=FULL --steps 1
+bad "--recompute-layers: 5 is not allowed (want an integer between 0 and 4" \
+  --model debug --recompute full --recompute-layers 5 --steps 1
+bad "--recompute-layers: 33 is not allowed (want an integer between 0 and 32" \
+  --backend sim --hardware h100 --model 8B --world 8 --recompute-layers 33 --steps 1
+bad "--recompute-layers: '-1' is not allowed" --recompute-layers -1 --steps 1
+printf 'recompute: sometimes\n' >"$T/bad.yaml"
+bad "recompute: 'sometimes' is not allowed (off|full|selective)" --config "$T/bad.yaml"
+
+echo "$passes passed, $fails failed"
+[ "$fails" = 0 ]
