@@ -14,6 +14,8 @@ Fits (one global parameter set each; never per row):
             flash_half_seq (A100 has fwd+bwd rows only: its forward is set to the FA2 paper's
             ~72% of peak) on attention.csv FA2 rows
   nccl      coll_overhead_us  on collectives.csv A100 single-node rows up to 1 MiB
+  sustained sustained_compute of a100 and h100, eager_mem_factor and triton_ratio (shared by
+            all profiles) on train-runs.csv (all expressible rows)
   host      host_op_us  on train-runs.csv (all expressible rows, both GPUs)
 Python is tooling only: the model it fits is the C cost model, run as a user runs it.
 """
@@ -32,6 +34,16 @@ HW = os.path.join(ROOT, "models", "hardware")
 
 # profile -> profiles that copy a fitted key from it (same silicon, same software stack)
 SHARED = {"h100": ["h100-96gb", "h200", "h100-nvl"], "a100": ["a100-40gb"]}
+# keys one value serves for every GPU (software, not silicon): fitted on a100, copied to h100
+ALSO = {"launch_us": ["a100"], "coll_overhead_us": ["h100"], "host_op_us": ["h100"],
+        "gemm_k_half": ["a100"], "eager_mem_factor": ["h100"], "triton_ratio": ["h100"]}
+
+
+def targets(profile, key):
+    out = []
+    for q in [profile] + ALSO.get(key, []):
+        out += [q] + SHARED.get(q, [])
+    return out
 
 
 def read_key(profile, key):
@@ -63,7 +75,7 @@ class Home:
         self.binary = binary
 
     def set(self, profile, key, value):
-        for p in [profile] + SHARED.get(profile, []):
+        for p in targets(profile, key):
             path = os.path.join(self.dir, "models", "hardware", p + ".yaml")
             try:
                 set_key(path, key, value)
@@ -122,7 +134,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--bin", default=os.path.join(ROOT, "fsdpbench"))
     ap.add_argument("--data", default=os.path.join(os.path.dirname(ROOT), "shared", "gpu-data"))
-    ap.add_argument("--only", choices=["gemm", "flash", "nccl", "host"], action="append")
+    ap.add_argument("--only", choices=["gemm", "flash", "nccl", "sustained", "host"], action="append")
     ap.add_argument("--write", action="store_true", help="store the fitted values in models/hardware")
     a = ap.parse_args()
     home = Home(a.bin)
@@ -136,30 +148,29 @@ def main():
                  lambda r: r["profile"] == "h100" and " bf16" in r["configuration"]),
         "flash": (d("attention.csv"), [("a100", "flash_bwd_efficiency", 0.2, 1),
                                        ("a100", "flash_half_seq", 16, 8192), ("h100", "flash_fwd_efficiency", 0.1, 1),
-                                       ("h100", "flash_bwd_efficiency", 0.1, 1), ("h100", "flash_half_seq", 16, 8192)],
+                                       ("h100", "flash_bwd_efficiency", 0.1, 1), ("h100", "flash_half_seq", 16, 8192),
+                                       ("a100", "flash1_ratio", 0.1, 1), ("a100", "flash1_half_seq", 16, 8192),
+                                       ("h100", "flash1_ratio", 0.1, 1), ("h100", "flash1_half_seq", 16, 8192)],
                   lambda r: True),
         "nccl": (d("collectives.csv"), [("a100", "coll_overhead_us", 0.1, 200)],
                  lambda r: r["profile"] == "a100" and float(r["configuration"].split()[-2]) <= 1 << 20),
+        "sustained": (d("train-runs.csv"), [("a100", "sustained_compute", 0.3, 1), ("h100", "sustained_compute", 0.3, 1),
+                                            ("a100", "eager_mem_factor", 1, 10), ("a100", "triton_ratio", 0.2, 1)],
+                      lambda r: True),
         "host": (d("train-runs.csv"), [("a100", "host_op_us", 0.01, 200)], lambda r: True),
     }
-    shared_with_h100 = {"launch_us": ["a100"], "coll_overhead_us": ["h100"], "host_op_us": ["h100"],
-                        "gemm_k_half": ["a100"]}
-    for name in a.only or ["gemm", "flash", "nccl", "host"]:
+    for name in a.only or ["gemm", "flash", "nccl", "sustained", "host"]:
         dataset, params, keep = fits[name]
         vals, best, errs = fit(home, dataset, params, keep)
-        for (p, k), v in vals.items():
-            for q in shared_with_h100.get(k, []):
-                home.set(q, k, v)
         print("fit %-6s on %s: %s; RMS log error %.3f" % (name, os.path.basename(dataset), summary(errs), best))
         for (p, k), v in vals.items():
             print("    %-10s %-22s %.4g" % (p, k, v))
             if a.write:
-                for q in [p] + SHARED.get(p, []) + shared_with_h100.get(k, []):
-                    for qq in [q] + SHARED.get(q, []):
-                        try:
-                            set_key(os.path.join(HW, qq + ".yaml"), k, v)
-                        except KeyError:
-                            pass
+                for q in targets(p, k):
+                    try:
+                        set_key(os.path.join(HW, q + ".yaml"), k, v)
+                    except KeyError:
+                        pass
     shutil.rmtree(home.dir)
 
 

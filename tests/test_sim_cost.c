@@ -15,6 +15,7 @@
 #include "check.h"
 #include "engine/sim/cost_model.h"
 #include "engine/sim/hardware.h"
+#include "engine/sim/nccl_model.h"
 
 static const fb_coll colls[] = {FB_COLL_ALL_GATHER, FB_COLL_REDUCE_SCATTER, FB_COLL_ALL_REDUCE,
                                 FB_COLL_BROADCAST, FB_COLL_REDUCE, FB_COLL_BARRIER};
@@ -164,13 +165,72 @@ static void check_shared_memory(const fb_hardware *hw) {
   }
 }
 
-static void check_collectives(const fb_hardware *hw) {
-  const char *name = hw->name;
-  check_world1(hw);
-  if (hw->collectives == FB_COLLS_SHARED_MEMORY) {
-    check_shared_memory(hw);
+/* NCCL's model: the worked examples of ../shared/gpu-data/nccl-model.md section 6 (NCCL
+ * v2.30.7 constants; Intel host; times without launch or framework overhead), then the shape
+ * of the costs at scale. */
+static void check_nccl_examples(void) {
+  fb_hardware h;
+  CHECK_OK(fb_hardware_load("h100", &h));
+  h.cpu_vendor = 0;
+  const double GiB = 1073741824.0, K64 = 65536;
+  struct { int world; fb_coll c; double bytes, us; fb_nccl_algo a; fb_nccl_proto p; } ex[] = {
+      {8, FB_COLL_ALL_GATHER, GiB, 2642.0, FB_NCCL_RING, FB_NCCL_SIMPLE},   /* 6.1 */
+      {8, FB_COLL_ALL_REDUCE, K64, 15.8, FB_NCCL_RING, FB_NCCL_LL},         /* 6.1 */
+      {128, FB_COLL_ALL_GATHER, GiB, 3373.5, FB_NCCL_RING, FB_NCCL_SIMPLE}, /* 6.2 */
+      {128, FB_COLL_ALL_REDUCE, K64, 65.9, FB_NCCL_TREE, FB_NCCL_LL},       /* 6.2 */
+  };
+  for (size_t i = 0; i < sizeof ex / sizeof ex[0]; i++) {
+    fb_nccl_choice c = fb_nccl_predict(&h, ex[i].c, ex[i].bytes, ex[i].world);
+    CHECK_CLOSE(c.seconds * 1e6, ex[i].us, 0.01, 0.2);
+    CHECK(c.algo == ex[i].a && c.proto == ex[i].p, "example %zu: %s/%s, want %s/%s", i,
+          fb_nccl_algo_name(c.algo), fb_nccl_proto_name(c.proto), fb_nccl_algo_name(ex[i].a),
+          fb_nccl_proto_name(ex[i].p));
+  }
+  /* 6.1: NVLS wins the large all-reduce on one H100 node: algbw 272 GB/s */
+  fb_nccl_choice nv = fb_nccl_predict(&h, FB_COLL_ALL_REDUCE, GiB, 8);
+  CHECK(nv.algo == FB_NCCL_NVLS, "1 GiB all-reduce on 8 H100: %s", fb_nccl_algo_name(nv.algo));
+  CHECK_CLOSE(nv.algbw * 1e-9, 272.0, 0.01, 0);
+  /* 6.3: A100, one node and 16 nodes */
+  fb_hardware a;
+  CHECK_OK(fb_hardware_load("a100", &a));
+  a.cpu_vendor = 0;
+  CHECK_CLOSE(fb_nccl_predict(&a, FB_COLL_ALL_GATHER, GiB, 8).seconds * 1e3, 3.95, 0.01, 0);
+  CHECK_CLOSE(fb_nccl_predict(&a, FB_COLL_ALL_REDUCE, K64, 8).seconds * 1e6, 16.3, 0.01, 0);
+  CHECK_CLOSE(fb_nccl_predict(&a, FB_COLL_ALL_GATHER, GiB, 128).seconds * 1e3, 6.15, 0.01, 0);
+  CHECK_CLOSE(fb_nccl_predict(&a, FB_COLL_ALL_REDUCE, K64, 128).seconds * 1e6, 66.0, 0.02, 0);
+}
+
+/* Costs that grow as NCCL's do: never cheaper with more bytes or more ranks (all-gather,
+ * reduce-scatter), no collapse or explosion from one power of two to the next, and a small
+ * all-reduce that stays logarithmic (tree) up to 65,536 ranks. */
+static void check_nccl_scale(const fb_hardware *hw) {
+  double prev = 0;
+  for (int w = 2; w <= 65536; w *= 2) {
+    double t = fb_cost_collective(hw, FB_COLL_ALL_GATHER, 1 << 28, w);
+    CHECK(t >= prev * 0.999 && (prev == 0 || t < 3 * prev), "%s: all-gather at W=%d %g s "
+          "after %g s", hw->name, w, t, prev);
+    prev = t;
+  }
+  for (double b = 64; b < 1e10; b *= 4)
+    CHECK(fb_cost_collective(hw, FB_COLL_REDUCE_SCATTER, 4 * b, 64) >=
+              fb_cost_collective(hw, FB_COLL_REDUCE_SCATTER, b, 64),
+          "%s: reduce-scatter cheaper with more bytes at %g", hw->name, b);
+  double small = fb_cost_collective(hw, FB_COLL_ALL_REDUCE, 1024, 65536);
+  CHECK(small < 1e-3, "%s: 1 KiB all-reduce over 65,536 ranks takes %g s", hw->name, small);
+}
+
+static void check_collectives(const fb_hardware *hw_in) {
+  const char *name = hw_in->name;
+  check_world1(hw_in);
+  if (hw_in->collectives == FB_COLLS_SHARED_MEMORY) {
+    check_shared_memory(hw_in);
     return;
   }
+  if (hw_in->collectives == FB_COLLS_NCCL) check_nccl_scale(hw_in);
+  /* the ring/tree formulas below, on the same figures */
+  fb_hardware rt = *hw_in;
+  rt.collectives = FB_COLLS_RING_TREE;
+  const fb_hardware *hw = &rt;
   /* the same rings with every rank on one machine: the machine's bandwidth is split W ways,
    * so the bandwidth term is W times the dedicated-link one */
   if (!hw->shared_host) {
@@ -339,7 +399,7 @@ static void check_bad_profiles(const fb_hardware *good) {
 
 int main(void) {
   /* every shipped profile loads, is valid and behaves */
-  const char *names[] = {"h100", "h200", "a100", "cpu"};
+  const char *names[] = {"h100", "h200", "a100", "a100-40gb", "h100-96gb", "h100-nvl", "cpu"};
   fb_hardware h100;
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     fb_hardware hw;
@@ -352,6 +412,7 @@ int main(void) {
     check_monotonic(&hw);
     check_collectives(&hw);
   }
+  check_nccl_examples();
   /* and every other YAML in models/hardware loads too */
   DIR *dir = opendir("models/hardware");
   CHECK(dir != NULL, "models/hardware not found (run from the source tree)");

@@ -92,10 +92,19 @@ static double matmul_peak(const fb_hardware *hw, fb_dtype t) {
  * attention.csv (see docs/simulator.md for the fit and its residual). */
 static double flash_efficiency(const fb_hardware *hw, const fb_op_cost *c) {
   bool bwd = c->name && strstr(c->name, "bwd");
+  bool fa1 = hw->attention_kernel == 1 && hw->flash1_ratio > 0;
+  double ratio = fa1 ? hw->flash1_ratio : hw->attention_kernel == 2 && hw->triton_ratio > 0 ? hw->triton_ratio : 1.0;
   double x = c->causal ? 0.5 * (double)c->m : (double)c->m;
   double hd = (double)c->k, hdf = hd >= 128 ? 1.0 : pow(hd / 128.0, 0.2);
-  return (bwd ? hw->flash_bwd_eff : hw->flash_fwd_eff) * hdf * x / (x + hw->flash_half_seq);
+  double half = fa1 ? hw->flash1_half_seq : hw->flash_half_seq;
+  return (bwd ? hw->flash_bwd_eff : hw->flash_fwd_eff) * ratio * hdf *
+         x / (x + half);
 }
+
+/* Microbenchmarks run for seconds; a training step holds the GPU at its power limit for
+ * minutes, beside collectives that take SMs and L2: the profile's sustained factor scales
+ * tensor-core rates (docs/simulator.md: fitted on the development set, one per GPU type). */
+static double sustained(const fb_hardware *hw) { return hw->sustained > 0 ? hw->sustained : 1.0; }
 
 static double gemm_seconds(const fb_hardware *hw, const fb_op_cost *c, int world) {
   double eff;
@@ -109,7 +118,7 @@ static double gemm_seconds(const fb_hardware *hw, const fb_op_cost *c, int world
     if (c->kind == FB_OP_ATTN) eff *= hw->attn_eff;
   }
   double share = rank_share(hw, world);
-  double t_compute = c->flops / (matmul_peak(hw, c->dtype) * share * eff);
+  double t_compute = c->flops / (matmul_peak(hw, c->dtype) * share * eff * sustained(hw));
   double t_memory = c->bytes / (hw->mem_bw * hw->mem_eff * share);
   return hw->launch_s + fmax(t_compute, t_memory);
 }
@@ -118,7 +127,10 @@ static double gemm_seconds(const fb_hardware *hw, const fb_op_cost *c, int world
 static double memory_seconds(const fb_hardware *hw, const fb_op_cost *c, int world) {
   double bw = fb_hardware_kernel_bw(hw, c->name);
   if (!(bw > 0)) bw = hw->mem_bw * hw->mem_eff;
-  return hw->launch_s + c->bytes / (bw * rank_share(hw, world));
+  /* an eager framework runs a block's elementwise work as several unfused kernels (casts,
+   * layout copies, separate adds): more bytes than this engine's fused kernels count */
+  double f = c->kind == FB_OP_MEM && hw->eager_mem_factor > 0 ? hw->eager_mem_factor : 1.0;
+  return hw->launch_s + f * c->bytes / (bw * rank_share(hw, world));
 }
 
 /* Bandwidth factor and latency hop count of one ring stage over n ranks. */

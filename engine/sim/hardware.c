@@ -34,6 +34,7 @@ typedef struct hw_key {
 static const char *const collectives_names[] = {"ring_tree", "shared_memory", "nccl", NULL};
 static const char *const arch_names[] = {"none", "ampere", "hopper", NULL};
 static const char *const vendor_names[] = {"intel", "amd", NULL};
+static const char *const attn_kernel_names[] = {"flash2", "flash1", "triton", NULL};
 
 #define OFF(f) offsetof(fb_hardware, f)
 static const hw_key hw_keys[] = {
@@ -100,6 +101,21 @@ static const hw_key hw_keys[] = {
     {.key = "flash_half_seq", .type = HW_REAL, .off = OFF(flash_half_seq), .scale = 1, .lo = 0,
      .hi = 1e9, .optional = true,
      .doc = "keys per query (causal: T/2) at which attention runs at half its long-sequence rate"},
+    {.key = "attention_kernel", .type = HW_ENUM, .off = OFF(attention_kernel),
+     .names = attn_kernel_names, .optional = true,
+     .doc = "flash2: FlashAttention-2; flash1: FlashAttention-1; triton: llm-foundry's Triton kernel"},
+    {.key = "triton_ratio", .type = HW_REAL, .off = OFF(triton_ratio), .scale = 1, .lo = 0,
+     .hi = 1, .optional = true, .doc = "the Triton FlashAttention kernel's rate over FlashAttention-2's"},
+    {.key = "eager_mem_factor", .type = HW_REAL, .off = OFF(eager_mem_factor), .scale = 1,
+     .lo = 0, .hi = 100, .optional = true,
+     .doc = "memory-bound kernels of an eager framework move this many times a fused kernel's bytes"},
+    {.key = "flash1_ratio", .type = HW_REAL, .off = OFF(flash1_ratio), .scale = 1, .lo = 0,
+     .hi = 1, .optional = true, .doc = "FlashAttention-1 rate over FlashAttention-2's, long sequences"},
+    {.key = "flash1_half_seq", .type = HW_REAL, .off = OFF(flash1_half_seq), .scale = 1,
+     .lo = 0, .hi = 1e9, .optional = true, .doc = "FlashAttention-1's half-rate key count"},
+    {.key = "sustained_compute", .type = HW_REAL, .off = OFF(sustained), .scale = 1, .lo = 0,
+     .hi = 1, .optional = true,
+     .doc = "tensor-core rate in a long training step over the microbenchmarks' (0 = 1)"},
     {.key = "host_op_us", .type = HW_REAL, .off = OFF(host_op_s), .scale = 1e-6, .lo = 0,
      .hi = 1e6, .optional = true, .doc = "host time to dispatch one op (eager framework), us"},
     {.key = "gpu_arch", .type = HW_ENUM, .off = OFF(gpu_arch), .names = arch_names,

@@ -67,6 +67,12 @@ typedef struct fb_hardware {
   double flash_fwd_eff;     /* FlashAttention-2 forward, fraction of peak (hd 128, long keys) */
   double flash_bwd_eff;     /* FlashAttention-2 backward, the same */
   double flash_half_seq;    /* keys per query (causal: T/2) at half the long-sequence rate */
+  int attention_kernel;     /* 0 flash2, 1 flash1, 2 triton (llm-foundry's Triton FlashAttention) */
+  double triton_ratio;      /* the Triton kernel's rate / FlashAttention-2's */
+  double eager_mem_factor;  /* memory-bound kernels move this many times a fused kernel's bytes */
+  double flash1_ratio;      /* FlashAttention-1 rate / FlashAttention-2 rate, long sequences */
+  double flash1_half_seq;   /* its own half-rate key count */
+  double sustained;         /* tensor-core rate in a long training step / in a microbenchmark */
   double host_op_s;         /* host time to dispatch one op (framework + launch call) */
   int gpu_arch;             /* fb_gpu_arch: NCCL's tuning constants */
   int cpu_vendor;           /* 0 intel, 1 amd: NCCL's LL bandwidth cap and net overhead */
