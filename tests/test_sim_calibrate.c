@@ -1,7 +1,10 @@
 /* calibrate (quick): every measured figure is positive and within physical bounds (the GEMM
- * curve never beats the FMA peak, the fitted profile validates), the in-step phase fed the
+ * curve never beats the FMA peak, the fitted profile validates), the run reports the raw
+ * measurements and fit residuals its plausibility check needs, the in-step phase fed the
  * kernel table with the ops a training step issues, the written profile loads back to the
- * same values and the simulator accepts it; bad flags are usage errors. */
+ * same values and the simulator accepts it; bad flags are usage errors. (Whether the fits
+ * pass the plausibility check depends on how busy this machine is: test_calibrate_checks.c
+ * tests the check on synthetic fits.) */
 #include <stdio.h>
 #include <string.h>
 
@@ -13,7 +16,8 @@
 int main(void) {
   fb_calib_opts o = {.threads = 2, .quick = true};
   fb_hardware hw;
-  fb_status st = fb_calibrate(&o, true, &hw);
+  fb_calib_diag diag;
+  fb_status st = fb_calibrate(&o, true, &hw, &diag);
   CHECK(st == FB_OK, "calibrate: %s", fb_error_msg());
   if (st != FB_OK) return fb_test_done("test_sim_calibrate");
   CHECK(!strcmp(hw.name, "cpu"), "name %s", hw.name);
@@ -27,6 +31,17 @@ int main(void) {
   CHECK(!hw.host_runs_ahead && hw.shared_host && hw.devices_per_node == 1, "cpu modes");
   CHECK(hw.mem_capacity > ((int64_t)1 << 28), "memory %lld", (long long)hw.mem_capacity);
   CHECK_OK(fb_hardware_validate(&hw, "calibrated"));
+  /* the diagnostics: every one measured by a local calibration */
+  CHECK(diag.fma_peak > 1e9 && diag.best_gemm > 1e9 && diag.triad > 1e8 && diag.add_bw > 1e8,
+        "raw rates: FMA %g, GEMM %g, triad %g, add %g", diag.fma_peak, diag.best_gemm, diag.triad,
+        diag.add_bw);
+  CHECK(diag.triad == hw.mem_bw, "triad %g, profile %g", diag.triad, hw.mem_bw);
+  CHECK(diag.gemm_rms >= 0 && diag.micro_gemm_rms >= 0 && diag.comm_rms >= 0 &&
+            diag.kernel_rms >= 0,
+        "residuals: in-step %g, micro %g, comm %g, kernels %g", diag.gemm_rms,
+        diag.micro_gemm_rms, diag.comm_rms, diag.kernel_rms);
+  CHECK(diag.attn_raw > 0 && diag.overlap_raw > 0, "attention %g, overlap %g", diag.attn_raw,
+        diag.overlap_raw);
   /* ops only a training step issues (no micro-benchmark has these names): the in-step runs
    * measured them */
   const char *step_ops[] = {"zero_grad", "layernorm_fwd", "gelu_bwd", "adamw", "grad_norm"};
@@ -50,5 +65,7 @@ int main(void) {
   CHECK(fb_calibrate_main(3, bad1) == FB_EUSAGE, "--threads 0 accepted");
   char *bad2[] = {"calibrate", "--frobnicate"};
   CHECK(fb_calibrate_main(2, bad2) == FB_EUSAGE, "unknown flag accepted");
+  char *bad3[] = {"calibrate", "--retries", "x"};
+  CHECK(fb_calibrate_main(3, bad3) == FB_EUSAGE, "--retries x accepted");
   return fb_test_done("test_sim_calibrate");
 }

@@ -18,7 +18,9 @@
  * writes it over the compute figures of a base profile. --repeat N keeps the median of each
  * figure over N runs. Micro-benchmark timings are the lower quartile of repeated calls.
  * Writes the profile (default models/hardware/cpu.yaml, cpu-mpi.yaml under MPI) and prints
- * what it measured. It does not simulate anything. */
+ * what it measured, unless it refuses (calibrate_check.c): an existing file without --force,
+ * a machine too loaded to measure (after --retries), an implausible fitted figure. It does
+ * not simulate anything. */
 #define _GNU_SOURCE
 #include "calibrate.h"
 
@@ -89,10 +91,43 @@ static double measure_fma_peak(int threads, bool quick) {
   return best;
 }
 
+/* The FMA ceiling a datasheet would give: online CPUs x clock x SIMD FLOP per cycle (2 FMA
+ * pipes of 16 (AVX-512) or 8 (AVX2) fp32 lanes, 2 FLOP each). The clock is cpufreq's maximum
+ * (+25 % for boost it may not list), else the fastest "cpu MHz" of /proc/cpuinfo (x 2: a VM
+ * shows its base clock, an idle host a scaled-down one). NAN when neither is readable. */
+static double nominal_peak(void) {
+  double ghz = NAN, margin = 1.25;
+  FILE *f = fopen("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq", "r");
+  double khz = 0;
+  if (f) {
+    if (fscanf(f, "%lf", &khz) == 1 && khz > 0) ghz = khz * 1e-6;
+    fclose(f);
+  }
+  if (isnan(ghz) && (f = fopen("/proc/cpuinfo", "r"))) {
+    char line[512];
+    double mhz = 0;
+    while (fgets(line, sizeof line, f)) {
+      double v;
+      if (!strncmp(line, "cpu MHz", 7) && sscanf(strchr(line, ':') ? strchr(line, ':') + 1 : "",
+                                                 "%lf", &v) == 1 && v > mhz)
+        mhz = v;
+    }
+    fclose(f);
+    if (mhz > 0) {
+      ghz = mhz * 1e-3;
+      margin = 2;
+    }
+  }
+  if (isnan(ghz)) return NAN;
+  const double flop_per_cycle = __builtin_cpu_supports("avx512f") ? 64 : 32;
+  return sysconf(_SC_NPROCESSORS_ONLN) * ghz * 1e9 * flop_per_cycle * margin;
+}
+
 /* ---- memory ---------------------------------------------------------------------------------- */
 
 static double measure_triad(int threads, bool quick) {
-  const size_t n = quick ? (size_t)4 << 20 : (size_t)24 << 20;
+  /* 3 x 96 MB (quick: 3 x 32 MB), above the last-level caches of current CPUs */
+  const size_t n = quick ? (size_t)8 << 20 : (size_t)24 << 20;
   float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *c = malloc(n * sizeof *c);
   double best = 0;
   if (!a || !b || !c) goto out;
@@ -491,13 +526,13 @@ out:
 
 /* rate(s) = peak * E * s / (s + h), least squares on log(rate) (relative errors, so neither
  * the big nor the small shapes dominate): for each h on a log grid the best log E is the mean
- * residual; E is capped at 1. */
-void fb_calibrate_fit_gemm(const double *s, const double *rate, int n, double peak, double *E,
-                           double *h) {
+ * residual; E is capped at 1. Returns the relative RMS residual of the fitted curve. */
+double fb_calibrate_fit_gemm(const double *s, const double *rate, int n, double peak, double *E,
+                             double *h) {
   double best_err = INFINITY;
   *E = 1;
   *h = 1;
-  for (double hh = 1; hh <= 65536; hh *= 1.05) {
+  for (double hh = 1; hh <= FB_CALIB_GEMM_H_MAX; hh *= 1.05) {
     double mean = 0;
     for (int i = 0; i < n; i++) mean += log(rate[i] / (peak * s[i] / (s[i] + hh)));
     mean /= n;
@@ -512,12 +547,20 @@ void fb_calibrate_fit_gemm(const double *s, const double *rate, int n, double pe
       *h = hh;
     }
   }
+  double sq = 0;
+  for (int i = 0; i < n; i++) {
+    double r = peak * *E * s[i] / (s[i] + *h) / rate[i] - 1;
+    sq += r * r;
+  }
+  return n > 0 ? sqrt(sq / n) : 0;
 }
 
 /* ---- the whole calibration ------------------------------------------------------------------- */
 
-fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
+fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out, fb_calib_diag *diag) {
   const int threads = o->threads > 0 ? o->threads : 1;
+  fb_calib_diag dg;
+  fb_calib_diag_init(&dg);
   const double budget = o->quick ? 0.03 : 0.2;
   fb_status st = FB_OK;
   cdev c = {0};
@@ -525,21 +568,14 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
   memset(&hw, 0, sizeof hw);
   snprintf(hw.name, sizeof hw.name, "cpu");
 
-  if (!quiet) {
-    printf("calibrate: %d thread(s), %s\n", threads, fb_blas_describe());
-    double load = 0;
-    FILE *lf = fopen("/proc/loadavg", "r");
-    if (lf) {
-      if (fscanf(lf, "%lf", &load) != 1) load = 0;
-      fclose(lf);
-    }
-    if (load > 0.75)
-      printf("calibrate: warning: load average %.2f: other work is running, so the measured "
-             "rates will be low; calibrate on an idle machine\n", load);
-  }
+  /* (the machine's load is checked around this by fb_calibrate_main) */
+  if (!quiet) printf("calibrate: %d thread(s), %s\n", threads, fb_blas_describe());
   fb_blas_set_threads(threads); /* as the runner does: GEMMs and kernels use `threads` */
   double peak = measure_fma_peak(threads, o->quick);
   double triad = measure_triad(threads, o->quick);
+  dg.fma_peak = peak;
+  dg.nominal_peak = nominal_peak();
+  dg.triad = triad;
   hw.peak_fp32 = peak;
   hw.peak_bf16 = peak; /* the cpu device computes in fp32 only */
   hw.mem_bw = triad;
@@ -547,7 +583,7 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
   FB_TRY(cdev_open(threads, 0, 1, &c));
 
   /* per-kernel overhead and the elementwise kernels' share of the triad bandwidth */
-  add_arg tiny = {.n = 16}, big = {.n = o->quick ? (size_t)2 << 20 : (size_t)16 << 20};
+  add_arg tiny = {.n = 16}, big = {.n = o->quick ? (size_t)8 << 20 : (size_t)16 << 20};
   double t_tiny, t_big;
   FB_CHECK_GOTO(st, zalloc(&c, tiny.n * 4, &tiny.a), out);
   FB_CHECK_GOTO(st, zalloc(&c, tiny.n * 4, &tiny.b), out);
@@ -558,6 +594,7 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
   hw.launch_s = t_tiny;
   double add_bw = 3.0 * big.n * 4 / fmax(t_big - t_tiny, 1e-9);
   hw.mem_eff = fmin(1.0, add_bw / triad);
+  dg.add_bw = add_bw;
   fb_free(c.d, &tiny.a, NULL);
   fb_free(c.d, &tiny.b, NULL);
   fb_free(c.d, &big.a, NULL);
@@ -600,14 +637,17 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
   }
   double best_gemm = 0;
   for (int i = 0; i < NPT; i++) best_gemm = fmax(best_gemm, grate[i]);
-  if (best_gemm > peak) { /* the FMA loop was descheduled: the GEMMs prove a higher peak */
+  dg.best_gemm = best_gemm;
+  if (best_gemm > peak) { /* within timing noise (beyond it the check rejects the run): the
+                             GEMMs prove a higher peak */
     if (!quiet)
       printf("calibrate: warning: a GEMM reached %.1f GFLOP/s, above the measured FMA peak %.1f; "
              "using the GEMM rate as the peak\n", best_gemm * 1e-9, peak * 1e-9);
     peak = best_gemm;
     hw.peak_fp32 = hw.peak_bf16 = peak;
   }
-  fb_calibrate_fit_gemm(gs, grate, NPT, peak, &hw.gemm_max_eff, &hw.gemm_half_size);
+  dg.micro_gemm_rms =
+      fb_calibrate_fit_gemm(gs, grate, NPT, peak, &hw.gemm_max_eff, &hw.gemm_half_size);
 
   /* attention fwd+bwd (gpt2-124m heads) against the GEMM curve at its size */
   {
@@ -631,7 +671,8 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
     double flops = 7 * 2.0 * bhtt * at.hd * 0.5 + 2 * 5.0 * bhtt * 0.5;
     double size = cbrt((double)at.T * at.T * at.hd * at.B * at.H);
     double rate = flops / fmax(t - 2 * hw.launch_s, 1e-9);
-    hw.attn_eff = fmin(1.0, rate / (peak * fb_cost_gemm_efficiency(&hw, size)));
+    dg.attn_raw = rate / (peak * fb_cost_gemm_efficiency(&hw, size));
+    hw.attn_eff = fmin(1.0, dg.attn_raw);
     if (!quiet)
       printf("  attention fwd+bwd B=%d T=%d H=%d hd=%d: %.2f ms, %.1f GFLOP/s -> efficiency %.3f "
              "of a GEMM\n", at.B, at.T, at.H, at.hd, t * 1e3, rate * 1e-9, hw.attn_eff);
@@ -663,11 +704,12 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
     fb_free(c.d, &g.w, NULL);
     if (st != FB_OK) goto out;
     hw.overlap_slowdown = started ? fmin(100.0, fmax(1.0, shared / alone)) : 1.0;
+    if (started) dg.overlap_raw = shared / alone;
   }
 
   /* the local communicator: 2 rank threads (sets the links, shared_host, collectives and
    * devices_per_node) */
-  FB_CHECK_GOTO(st, fb_calibrate_local_comm(&hw, o->quick, quiet), out);
+  FB_CHECK_GOTO(st, fb_calibrate_local_comm(&hw, o->quick, quiet, &dg.comm_rms), out);
 
   long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
   hw.mem_capacity = pages > 0 && psize > 0 ? (int64_t)pages * psize : (int64_t)1 << 30;
@@ -675,7 +717,7 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
   hw.host_runs_ahead = false; /* the cpu device runs compute on the calling thread */
 
   /* the compute figures a step sees: refit on the ops of real single-rank steps */
-  FB_CHECK_GOTO(st, fb_calibrate_in_step(&hw, threads, o->quick, quiet), out);
+  FB_CHECK_GOTO(st, fb_calibrate_in_step(&hw, threads, o->quick, quiet, &dg), out);
 
   if (!quiet) {
     printf("\n  sgemm through the cpu device (matmul_fwd) repeated on warm buffers, against the "
@@ -701,6 +743,7 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out) {
   }
   st = fb_hardware_validate(&hw, "calibrate");
   if (st == FB_OK) *out = hw;
+  if (st == FB_OK && diag) *diag = dg;
 out:
   cdev_close(&c);
   return st;
@@ -773,87 +816,283 @@ static void cpu_model(char *buf, size_t n) {
   fclose(f);
 }
 
+#define USAGE_LINE                                                                             \
+  "usage: fsdpbench calibrate [--out FILE] [--force] [--threads N] [--repeat N] [--retries N] "  \
+  "[--ignore-load] [--comm local|mpi] [--base PROFILE] [--quick]\n"
+
 static int usage(const char *msg) {
-  fprintf(stderr, "fsdpbench calibrate: error: %s\nusage: fsdpbench calibrate [--out FILE] "
-                  "[--threads N] [--repeat N] [--comm local|mpi] [--base PROFILE] [--quick]\n",
-          msg);
+  fprintf(stderr, "fsdpbench calibrate: error: %s\n" USAGE_LINE, msg);
   return FB_EUSAGE;
 }
 
-/* The compute figures (rank 0 only under MPI): `repeat` runs, the median of each figure. */
-static fb_status calibrate_runs(const fb_calib_opts *o, int repeat, fb_hardware *hw) {
-  fb_hardware *runs = calloc((size_t)repeat, sizeof *runs);
-  if (!runs) return FB_ERR(FB_ENOMEM, "calibrate: out of host memory");
-  fb_status st = FB_OK;
-  for (int run = 0; run < repeat && st == FB_OK; run++) {
-    if (repeat > 1) printf("\ncalibrate: run %d of %d\n", run + 1, repeat);
-    st = fb_calibrate(o, false, &runs[run]);
+/* One `calibrate` invocation. */
+typedef struct calib_cli {
+  fb_calib_opts o;
+  int repeat, retries;
+  bool mpi, force, ignore_load;
+  char path[1024], base[1024];
+} calib_cli;
+
+/* The figures whose spread across --repeat runs is checked and recorded: the compute ceiling,
+ * the GEMM rate the curve gives a large product, the memory bandwidth, the communicator. */
+enum { NKEYS = 4 };
+static const char *const key_names[NKEYS] = {"peak_tflops_fp32", "GEMM rate at s = 1024",
+                                             "mem_bw_gbs", "intra_bw_gbs"};
+static double key_value(const fb_hardware *h, int k) {
+  switch (k) {
+  case 0: return h->peak_fp32;
+  case 1: return gemm_score(h);
+  case 2: return h->mem_bw;
+  default: return h->intra_bw;
   }
-  if (st == FB_OK) median_of_runs(runs, repeat, hw);
-  free(runs);
-  if (st == FB_OK && repeat > 1)
-    printf("\ncalibrate: the median of %d runs: peak %.1f GFLOP/s, GEMM curve %.3f, %.0f, "
-           "communicator %.2f GB/s, %.1f us\n", repeat, hw->peak_fp32 * 1e-9, hw->gemm_max_eff,
-           hw->gemm_half_size, hw->intra_bw * 1e-9, hw->intra_lat * 1e6);
-  return st;
 }
 
-static fb_status write_profile(const char *path, fb_hardware *hw, const fb_calib_opts *o,
-                               int repeat, bool mpi, int world, const char *base) {
-  char comment[2048], cpu[160], when[64], cmd[1200];
+/* What the load gate saw, for the refusal line and the profile's header. */
+typedef struct load_log {
+  fb_calib_load before, worst; /* the check before measuring; the one with the most load from
+                                  others (before or during) */
+  bool have;
+  double spread[NKEYS];        /* max / min of each key figure over the repeats (0: one run) */
+  bool forced;                 /* --ignore-load let a refusal pass: */
+  char forced_load[400];       /* the first load it overrode ("" if none) */
+  char forced_spread[200];     /* the first spread it overrode ("" if none) */
+} load_log;
+
+/* --ignore-load overrides a refusal: keep the first of each kind for the header. */
+static void force(load_log *L, bool spread, const char *why) {
+  char *dst = spread ? L->forced_spread : L->forced_load;
+  size_t n = spread ? sizeof L->forced_spread : sizeof L->forced_load;
+  L->forced = true;
+  if (!dst[0]) snprintf(dst, n, "%s", why);
+}
+
+/* Reads the load with this job's own share (summed over the processes under MPI: a
+ * collective there, every process calls it). */
+static fb_status read_load(const calib_cli *c, fb_calib_load *l) {
+  double own_share = fb_calib_own_load();
+#ifdef FB_HAVE_MPI
+  if (c->mpi) FB_TRY(fb_calib_mpi_sum(&own_share));
+#endif
+  return fb_calib_load_read(c->o.threads, own_share, l);
+}
+
+/* Rank 0's verdict (0 go on, 1 refuse or retry) for every process. */
+static fb_status share_verdict(const calib_cli *c, int rank, int *verdict) {
+#ifdef FB_HAVE_MPI
+  if (c->mpi) {
+    double v = rank == 0 ? *verdict : 0;
+    FB_TRY(fb_calib_mpi_sum(&v));
+    *verdict = v > 0.5;
+  }
+#else
+  (void)c;
+  (void)rank;
+#endif
+  return FB_OK;
+}
+
+/* Load check at `when`: records it and says whether others' load is above the allowed. */
+static fb_status check_load(const calib_cli *c, load_log *L, const char *when, bool first,
+                            char *why, size_t nwhy, bool *over) {
+  fb_calib_load l;
+  FB_TRY(read_load(c, &l));
+  if (first) L->before = l;
+  if (!L->have || l.others > L->worst.others) L->worst = l;
+  L->have = true;
+  *over = l.others > l.allowed;
+  if (*over) {
+    char d[256];
+    fb_calib_load_describe(&l, d, sizeof d);
+    snprintf(why, nwhy, "%s %s", d, when);
+  }
+  return FB_OK;
+}
+
+/* The compute figures and the local communicator: `repeat` runs; after each, the load. Sets
+ * *refused (with why) when the load or the spread of the runs says the machine was busy. */
+static fb_status measure_local(const calib_cli *c, load_log *L, fb_hardware *runs,
+                               fb_calib_diag *diags, char *why, size_t nwhy, bool *refused) {
+  *refused = false;
+  for (int run = 0; run < c->repeat; run++) {
+    if (c->repeat > 1) printf("\ncalibrate: run %d of %d\n", run + 1, c->repeat);
+    FB_TRY(fb_calibrate(&c->o, false, &runs[run], &diags[run]));
+    char when[64];
+    snprintf(when, sizeof when, "during run %d of %d", run + 1, c->repeat);
+    bool over;
+    FB_TRY(check_load(c, L, when, false, why, nwhy, &over));
+    if (over && !c->ignore_load) {
+      *refused = true;
+      return FB_OK;
+    }
+    if (over) force(L, false, why);
+  }
+  for (int k = 0; k < NKEYS; k++) L->spread[k] = 0;
+  if (c->repeat < 2) return FB_OK;
+  for (int k = 0; k < NKEYS; k++) {
+    double v[100];
+    for (int r = 0; r < c->repeat; r++) v[r] = key_value(&runs[r], k);
+    L->spread[k] = fb_calib_spread(v, c->repeat);
+    if (L->spread[k] > FB_CALIB_MAX_SPREAD && !*refused) {
+      snprintf(why, nwhy, "%s varied %.2fx (max/min over %d repeats), above the allowed %.2fx",
+               key_names[k], L->spread[k], c->repeat, FB_CALIB_MAX_SPREAD);
+      if (c->ignore_load)
+        force(L, true, why);
+      else
+        *refused = true;
+    }
+  }
+  return FB_OK;
+}
+
+/* Prints each rejected figure; returns how many. */
+static int check_runs(const fb_hardware *runs, const fb_calib_diag *diags, int n, bool compute) {
+  int bad = 0;
+  for (int r = 0; r < n; r++) {
+    fb_calib_reject rej[32];
+    int k = fb_calibrate_check_fit(&runs[r], &diags[r], compute, rej, 32);
+    for (int i = 0; i < k && i < 32; i++) {
+      if (n > 1) {
+        char why[sizeof rej[i].reason];
+        snprintf(why, sizeof why, "run %d of %d: %s", r + 1, n, rej[i].reason);
+        snprintf(rej[i].reason, sizeof rej[i].reason, "%s", why);
+      }
+      char line[512];
+      fb_calib_reject_line(&rej[i], line, sizeof line);
+      fprintf(stderr, "%s\n", line);
+    }
+    if (k > 32) fprintf(stderr, "calibrate: ... and %d more rejected figure(s)\n", k - 32);
+    bad += k;
+  }
+  return bad;
+}
+
+static void append(char *buf, size_t n, const char *s) {
+  size_t len = strlen(buf);
+  if (len + 1 < n) snprintf(buf + len, n - len, "%s", s);
+}
+
+static fb_status write_profile(const calib_cli *c, fb_hardware *hw, int world,
+                               const load_log *L) {
+  char comment[4096], cpu[160], when[64], cmd[1200], load[1200];
   time_t now = time(NULL);
   strftime(when, sizeof when, "%Y-%m-%d %H:%M", localtime(&now));
   cpu_model(cpu, sizeof cpu);
-  if (mpi)
+  if (c->mpi)
     snprintf(cmd, sizeof cmd, "mpirun -np %d fsdpbench calibrate --comm mpi` over the compute "
-             "figures of `%s", world, base);
+             "figures of `%s", world, c->base);
   else
-    snprintf(cmd, sizeof cmd, "fsdpbench calibrate --threads %d --repeat %d", o->threads, repeat);
+    snprintf(cmd, sizeof cmd, "fsdpbench calibrate --threads %d --repeat %d", c->o.threads,
+             c->repeat);
   char blas[256];
-  snprintf(blas, sizeof blas, "%s", mpi ? "compute figures as in the base profile" : fb_blas_describe());
+  snprintf(blas, sizeof blas, "%s", c->mpi ? "compute figures as in the base profile" : fb_blas_describe());
+  /* the load it was measured under, the repeats and their spread, and whether it was forced */
+  char d1[256], d2[256], part[400];
+  fb_calib_load_describe(&L->before, d1, sizeof d1);
+  fb_calib_load_describe(&L->worst, d2, sizeof d2);
+  snprintf(load, sizeof load, "Load: %s before measuring; the most from others: %s.\n", d1, d2);
+  if (c->mpi || c->repeat < 2) {
+    append(load, sizeof load, "Repeats: 1 (no spread).\n");
+  } else {
+    snprintf(part, sizeof part, "Repeats: %d; spread (max/min):", c->repeat);
+    append(load, sizeof load, part);
+    for (int k = 0; k < NKEYS; k++) {
+      snprintf(part, sizeof part, "%s %s %.3fx", k ? "," : "", key_names[k], L->spread[k]);
+      append(load, sizeof load, part);
+    }
+    snprintf(part, sizeof part, " (allowed %.2fx).\n", FB_CALIB_MAX_SPREAD);
+    append(load, sizeof load, part);
+  }
+  if (L->forced) {
+    append(load, sizeof load, "FORCED with --ignore-load: ");
+    append(load, sizeof load, L->forced_load);
+    append(load, sizeof load, L->forced_load[0] && L->forced_spread[0] ? "; " : "");
+    append(load, sizeof load, L->forced_spread);
+    append(load, sizeof load, ".\n");
+  }
   snprintf(comment, sizeof comment,
            "This machine, measured by `%s` on %s.\n"
-           "CPU: %s, %ld core(s). BLAS: %s.\n"
+           "CPU: %s, %ld core(s). BLAS: %s.\n%s"
            "Regenerate with the same command on the machine you want to predict; see "
-           "docs/simulator.md.\n%s", cmd, when, cpu, sysconf(_SC_NPROCESSORS_ONLN), blas,
-           mpi ? "intra/inter links = the MPI communicator (processes on this machine; run jobs "
-                 "with --threads = cores / processes)."
-               : "intra/inter links = the local communicator (ranks are threads sharing memory).");
-  if (mpi) snprintf(hw->name, sizeof hw->name, "cpu-mpi");
+           "docs/simulator.md.\n%s", cmd, when, cpu, sysconf(_SC_NPROCESSORS_ONLN), blas, load,
+           c->mpi ? "intra/inter links = the MPI communicator (processes on this machine; run "
+                    "jobs with --threads = cores / processes)."
+                  : "intra/inter links = the local communicator (ranks are threads sharing "
+                    "memory).");
+  if (c->mpi) snprintf(hw->name, sizeof hw->name, "cpu-mpi");
   /* measurements carry ~4 significant digits: write them so */
   double *fields[] = {&hw->peak_fp32, &hw->peak_bf16, &hw->gemm_max_eff, &hw->gemm_half_size,
                       &hw->attn_eff, &hw->mem_bw, &hw->mem_eff, &hw->launch_s, &hw->intra_bw,
                       &hw->intra_lat, &hw->inter_bw, &hw->inter_lat, &hw->overlap_slowdown};
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) *fields[i] = sig4(*fields[i]);
   for (int i = 0; i < hw->nkernels; i++) hw->kernels[i].bw = sig4(hw->kernels[i].bw);
-  return fb_hardware_write(path, hw, comment);
+  return fb_calib_write_profile(c->path, hw, comment, c->force);
 }
 
+/* Reads a non-negative integer flag value in [lo, hi]; prints the usage error otherwise. */
+static bool int_flag(const char *flag, const char *val, long lo, long hi, int *out) {
+  char *end = NULL;
+  long n = val ? strtol(val, &end, 10) : 0;
+  if (!val || !*val || *end || n < lo || n > hi) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s: '%s' is not allowed (want an integer in [%ld, %ld])", flag,
+             val ? val : "", lo, hi);
+    usage(msg);
+    return false;
+  }
+  *out = (int)n;
+  return true;
+}
+
+static const char help_text[] =
+    USAGE_LINE
+    "Measures this machine (GEMM curve, memory bandwidth, kernel overhead, per-kernel\n"
+    "rates in training steps, the communicator) and writes a hardware profile.\n"
+    "--comm local (default): the local communicator, profile models/hardware/cpu.yaml.\n"
+    "--comm mpi (the default under mpirun): run as `mpirun -np 2 fsdpbench calibrate\n"
+    "  --comm mpi`; measures the MPI communicator and writes it over the compute\n"
+    "  figures of --base PROFILE (default cpu) into models/hardware/cpu-mpi.yaml.\n"
+    "--repeat N: N runs, keeping the median of each figure (a step meets this\n"
+    "  machine's typical speed, not its best minute).\n"
+    "--out FILE: where to write. An existing FILE (such as the committed profile) is\n"
+    "  refused (exit 2) before anything is measured; --force overwrites it. The file is\n"
+    "  written to a temporary beside it and renamed, never left half-written.\n"
+    "Refusals (exit 1, nothing written):\n"
+    "  - machine too loaded: before and after each run it reads the 1-minute load\n"
+    "    average less its own threads; above (idle cores + 0.25 x the cores it uses), or a\n"
+    "    key figure varying more than 1.5x (max/min) across --repeat runs, it waits 10 s\n"
+    "    and measures again, --retries N times (default 2), then refuses naming the load\n"
+    "    or spread. --ignore-load measures and writes anyway; the profile's header then\n"
+    "    says it was forced and the load it saw. The header always records the load,\n"
+    "    the repeats and the spread of the key figures.\n"
+    "  - rejected figure: every fitted figure is checked, one line each: a fit residual\n"
+    "    above 25 % (relative RMS), a rate above its measured ceiling or below 1 % of it,\n"
+    "    a non-positive latency, an efficiency outside (0, 1], a fit at a clamp bound.\n"
+    "Test hook: FSDPBENCH_FAKE_LOADAVG=X replaces the load average read from /proc/loadavg.\n";
+
 int fb_calibrate_main(int argc, char **argv) {
-  char path[1024] = "", base[1024] = "cpu";
-  fb_calib_opts o = {.threads = (int)sysconf(_SC_NPROCESSORS_ONLN), .quick = false};
-  int repeat = 1;
+  calib_cli c = {.o = {.threads = (int)sysconf(_SC_NPROCESSORS_ONLN), .quick = false},
+                 .repeat = 1, .retries = 2};
+  snprintf(c.base, sizeof c.base, "cpu");
   const char *ompi_size = getenv("OMPI_COMM_WORLD_SIZE");
-  bool mpi = ompi_size && atoi(ompi_size) > 1; /* under mpirun: the MPI communicator */
+  c.mpi = ompi_size && atoi(ompi_size) > 1; /* under mpirun: the MPI communicator */
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *val = NULL;
     size_t nlen = strcspn(a, "=");
     if (!strcmp(a, "--quick")) {
-      o.quick = true;
+      c.o.quick = true;
+      continue;
+    }
+    if (!strcmp(a, "--force")) {
+      c.force = true;
+      continue;
+    }
+    if (!strcmp(a, "--ignore-load")) {
+      c.ignore_load = true;
       continue;
     }
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      printf("usage: fsdpbench calibrate [--out FILE] [--threads N] [--repeat N] [--comm local|mpi]"
-             " [--base PROFILE] [--quick]\n"
-             "Measures this machine (GEMM curve, memory bandwidth, kernel overhead, per-kernel\n"
-             "rates in training steps, the communicator) and writes a hardware profile.\n"
-             "--comm local (default): the local communicator, profile models/hardware/cpu.yaml.\n"
-             "--comm mpi (the default under mpirun): run as `mpirun -np 2 fsdpbench calibrate\n"
-             "  --comm mpi`; measures the MPI communicator and writes it over the compute\n"
-             "  figures of --base PROFILE (default cpu) into models/hardware/cpu-mpi.yaml.\n"
-             "--repeat N: N runs, keeping the median of each figure (a step meets this\n"
-             "  machine's typical speed, not its best minute).\n");
+      fputs(help_text, stdout);
       return 0;
     }
     if (a[nlen] == '=')
@@ -865,62 +1104,63 @@ int fb_calibrate_main(int argc, char **argv) {
     char msg[256];
     if (!strcmp(flag, "--out")) {
       if (!val || !*val) return usage("--out needs a file name");
-      snprintf(path, sizeof path, "%s", val);
+      snprintf(c.path, sizeof c.path, "%s", val);
     } else if (!strcmp(flag, "--repeat")) {
-      char *end = NULL;
-      long n = val ? strtol(val, &end, 10) : 0;
-      if (!val || *end || n < 1 || n > 100) {
-        snprintf(msg, sizeof msg, "--repeat: '%s' is not allowed (want an integer in [1, 100])",
-                 val ? val : "");
-        return usage(msg);
-      }
-      repeat = (int)n;
+      if (!int_flag("--repeat", val, 1, 100, &c.repeat)) return FB_EUSAGE;
+    } else if (!strcmp(flag, "--retries")) {
+      if (!int_flag("--retries", val, 0, 100, &c.retries)) return FB_EUSAGE;
     } else if (!strcmp(flag, "--threads")) {
-      char *end = NULL;
-      long n = val ? strtol(val, &end, 10) : 0;
-      if (!val || *end || n < 1 || n > 1024) {
-        snprintf(msg, sizeof msg, "--threads: '%s' is not allowed (want an integer in [1, 1024])",
-                 val ? val : "");
-        return usage(msg);
-      }
-      o.threads = (int)n;
+      if (!int_flag("--threads", val, 1, 1024, &c.o.threads)) return FB_EUSAGE;
     } else if (!strcmp(flag, "--base")) {
       if (!val || !*val) return usage("--base needs a profile name or file");
-      snprintf(base, sizeof base, "%s", val);
+      snprintf(c.base, sizeof c.base, "%s", val);
     } else if (!strcmp(flag, "--comm")) {
       if (val && !strcmp(val, "local"))
-        mpi = false;
+        c.mpi = false;
       else if (val && !strcmp(val, "mpi"))
-        mpi = true;
+        c.mpi = true;
       else {
         snprintf(msg, sizeof msg, "--comm: '%s' is not allowed (allowed: local, mpi)",
                  val ? val : "");
         return usage(msg);
       }
     } else {
-      snprintf(msg, sizeof msg, "unknown flag '%s' (allowed: --out, --threads, --repeat, --comm, "
-               "--base, --quick)", a);
+      snprintf(msg, sizeof msg, "unknown flag '%s' (allowed: --out, --force, --threads, --repeat, "
+               "--retries, --ignore-load, --comm, --base, --quick)", a);
       return usage(msg);
     }
   }
-  if (!path[0])
-    snprintf(path, sizeof path, "%s/models/hardware/%s.yaml", fb_data_root(),
-             mpi ? "cpu-mpi" : "cpu");
+  if (!c.path[0])
+    snprintf(c.path, sizeof c.path, "%s/models/hardware/%s.yaml", fb_data_root(),
+             c.mpi ? "cpu-mpi" : "cpu");
 #ifndef FB_HAVE_MPI
-  if (mpi) return usage("--comm mpi: MPI is not built into this binary (install libopenmpi-dev "
-                        "and rebuild)");
+  if (c.mpi) return usage("--comm mpi: MPI is not built into this binary (install libopenmpi-dev "
+                          "and rebuild)");
 #endif
+  /* before measuring anything: an existing profile is not overwritten without --force, and a
+   * malformed test hook is a usage error */
+  if (fb_calib_check_out(c.path, c.force) != FB_OK) {
+    fprintf(stderr, "calibrate: %s\n", fb_error_msg());
+    return FB_EUSAGE;
+  }
+  {
+    fb_calib_load probe;
+    if (fb_calib_load_read(c.o.threads, 0, &probe) != FB_OK) return usage(fb_error_msg());
+  }
+
   fb_hardware hw;
   memset(&hw, 0, sizeof hw);
-  int rank = 0, world = 1;
+  fb_hardware *runs = calloc((size_t)c.repeat, sizeof *runs);
+  fb_calib_diag *diags = calloc((size_t)c.repeat, sizeof *diags);
+  load_log L;
+  memset(&L, 0, sizeof L);
+  int rank = 0, world = 1, rc = 0;
   double t0 = fb_cpu_clock();
-  fb_status st = FB_OK;
-  if (!mpi) {
-    st = calibrate_runs(&o, repeat, &hw);
-  } else {
+  fb_status st = runs && diags ? FB_OK : FB_ERR(FB_ENOMEM, "calibrate: out of host memory");
+  if (st == FB_OK && c.mpi) {
     /* the compute figures are the machine's (a plain calibrate measures them); this run
      * measures the MPI communicator and writes it over them */
-    st = fb_hardware_load(base, &hw);
+    st = fb_hardware_load(c.base, &hw);
     if (st != FB_OK) {
       char why[512];
       snprintf(why, sizeof why, "%s", fb_error_msg());
@@ -929,14 +1169,96 @@ int fb_calibrate_main(int argc, char **argv) {
     }
 #ifdef FB_HAVE_MPI
     if (st == FB_OK) st = fb_calib_mpi_begin(&rank, &world);
-    if (st == FB_OK) st = fb_calibrate_mpi_comm(&hw, o.quick, rank != 0);
 #endif
   }
-  if (st == FB_OK && rank == 0) st = write_profile(path, &hw, &o, repeat, mpi, world, base);
-  if (st != FB_OK) fprintf(stderr, "fsdpbench calibrate: error: %s\n", fb_error_msg());
-  else if (rank == 0) printf("\ncalibrate: wrote %s in %.1f s\n", path, fb_cpu_clock() - t0);
+  if (st == FB_OK) st = fb_calib_own_start();
+
+  /* measure, refusing (after --retries) a loaded machine */
+  char why[600] = "";
+  bool refused = false;
+  for (int attempt = 0; st == FB_OK && attempt <= c.retries; attempt++) {
+    bool over = false;
+    refused = false;
+    L.have = false; /* the header describes the attempt that measured */
+    st = check_load(&c, &L, "before measuring", true, why, sizeof why, &over);
+    int verdict = over && !c.ignore_load;
+    if (st == FB_OK) st = share_verdict(&c, rank, &verdict); /* rank 0's decides */
+    if (st != FB_OK) break;
+    if (over && !verdict) force(&L, false, why);
+    if (!verdict) {
+      if (!c.mpi) {
+        st = measure_local(&c, &L, runs, diags, why, sizeof why, &refused);
+      } else {
 #ifdef FB_HAVE_MPI
-  if (mpi) fb_calib_mpi_end();
+        fb_calib_diag_init(&diags[0]);
+        runs[0] = hw;
+        st = fb_calibrate_mpi_comm(&runs[0], c.o.quick, rank != 0, &diags[0].comm_rms);
+        if (st == FB_OK) st = check_load(&c, &L, "during measuring", false, why, sizeof why, &over);
+        if (st == FB_OK && over && c.ignore_load) force(&L, false, why);
+        refused = over && !c.ignore_load;
 #endif
-  return st;
+      }
+      verdict = refused;
+      if (st == FB_OK) st = share_verdict(&c, rank, &verdict);
+      refused = verdict;
+      if (st != FB_OK || !verdict) break;
+    }
+    refused = true;
+    if (attempt < c.retries) {
+      if (rank == 0)
+        printf("calibrate: warning: machine too loaded: %s; measuring again in %d s (retry %d of "
+               "%d)\n", why, FB_CALIB_RETRY_PAUSE_S, attempt + 1, c.retries);
+      fflush(stdout);
+      sleep(FB_CALIB_RETRY_PAUSE_S);
+    }
+  }
+  fb_calib_own_stop();
+  if (st == FB_OK && refused) {
+    if (rank == 0)
+      fprintf(stderr, "calibrate: machine too loaded: %s; refused after %d attempt(s) "
+              "(--retries %d): calibrate on an idle machine, or force with --ignore-load\n", why,
+              c.retries + 1, c.retries);
+    rc = 1;
+  }
+
+  /* plausibility of every fitted figure, then the profile */
+  if (st == FB_OK && !rc && rank == 0) {
+    int bad;
+    if (!c.mpi) {
+      bad = check_runs(runs, diags, c.repeat, true);
+      if (!bad) median_of_runs(runs, c.repeat, &hw);
+    } else {
+      diags[0].triad = runs[0].mem_bw; /* the base profile's: copies cannot outrun caches */
+      bad = check_runs(runs, diags, 1, false);
+      hw = runs[0];
+    }
+    if (bad) {
+      fprintf(stderr, "calibrate: %d figure(s) rejected: nothing written (a loaded or unstable "
+              "machine gives fits like these; calibrate on an idle machine)\n", bad);
+      rc = 1;
+    } else {
+      if (!c.mpi && c.repeat > 1)
+        printf("\ncalibrate: the median of %d runs: peak %.1f GFLOP/s, GEMM curve %.3f, %.0f, "
+               "communicator %.2f GB/s, %.1f us\n", c.repeat, hw.peak_fp32 * 1e-9,
+               hw.gemm_max_eff, hw.gemm_half_size, hw.intra_bw * 1e-9, hw.intra_lat * 1e6);
+      st = write_profile(&c, &hw, world, &L);
+      if (st == FB_OK && L.forced)
+        printf("calibrate: warning: forced with --ignore-load: %s%s%s\n", L.forced_load,
+               L.forced_load[0] && L.forced_spread[0] ? "; " : "", L.forced_spread);
+      if (st == FB_OK) printf("\ncalibrate: wrote %s in %.1f s\n", c.path, fb_cpu_clock() - t0);
+    }
+  }
+  if (st != FB_OK) {
+    if (st == FB_EUSAGE && strstr(fb_error_msg(), " exists (it may be a committed profile)"))
+      fprintf(stderr, "calibrate: %s\n", fb_error_msg());
+    else
+      fprintf(stderr, "fsdpbench calibrate: error: %s\n", fb_error_msg());
+    rc = st;
+  }
+#ifdef FB_HAVE_MPI
+  if (c.mpi) fb_calib_mpi_end();
+#endif
+  free(runs);
+  free(diags);
+  return rc;
 }

@@ -152,10 +152,10 @@ static void model_terms(const fb_hardware *hw, fb_coll c, double bytes, int worl
 }
 
 /* bw for t(S) = t0 + b(S) / bw over the points after the first (the first is t0's),
- * least squares on log t over a log grid of bw. */
+ * least squares on log t over a log grid of bw in [FB_CALIB_BW_MIN, FB_CALIB_BW_MAX]. */
 static double fit_bandwidth(const double *t, const double *b, int n, double t0) {
   double best = 1e9, best_err = INFINITY;
-  for (double bw = 1e6; bw <= 1e13; bw *= 1.02) {
+  for (double bw = FB_CALIB_BW_MIN; bw <= FB_CALIB_BW_MAX; bw *= 1.02) {
     double err = 0;
     for (int i = 1; i < n; i++) {
       double r = log(t[i]) - log(t0 + b[i] / bw);
@@ -174,9 +174,11 @@ static bool latency_size(int si, int world) { return payload(fb_calib_counts[si]
 
 /* Per collective: the latency from the small sizes (the mean of their (t - launch) / a; under
  * compute the small collectives' times are bimodal, a hand-off that waited for the CPU or
- * not), the bandwidth over the payloads of a MiB and more. */
+ * not), the bandwidth over the payloads of a MiB and more, and that bandwidth fit's relative
+ * RMS residual (the latency's bimodal sizes are not in it: their mean is the figure by
+ * design). */
 static void fit_one(const fb_hardware *hw, int world, const fb_calib_times t, double lat[],
-                    double bw[]) {
+                    double bw[], double rms[]) {
   for (int ci = 0; ci < FB_CALIB_NCOLLS; ci++) {
     double tt[FB_CALIB_NSIZES + 1], bb[FB_CALIB_NSIZES + 1], a, b, lsum = 0, t_small = 0;
     int n = 1, nl = 0;
@@ -195,6 +197,12 @@ static void fit_one(const fb_hardware *hw, int world, const fb_calib_times t, do
     lat[ci] = nl ? lsum / nl : 0;
     tt[0] = t_small / (nl ? nl : 1); /* the fit's t0: the latency part of every size */
     bw[ci] = fit_bandwidth(tt, bb, n, tt[0]);
+    double sq = 0;
+    for (int i = 1; i < n; i++) {
+      double r = (tt[0] + bb[i] / bw[ci]) / tt[i] - 1;
+      sq += r * r;
+    }
+    rms[ci] = n > 1 ? sqrt(sq / (n - 1)) : 0;
   }
 }
 
@@ -203,17 +211,28 @@ static double median3(const double v[3]) {
   return fb_calib_median(s, 3);
 }
 
-void fb_calib_fit_comm(fb_hardware *hw, int world, const fb_calib_times idle,
-                       const fb_calib_times busy, const char *what, bool quiet) {
-  double lat[3], bw[3], blat[3], bbw[3];
-  fit_one(hw, world, idle, lat, bw);
-  fit_one(hw, world, busy, blat, bbw);
+/* Index of the median of three (ties: any one of the tied values). */
+static int median3_index(const double v[3]) {
+  int lo = 0, hi = 0;
+  for (int i = 1; i < 3; i++) {
+    if (v[i] < v[lo]) lo = i;
+    if (v[i] >= v[hi]) hi = i;
+  }
+  return lo == hi ? 0 : 3 - lo - hi;
+}
+
+double fb_calib_fit_comm(fb_hardware *hw, int world, const fb_calib_times idle,
+                         const fb_calib_times busy, const char *what, bool quiet) {
+  double lat[3], bw[3], rms[3], blat[3], bbw[3], brms[3];
+  fit_one(hw, world, idle, lat, bw, rms);
+  fit_one(hw, world, busy, blat, bbw, brms);
   /* A step issues its collectives beside compute, and on a shared host the two share the
    * cores: the profile's links are the communicator as measured under compute. */
   hw->intra_lat = hw->inter_lat = median3(blat);
   hw->intra_bw = hw->inter_bw = median3(bbw);
   hw->coll_eff = 1.0; /* the fitted bandwidth is already the achieved one */
-  if (quiet) return;
+  const double fit_rms = brms[median3_index(bbw)];
+  if (quiet) return fit_rms;
   printf("\n  %s, %d ranks, fp32, idle and while each rank also runs GEMMs on a compute thread "
          "(as in a step);\n  model (collectives: %s) fitted to the busy times\n", what, world,
          hw->collectives == FB_COLLS_SHARED_MEMORY ? "shared_memory" : "ring_tree");
@@ -226,10 +245,13 @@ void fb_calib_fit_comm(fb_hardware *hw, int world, const fb_calib_times idle,
              fb_cost_collective(hw, fb_calib_colls[ci], p, world) * 1e6);
     }
   for (int b = 0; b < 2; b++)
-    printf("  lat us / GB/s  %s: all_gather %.1f / %.2f, reduce_scatter %.1f / %.2f, all_reduce "
-           "%.1f / %.2f%s\n", b ? "busy" : "idle", (b ? blat : lat)[0] * 1e6,
-           (b ? bbw : bw)[0] * 1e-9, (b ? blat : lat)[1] * 1e6, (b ? bbw : bw)[1] * 1e-9,
-           (b ? blat : lat)[2] * 1e6, (b ? bbw : bw)[2] * 1e-9, b ? " -> the medians (profile)" : "");
+    printf("  lat us / GB/s (fit rms %%)  %s: all_gather %.1f / %.2f (%.0f), reduce_scatter %.1f "
+           "/ %.2f (%.0f), all_reduce %.1f / %.2f (%.0f)%s\n", b ? "busy" : "idle",
+           (b ? blat : lat)[0] * 1e6, (b ? bbw : bw)[0] * 1e-9, 100 * (b ? brms : rms)[0],
+           (b ? blat : lat)[1] * 1e6, (b ? bbw : bw)[1] * 1e-9, 100 * (b ? brms : rms)[1],
+           (b ? blat : lat)[2] * 1e6, (b ? bbw : bw)[2] * 1e-9, 100 * (b ? brms : rms)[2],
+           b ? " -> the medians (profile)" : "");
+  return fit_rms;
 }
 
 /* ---- the local communicator --------------------------------------------------------------- */
@@ -317,13 +339,14 @@ out:
   return st;
 }
 
-fb_status fb_calibrate_local_comm(fb_hardware *hw, bool quick, bool quiet) {
+fb_status fb_calibrate_local_comm(fb_hardware *hw, bool quick, bool quiet, double *fit_rms) {
   fb_calib_times idle, busy;
   FB_TRY(local_pass(quick ? 3 : 9, false, idle));
   FB_TRY(local_pass(quick ? 3 : 9, true, busy));
   hw->shared_host = true;                  /* the ranks are threads of this one machine */
   hw->collectives = FB_COLLS_SHARED_MEMORY; /* and read each other's buffers */
   hw->devices_per_node = 1;
-  fb_calib_fit_comm(hw, LOCAL_W, idle, busy, "local communicator (threads)", quiet);
+  double r = fb_calib_fit_comm(hw, LOCAL_W, idle, busy, "local communicator (threads)", quiet);
+  if (fit_rms) *fit_rms = r;
   return FB_OK;
 }

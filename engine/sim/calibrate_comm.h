@@ -42,24 +42,33 @@ fb_status fb_calib_spinner_start(fb_calib_spinner *sp);
 /* Stops and joins; returns the spinner's first failure. */
 fb_status fb_calib_spinner_stop(fb_calib_spinner *sp);
 
+/* The bandwidth fit's grid (B/s): a fit at either end sits at a clamp bound. */
+#define FB_CALIB_BW_MIN 1e6
+#define FB_CALIB_BW_MAX 1e13
+
 /* Fits hw's intra_* = inter_* figures to times measured at `world` ranks through the cost
  * model as hw describes it (hw->collectives, shared_host): per collective the latency from
  * the smallest size and the bandwidth over the payloads of a MiB and more; the profile takes
  * the medians over the collectives of the `busy` times (measured with compute beside, as in a
- * step). Prints both tables unless quiet. */
-void fb_calib_fit_comm(fb_hardware *hw, int world, const fb_calib_times idle,
-                       const fb_calib_times busy, const char *what, bool quiet);
+ * step). Prints both tables unless quiet. Returns the relative RMS residual of the bandwidth
+ * fit of the collective whose bandwidth the profile took. */
+double fb_calib_fit_comm(fb_hardware *hw, int world, const fb_calib_times idle,
+                         const fb_calib_times busy, const char *what, bool quiet);
 
 /* The local communicator: 2 rank threads of this process, each with its own cpu device, idle
- * and with a GEMM thread per rank; sets hw's link figures, collectives = shared_memory. */
-fb_status fb_calibrate_local_comm(fb_hardware *hw, bool quick, bool quiet);
+ * and with a GEMM thread per rank; sets hw's link figures, collectives = shared_memory, and
+ * *fit_rms (may be NULL) as fb_calib_fit_comm returns it. */
+fb_status fb_calibrate_local_comm(fb_hardware *hw, bool quick, bool quiet, double *fit_rms);
 
 /* MPI (calibrate_mpi.c, built with MPI): every process of the launcher calls these. */
 /* MPI_Init and a cpu device, comm stream and MPI communicator for this process. */
 fb_status fb_calib_mpi_begin(int *rank, int *world);
 /* Times the MPI collectives (idle, then with a GEMM thread per process) and, on rank 0, fits
- * hw's link figures (collectives = ring_tree on this shared host). */
-fb_status fb_calibrate_mpi_comm(fb_hardware *hw, bool quick, bool quiet);
+ * hw's link figures (collectives = ring_tree on this shared host) and sets *fit_rms as
+ * fb_calib_fit_comm returns it. */
+fb_status fb_calibrate_mpi_comm(fb_hardware *hw, bool quick, bool quiet, double *fit_rms);
+/* Every process passes its *v; each gets the sum over the processes (a double all-reduce). */
+fb_status fb_calib_mpi_sum(double *v);
 /* Frees the communicator and device, finalizes MPI. */
 void fb_calib_mpi_end(void);
 

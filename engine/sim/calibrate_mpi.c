@@ -34,7 +34,7 @@ static fb_status meet(void *ctx) {
   return fb_stream_sync(M.d, M.s);
 }
 
-fb_status fb_calibrate_mpi_comm(fb_hardware *hw, bool quick, bool quiet) {
+fb_status fb_calibrate_mpi_comm(fb_hardware *hw, bool quick, bool quiet, double *fit_rms) {
   const int reps = quick ? 3 : 9;
   fb_calib_times idle, busy;
   fb_calib_spinner sp;
@@ -48,8 +48,27 @@ fb_status fb_calibrate_mpi_comm(fb_hardware *hw, bool quick, bool quiet) {
   hw->shared_host = true;
   hw->collectives = FB_COLLS_RING_TREE;
   hw->devices_per_node = 1;
-  fb_calib_fit_comm(hw, M.comm->world, idle, busy, "MPI communicator (processes)", quiet);
+  double r = fb_calib_fit_comm(hw, M.comm->world, idle, busy, "MPI communicator (processes)",
+                               quiet);
+  if (fit_rms) *fit_rms = r;
   return FB_OK;
+}
+
+/* The load check's vote (calibrate.c): each process's own share of the load, and rank 0's
+ * verdict, summed over the processes. */
+fb_status fb_calib_mpi_sum(double *v) {
+  fb_buf send = {0}, recv = {0};
+  fb_status st = FB_OK;
+  FB_CHECK_GOTO(st, fb_alloc(M.d, sizeof(double), FB_MEM_COMM, "calib.vote", &send), out);
+  FB_CHECK_GOTO(st, fb_alloc(M.d, sizeof(double), FB_MEM_COMM, "calib.vote", &recv), out);
+  *(double *)send.ptr = *v; /* cpu device memory is host memory */
+  FB_CHECK_GOTO(st, fb_all_reduce(M.comm, M.s, -1, send.ptr, recv.ptr, 1, FB_F64), out);
+  FB_CHECK_GOTO(st, fb_stream_sync(M.d, M.s), out);
+  *v = *(const double *)recv.ptr;
+out:
+  fb_free(M.d, &send, NULL);
+  fb_free(M.d, &recv, NULL);
+  return st;
 }
 
 void fb_calib_mpi_end(void) {

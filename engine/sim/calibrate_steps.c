@@ -32,7 +32,7 @@ static const calib_run runs_full[] = {
     {"debug", 4, 128, 4}, {"debug-llama", 4, 128, 3}, {"gpt2-124m", 2, 64, 3}};
 static const calib_run runs_quick[] = {{"debug", 2, 64, 2}};
 
-enum { MAX_SIZES = 256, MAX_NAMES = FB_HW_MAX_KERNELS };
+enum { MAX_SIZES = 256, MAX_NAMES = FB_HW_MAX_KERNELS, MAX_STEPS = 32 };
 
 typedef struct gemm_pt {
   double size, flops, t; /* sums over the ops of one size */
@@ -43,6 +43,9 @@ typedef struct mem_pt {
   const char *name;
   double bytes, t;
   int64_t n;
+  /* the same sums per traced step (of all runs): how steadily the kernel ran, step to step */
+  double step_bytes[MAX_STEPS], step_t[MAX_STEPS];
+  int64_t step_n[MAX_STEPS];
 } mem_pt;
 
 typedef struct in_step {
@@ -50,6 +53,7 @@ typedef struct in_step {
   int ngemm, nattn;
   mem_pt mem[MAX_NAMES];
   int nmem;
+  int step_base; /* the slot of the current run's step 0 */
 } in_step;
 
 /* Pools an op into the point of its size. */
@@ -64,15 +68,24 @@ static void add_sized(gemm_pt *pts, int *n, double size, double flops, double t)
   if (*n < MAX_SIZES) pts[(*n)++] = (gemm_pt){size, flops, t, 1};
 }
 
-static void add_mem(in_step *a, const char *name, double bytes, double t) {
-  for (int i = 0; i < a->nmem; i++)
-    if (!strcmp(a->mem[i].name, name)) {
-      a->mem[i].bytes += bytes;
-      a->mem[i].t += t;
-      a->mem[i].n++;
-      return;
-    }
-  if (a->nmem < MAX_NAMES) a->mem[a->nmem++] = (mem_pt){name, bytes, t, 1};
+static void add_mem(in_step *a, const char *name, int step, double bytes, double t) {
+  mem_pt *m = NULL;
+  for (int i = 0; i < a->nmem && !m; i++)
+    if (!strcmp(a->mem[i].name, name)) m = &a->mem[i];
+  if (!m) {
+    if (a->nmem >= MAX_NAMES) return;
+    m = &a->mem[a->nmem++];
+    m->name = name;
+  }
+  m->bytes += bytes;
+  m->t += t;
+  m->n++;
+  int slot = a->step_base + step;
+  if (slot >= 0 && slot < MAX_STEPS) {
+    m->step_bytes[slot] += bytes;
+    m->step_t[slot] += t;
+    m->step_n[slot]++;
+  }
 }
 
 /* Runs one calibration configuration and adds its traced steps' compute ops to `a`. */
@@ -105,10 +118,11 @@ static fb_status run_one(const calib_run *r, int threads, in_step *a, fb_run_res
     case FB_OP_GEMM: add_sized(a->gemm, &a->ngemm, o->size, o->flops, t); break;
     case FB_OP_ATTN: add_sized(a->attn, &a->nattn, o->size, o->flops, t); break;
     case FB_OP_MEM:
-    case FB_OP_OPTIM: add_mem(a, o->name, o->bytes, t); break;
+    case FB_OP_OPTIM: add_mem(a, o->name, o->step, o->bytes, t); break;
     default: break; /* collectives and host spans: not compute */
     }
   }
+  a->step_base += r->steps;
   return FB_OK;
 }
 
@@ -125,7 +139,8 @@ static void set_kernel(fb_hardware *hw, const char *name, double bw) {
   e->bw = bw;
 }
 
-fb_status fb_calibrate_in_step(fb_hardware *hw, int threads, bool quick, bool quiet) {
+fb_status fb_calibrate_in_step(fb_hardware *hw, int threads, bool quick, bool quiet,
+                               fb_calib_diag *diag) {
   const calib_run *runs = quick ? runs_quick : runs_full;
   const int nruns = quick ? (int)(sizeof runs_quick / sizeof *runs_quick)
                           : (int)(sizeof runs_full / sizeof *runs_full);
@@ -162,7 +177,8 @@ fb_status fb_calibrate_in_step(fb_hardware *hw, int threads, bool quick, bool qu
     rate[i] = a->gemm[i].flops / fmax(a->gemm[i].t - a->gemm[i].n * hw->launch_s, 1e-9);
   }
   double E, h;
-  fb_calibrate_fit_gemm(s, rate, a->ngemm, hw->peak_fp32, &E, &h);
+  double rms = fb_calibrate_fit_gemm(s, rate, a->ngemm, hw->peak_fp32, &E, &h);
+  if (diag) diag->gemm_rms = rms;
   hw->gemm_max_eff = E;
   hw->gemm_half_size = h;
   if (!quiet) {
@@ -173,7 +189,8 @@ fb_status fb_calibrate_in_step(fb_hardware *hw, int threads, bool quick, bool qu
       printf("  %-28s %10lld %8.0f %12.1f %12.1f %9.1f\n", "", (long long)a->gemm[i].n, s[i],
              rate[i] * 1e-9, m * 1e-9, 100 * (m - rate[i]) / rate[i]);
     }
-    printf("  fit: rate = peak %.1f GFLOP/s * %.3f * s / (s + %.0f)\n", hw->peak_fp32 * 1e-9, E, h);
+    printf("  fit: rate = peak %.1f GFLOP/s * %.3f * s / (s + %.0f), relative RMS residual "
+           "%.1f %%\n", hw->peak_fp32 * 1e-9, E, h, 100 * rms);
   }
 
   /* attention: its measured time against what the GEMM curve gives the same ops */
@@ -184,12 +201,15 @@ fb_status fb_calibrate_in_step(fb_hardware *hw, int threads, bool quick, bool qu
       meas += fmax(a->attn[i].t - a->attn[i].n * hw->launch_s, 1e-9);
     }
     hw->attn_eff = fmin(1.0, curve / meas);
+    if (diag) diag->attn_raw = curve / meas;
     if (!quiet) printf("  attention (%d size(s)): %.3f of the GEMM curve's rate\n", a->nattn,
                        hw->attn_eff);
   }
 
-  /* memory-bound kernels */
+  /* memory-bound kernels; the table's residual: each kernel's rate in each traced step
+   * against its pooled rate, weighted by time (a short kernel's jitter weighs little) */
   if (!quiet) printf("  %-28s %10s %12s %12s\n", "memory-bound kernels", "ops", "MB/op", "GB/s");
+  double wsq = 0, wsum = 0;
   for (int i = 0; i < a->nmem; i++) {
     const mem_pt *m = &a->mem[i];
     double busy = m->t - m->n * hw->launch_s;
@@ -197,9 +217,23 @@ fb_status fb_calibrate_in_step(fb_hardware *hw, int threads, bool quick, bool qu
     if (!(m->bytes > 0) || !(busy > 20e-6)) continue;
     double bw = m->bytes / busy;
     set_kernel(hw, m->name, bw);
+    for (int j = 0; j < MAX_STEPS; j++) {
+      double sb = m->step_t[j] - m->step_n[j] * hw->launch_s;
+      if (m->step_n[j] == 0 || !(m->step_bytes[j] > 0) || !(sb > 0)) continue;
+      double r = bw * sb / m->step_bytes[j] - 1; /* model time / measured time - 1 */
+      wsq += m->step_t[j] * r * r;
+      wsum += m->step_t[j];
+    }
     if (!quiet)
       printf("  %-28s %10lld %12.3f %12.2f\n", m->name, (long long)m->n,
              m->bytes / m->n * 1e-6, bw * 1e-9);
+  }
+  if (wsum > 0) {
+    double krms = sqrt(wsq / wsum);
+    if (diag) diag->kernel_rms = krms;
+    if (!quiet)
+      printf("  kernel rates step by step against the pooled rates: relative RMS residual "
+             "%.1f %% (time-weighted)\n", 100 * krms);
   }
 out:
   free(a);
