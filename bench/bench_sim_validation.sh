@@ -32,6 +32,8 @@ while [ $# -gt 0 ]; do
 done
 case "$reps" in ''|*[!0-9]*|0) echo "bench_sim_validation.sh: --reps '$reps' must be a positive integer" >&2; exit 2 ;; esac
 if [ -z "$prof" ]; then
+  # a fresh file in this run's temporary folder (models/hardware/cpu.yaml is never touched);
+  # on a loaded machine calibrate retries, then refuses (exit 1) and so does this benchmark
   prof="$T/cpu.yaml"
   ./fsdpbench calibrate --threads 2 --repeat 3 --out "$prof" | grep -E '^calibrate: (wrote|warning)' >&2
 fi

@@ -56,7 +56,9 @@ compare() { # name args...: one compare into $WORK/name, table into $WORK/name.t
 CPU_HW=cpu
 if [ ! -f "$SRC/models/hardware/cpu.yaml" ]; then
   log "models/hardware/cpu.yaml is missing: calibrating this machine"
-  "$BIN" calibrate --out "$WORK/cpu.yaml" $([ "$QUICK" = 1 ] && echo --quick) >"$WORK/calibrate.txt" 2>&1 ||
+  # --force: $WORK/cpu.yaml is this script's own scratch output (kept from an earlier run
+  # under FB_PLOTS_KEEP), never the committed profile
+  "$BIN" calibrate --force --out "$WORK/cpu.yaml" $([ "$QUICK" = 1 ] && echo --quick) >"$WORK/calibrate.txt" 2>&1 ||
     { cat "$WORK/calibrate.txt" >&2; die "calibrate failed"; }
   CPU_HW=$WORK/cpu.yaml
 fi
