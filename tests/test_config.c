@@ -89,7 +89,7 @@ static void test_defaults(void) {
   CHECK(c.prefetch_forward && c.prefetch_backward && c.reshard_after_forward &&
             c.max_inflight == 2 && c.accum == FB_ACCUM_REDUCE && c.bucket_bytes == 25 << 20,
         "strategy options");
-  CHECK(c.param_dtype == FB_F32 && c.reduce_dtype == FB_F32, "dtypes");
+  CHECK(c.param_dtype == FB_DTYPE_AUTO && c.reduce_dtype == FB_F32, "dtypes");
   CHECK(c.recompute == FB_RECOMPUTE_OFF && c.recompute_layers == 0, "recompute");
   CHECK(c.threads == 0 && c.mem_limit == 0 && c.timeout_s == 60 && !c.out[0] && !c.trace,
         "resources");

@@ -39,7 +39,7 @@ void fb_config_defaults(fb_run_config *c) {
       .max_inflight = 2,
       .accum = FB_ACCUM_REDUCE,
       .bucket_bytes = 25 << 20,
-      .param_dtype = FB_F32,
+      .param_dtype = FB_DTYPE_AUTO, /* the runner picks: bf16 on GPUs, fp32 on CPUs */
       .reduce_dtype = FB_F32,
       .recompute = FB_RECOMPUTE_OFF,
       .recompute_layers = 0,

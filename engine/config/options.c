@@ -88,7 +88,9 @@ static const fb_option options[] = {
      .metavar = "MB", .min = 0, .min_open = 1, .max = 1 << 20,
      .help = "ddp gradient bucket size in MiB"},
     {.name = "param-dtype", .group = G_STRAT, .kind = FB_OPT_DTYPE, FIELD(param_dtype),
-     .metavar = "T", .choices = "fp32|bf16", .help = "parameters as gathered and computed"},
+     .metavar = "T", .choices = "auto|fp32|bf16",
+     .help = "parameters as gathered and computed (fp32 masters either way); auto: bf16 on GPUs "
+             "and GPU profiles, fp32 on the cpu backend and cpu profiles"},
     {.name = "reduce-dtype", .group = G_STRAT, .kind = FB_OPT_DTYPE, FIELD(reduce_dtype),
      .metavar = "T", .choices = "fp32|bf16", .help = "gradient reduction"},
     {.name = "recompute", .group = G_STRAT, .kind = FB_OPT_RECOMPUTE, FIELD(recompute),
@@ -365,6 +367,10 @@ fb_status fb_config_set(fb_run_config *c, const char *key, const char *value, co
   }
   case FB_OPT_DTYPE: {
     fb_dtype t;
+    if (!strcmp(value, "auto") && o->choices && strstr(o->choices, "auto")) {
+      *AT(c, o, fb_dtype) = FB_DTYPE_AUTO;
+      return FB_OK;
+    }
     if (fb_dtype_parse(value, &t) || (t != FB_F32 && t != FB_BF16))
       return FB_ERR(FB_EUSAGE, "%s: '%s' is not allowed (want %s)", who, value, want);
     *AT(c, o, fb_dtype) = t;
@@ -419,7 +425,10 @@ fb_status fb_config_check_option(const fb_run_config *c, const fb_option *o) {
   case FB_OPT_F64: ok = isfinite(*CAT(c, o, double)) && in_range(o, *CAT(c, o, double)); break;
   case FB_OPT_MB: ok = *CAT(c, o, int64_t) >= 1 && *CAT(c, o, int64_t) <= (int64_t)o->max * 0x100000; break;
   case FB_OPT_BYTES: ok = *CAT(c, o, int64_t) >= 0; break;
-  case FB_OPT_DTYPE: ok = *CAT(c, o, fb_dtype) == FB_F32 || *CAT(c, o, fb_dtype) == FB_BF16; break;
+  case FB_OPT_DTYPE:
+    ok = *CAT(c, o, fb_dtype) == FB_F32 || *CAT(c, o, fb_dtype) == FB_BF16 ||
+         (*CAT(c, o, fb_dtype) == FB_DTYPE_AUTO && o->choices && strstr(o->choices, "auto"));
+    break;
   case FB_OPT_ACCUM:
     ok = *CAT(c, o, fb_accum_mode) >= FB_ACCUM_REDUCE &&
          *CAT(c, o, fb_accum_mode) <= FB_ACCUM_NO_REDUCE;

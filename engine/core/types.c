@@ -6,6 +6,7 @@
 const char *fb_dtype_name(fb_dtype t) {
   static const char *n[FB_NDTYPE] = {[FB_F32] = "fp32", [FB_BF16] = "bf16", [FB_F64] = "fp64",
                                      [FB_U64] = "u64", [FB_I32] = "i32"};
+  if (t == FB_DTYPE_AUTO) return "auto";
   return (t >= 0 && t < FB_NDTYPE) ? n[t] : "?";
 }
 

@@ -6,6 +6,8 @@
 #include <stdint.h>
 
 typedef enum fb_dtype { FB_F32 = 0, FB_BF16, FB_F64, FB_U64, FB_I32, FB_NDTYPE } fb_dtype;
+/* A configuration's "auto" dtype, resolved by the runner before anything uses it. */
+#define FB_DTYPE_AUTO FB_NDTYPE
 
 static inline size_t fb_dtype_size(fb_dtype t) {
   static const size_t sz[FB_NDTYPE] = {[FB_F32] = 4, [FB_BF16] = 2, [FB_F64] = 8, [FB_U64] = 8,

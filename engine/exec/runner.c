@@ -395,6 +395,12 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
                 c->micro_batch, c->batch / c->world);
     goto fail;
   }
+  /* --param-dtype auto: GPUs (and GPU profiles) train in bf16 with fp32 masters, the cpu
+   * backend and its calibrated profiles in fp32 */
+  if (c->param_dtype == FB_DTYPE_AUTO)
+    c->param_dtype = !strcmp(c->backend, "cuda") || (!strcmp(c->backend, "sim") &&
+                                                     hw.gpu_arch != FB_ARCH_NONE)
+                         ? FB_BF16 : FB_F32;
   if (!strcmp(c->backend, "cpu") && (c->param_dtype != FB_F32 || c->reduce_dtype != FB_F32)) {
     st = FB_ERR(FB_EUSAGE, "--%s: '%s' is not available on the cpu backend, which computes and "
                 "reduces in fp32 (use --backend sim or cuda for bf16)",

@@ -128,8 +128,10 @@ static double memory_seconds(const fb_hardware *hw, const fb_op_cost *c, int wor
   double bw = fb_hardware_kernel_bw(hw, c->name);
   if (!(bw > 0)) bw = hw->mem_bw * hw->mem_eff;
   /* an eager framework runs a block's elementwise work as several unfused kernels (casts,
-   * layout copies, separate adds): more bytes than this engine's fused kernels count */
-  double f = c->kind == FB_OP_MEM && hw->eager_mem_factor > 0 ? hw->eager_mem_factor : 1.0;
+   * layout copies, separate adds): more bytes than this engine's fused kernels count. Plain
+   * memsets and copies are what they are. */
+  bool raw = c->name && (!strncmp(c->name, "memset", 6) || !strncmp(c->name, "copy_", 5));
+  double f = c->kind == FB_OP_MEM && !raw && hw->eager_mem_factor > 0 ? hw->eager_mem_factor : 1.0;
   return hw->launch_s + f * c->bytes / (bw * rank_share(hw, world));
 }
 
