@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# `validate --dataset`: small tables made here (a training-run file with an expressible row,
+# an FP8 row and a tensor-parallel row; a GEMM file; a collectives file) give one line per
+# row, the rows it cannot express with their reason, a closing 'dev-set:' / 'op-set:' line
+# whose count and median match the rows, and DIR/dataset.csv; quoted fields with commas and
+# newlines parse; bad input (missing file, unknown header, unterminated quote, stray flag) is
+# one line with exit 2. With ../shared/gpu-data beside the checkout, the development set is
+# reproduced within median 10% over at least 30 rows covering A100 and H100.
+set -u
+: "${FSDPBENCH:?FSDPBENCH must point at the fsdpbench binary}"
+: "${FB_SRC:?FB_SRC must point at the source tree}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+bad() { echo "FAIL: $*" >&2; fail=1; }
+
+hdr='source_id,gpu,gpu_mem_gb,n_gpus,gpus_per_node,interconnect,model,n_params,layers,d_model,heads,kv_heads,ffn,vocab,seq_len,micro_batch_per_gpu,global_batch,global_batch_tokens,grad_accum,precision,activation_checkpointing,cpu_offload,sharding,framework,tokens_per_s_per_gpu,tokens_per_s_total,samples_per_s,iter_time_s,mfu,hfu,tflops_per_gpu,peak_mem_gb,date_or_version,note'
+cat >"$tmp/runs.csv" <<EOF
+$hdr
+test,A100,80,8,,x,MPT-125m,1,12,768,12,12,3072,50368,2048,8,64,1,1,amp_bf16,none,False,FSDP FULL_SHARD,x,100000,,,,,,,,v,"a note, with a comma
+and a newline"
+test,H100,80,16,,x,MPT-350m,1,24,1024,16,16,4096,50368,2048,4,64,1,1,amp_bf16,full,False,FSDP FULL_SHARD,x,50000,,,,,,,,v,n
+test,H100,80,8,,x,MPT-1b,1,24,2048,16,16,8192,50368,2048,4,32,1,1,amp_fp8,none,False,FSDP FULL_SHARD,x,1,,,,,,,,v,n
+test,H100,80,128,8,x,Llama-3.1-405B,1,126,16384,128,8,53248,128256,8192,2,32,1,1,bf16,full,False,NON-DP: 2D FSDP2(16) x TP(8),x,1,,,,,,,,v,n
+EOF
+out=$("$FSDPBENCH" validate --dataset "$tmp/runs.csv" --out "$tmp/o" 2>&1)
+rc=$?
+[ $rc -eq 0 ] || bad "validate runs.csv exited $rc: $out"
+line=$(grep -E '^dev-set: ' <<<"$out")
+[[ "$line" =~ ^dev-set:\ 2\ rows,\ median\ \|err\|\ [0-9.]+%,\ worst\ [0-9.]+%,\ within\ 15%:\ [0-2]/2$ ]] ||
+  bad "closing line: '$line'"
+grep -q "FP8 matmuls are not modelled" <<<"$out" || bad "FP8 row not listed with its reason: $out"
+grep -q "not pure data parallel" <<<"$out" || bad "TP row not listed with its reason: $out"
+n=$(grep -cE '^ +[0-9]+  MPT' <<<"$out")
+[ "$n" -eq 2 ] || bad "want 2 compared rows, got $n: $out"
+# the closing median is the median of the printed per-row errors
+med=$(sed -E 's/.*median \|err\| ([0-9.]+)%.*/\1/' <<<"$line")
+want=$(grep -E '^ +[0-9]+  MPT' <<<"$out" | awk '{e=$NF; if (e<0) e=-e; s+=e} END {printf "%.1f", s/NR}')
+awk -v a="$med" -v b="$want" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.11) }' ||
+  bad "closing median $med vs the rows' $want"
+[ -f "$tmp/o/dataset.csv" ] || bad "no dataset.csv"
+[ "$(wc -l <"$tmp/o/dataset.csv")" -eq 5 ] || bad "dataset.csv: want header + 4 rows"
+
+# GEMM file: a 4096^3 bf16 product on h100 lands near the XLA table's 783 TFLOP/s
+cat >"$tmp/gemm.csv" <<'EOF'
+source_id,gpu,dtype,batch,m,n,k,shape_kind,tflops,peak_tflops_spec,software,note
+t,H100 (sm_90),bf16xbf16->bf16,1,4096,4096,4096,shape,783.33,989,x,x
+t,GH200-SXM,bf16,,1024,15360,4096,best,828.6,989,x,x
+EOF
+out=$("$FSDPBENCH" validate --dataset "$tmp/gemm.csv" 2>&1) || bad "gemm.csv: $out"
+grep -qE '^op-set: 1 rows, .*within 15%: 1/1$' <<<"$out" || bad "gemm op-set: $out"
+grep -q "GH200 (Grace Hopper) has no profile" <<<"$out" || bad "GH200 reason: $out"
+
+# collectives: NCCL's model on 8 A100 at 1 GiB (nccl-tests ~229 GB/s busbw)
+cat >"$tmp/coll.csv" <<'EOF'
+source_id,gpu,n_gpus,n_nodes,topology,collective,tool,dtype,bytes,algbw_gbs,busbw_gbs,time_us,note
+t,A100 SXM,8,1,x,all_reduce,x,float32,1073741824,130.88,229.04,8203.9,x
+EOF
+out=$("$FSDPBENCH" validate --dataset "$tmp/coll.csv" 2>&1) || bad "coll.csv: $out"
+grep -qE '^op-set: 1 rows, .*within 15%: 1/1$' <<<"$out" || bad "collectives op-set: $out"
+
+# bad input: one line, exit 2
+check2() {
+  local what=$1; shift
+  out=$("$@" 2>&1); rc=$?
+  [ $rc -eq 2 ] || bad "$what: exit $rc (want 2): $out"
+  [ "$(wc -l <<<"$out")" -eq 1 ] || bad "$what: not one line: $out"
+}
+check2 "missing file" "$FSDPBENCH" validate --dataset "$tmp/nope.csv"
+printf 'a,b\n1,2\n' >"$tmp/unknown.csv"
+check2 "unknown header" "$FSDPBENCH" validate --dataset "$tmp/unknown.csv"
+printf 'source_id,tokens_per_s_per_gpu\n"open,1\n' >"$tmp/quote.csv"
+check2 "unterminated quote" "$FSDPBENCH" validate --dataset "$tmp/quote.csv"
+check2 "stray flag" "$FSDPBENCH" validate --dataset "$tmp/runs.csv" --bogus
+check2 "empty dataset" "$FSDPBENCH" validate --dataset ""
+
+# the development set, when the shared data sits beside the checkout
+dev="$FB_SRC/../shared/gpu-data/train-runs.csv"
+if [ -f "$dev" ]; then
+  out=$("$FSDPBENCH" validate --dataset "$dev" 2>&1) || bad "dev set: $(tail -1 <<<"$out")"
+  line=$(grep -E '^dev-set: ' <<<"$out")
+  read -r n med < <(sed -E 's/^dev-set: ([0-9]+) rows, median \|err\| ([0-9.]+)%.*/\1 \2/' <<<"$line")
+  [ "${n:-0}" -ge 30 ] && awk -v m="$med" 'BEGIN { exit !(m <= 10) }' || bad "dev set: $line"
+  grep -q ' a100 ' <<<"$out" && grep -q ' h100 ' <<<"$out" || bad "dev set lacks A100 or H100 rows"
+fi
+[ $fail -eq 0 ] && echo "test_validate_dataset: ok"
+exit $fail
