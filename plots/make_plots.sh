@@ -87,6 +87,15 @@ done
 compare grid-pred --backend sim --hardware "$CPU_HW" --model debug --steps $SWEEP_STEPS \
   --strategies $SWEEP_STRATS --no-mem-snapshot --sweep "world=$SWEEP_WORLDS;seq=$SWEEP_SEQS"
 
+# (7) the simulator against public GPU training runs: the development set beside the checkout
+# (../shared/gpu-data), or FB_GPU_DATA=FILE; the figure is skipped, with a line, without one
+DEV_SET=${FB_GPU_DATA:-$SRC/../shared/gpu-data/train-runs.csv}
+if [ -f "$DEV_SET" ]; then
+  log "validate --dataset $DEV_SET"
+  "$BIN" validate --dataset "$DEV_SET" --out "$WORK/devset" >"$WORK/devset.txt" 2>&1 ||
+    { cat "$WORK/devset.txt" >&2; die "validate --dataset failed"; }
+fi
+
 # ---- data files (plots/data) -----------------------------------------------------------------
 log "data files"
 # compare.csv columns used below (see engine/exec/compare.c): 4 strategy, 5 model, 8 world,
@@ -206,4 +215,11 @@ draw time_breakdown.gp time_breakdown \
   "exec_w=$EXEC_W; exec_seq=$EXEC_SEQ; pred_model='$PRED_MODEL'; pred_w=$PRED_W; pred_hw='$PRED_HW'"
 draw calibration.gp calibration "cal_err='$CAL_ERR'"
 draw loss.gp loss "exec_w=$EXEC_W; exec_seq=$EXEC_SEQ; sums='$SUMS'"
+if [ -f "$WORK/devset/dataset.csv" ]; then
+  awk -F, 'NR == 1 || $5 != "nan"' "$WORK/devset/dataset.csv" >"$DATA/gpu_validation.csv"
+  DEV_SUMMARY=$(grep -E '^dev-set: ' "$WORK/devset.txt" | sed 's/^dev-set: //')
+  draw gpu_validation.gp gpu_validation "dev_summary='$DEV_SUMMARY'"
+else
+  log "no development set at $DEV_SET: figure gpu_validation skipped"
+fi
 log "done: figures in $OUT, data in $DATA"

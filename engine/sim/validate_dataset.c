@@ -414,11 +414,17 @@ static fb_status write_csv(const ds_ctx *x, const char *dir) {
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
   FILE *f = fopen(tmp, "w");
   if (!f) return FB_ERR(FB_EUSAGE, "--out: cannot write %s", tmp);
+  /* text fields lose their commas (-> ';') so that awk -F, and gnuplot read the file */
   fprintf(f, "row,profile,configuration,published,predicted,err_pct,unit,not_expressible\n");
   for (int i = 0; i < x->n; i++) {
     const ds_result *o = &x->res[i];
-    fprintf(f, "%d,%s,\"%s\",%.6g,%.6g,%.3f,%s,\"%s\"\n", o->row, o->gpu, o->what, o->published,
-            o->skip[0] ? NAN : o->predicted, o->skip[0] ? NAN : err_pct(o), x->unit, o->skip);
+    char what[sizeof o->what], why[sizeof o->skip];
+    snprintf(what, sizeof what, "%s", o->what);
+    snprintf(why, sizeof why, "%s", o->skip);
+    for (char *c = what; *c; c++) *c = *c == ',' ? ';' : *c;
+    for (char *c = why; *c; c++) *c = *c == ',' ? ';' : *c;
+    fprintf(f, "%d,%s,%s,%.6g,%.6g,%.3f,%s,%s\n", o->row, o->gpu, what, o->published,
+            o->skip[0] ? NAN : o->predicted, o->skip[0] ? NAN : err_pct(o), x->unit, why);
   }
   if (fclose(f) || rename(tmp, path)) return FB_ERR(FB_EIO, "--out: cannot write %s", path);
   return FB_OK;
