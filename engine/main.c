@@ -1,6 +1,8 @@
 /* fsdpbench: the command line. Subcommands: (default) train/run, prepare, plan, calibrate,
  * selftest. It parses, runs, prints and exits: 0 success, 2 bad input (one line on stderr),
- * 1 any other failure (one line with file:line context), 77 skipped (selftest without GPU).
+ * 3 does not fit (a simulated peak above the device, or an executed run refused up front),
+ * 4 timeout or peer failure, 1 any other failure (one line with file:line context), 77
+ * skipped (selftest without GPU).
  * Before anything else it makes sure the BLAS runs the right kernel for this CPU (some
  * libraries misdetect new CPUs): it sets the library's override variable and re-executes. */
 #include <stdio.h>
@@ -19,8 +21,11 @@
 #include "ops/blas.h"
 #include "selftest/selftest.h"
 #include "sim/calibrate.h"
+#include "sim/hardware.h"
 #include "sim/plan.h"
 #include "sim/validate.h"
+
+static int fb_exit_code(fb_status st);
 
 static int fail(fb_status st) {
   if (st == FB_EUSAGE)
@@ -30,7 +35,20 @@ static int fail(fb_status st) {
   else
     fprintf(stderr, "fsdpbench: error: %s [%s, %s]\n", fb_error_msg(), fb_status_name(st),
             fb_error_where());
-  return st == FB_EUSAGE ? 2 : 1;
+  return fb_exit_code(st);
+}
+
+/* The documented exit codes: 0 ok, 1 runtime failure, 2 bad usage/config/input, 3 does not
+ * fit, 4 timeout or peer failure. */
+static int fb_exit_code(fb_status st) {
+  switch (st) {
+  case FB_OK: return 0;
+  case FB_EUSAGE: return 2;
+  case FB_ENOMEM: return 3;
+  case FB_ETIMEOUT:
+  case FB_ECOMM: return 4;
+  default: return 1;
+  }
 }
 
 static void maybe_reexec(char **argv) {
@@ -54,6 +72,23 @@ static int cmd_prepare(int argc, char **argv) {
   printf("prepare: %s -> %s: %llu byte-level tokens (vocab 256)\n", argv[2], argv[3],
          (unsigned long long)n);
   return 0;
+}
+
+/* A simulated run reports what it predicts even when the peak exceeds the device: then one
+ * line says so and the exit code is 3 (does not fit). */
+static int predicted_fit(const fb_run_config *cfg, const fb_run_result *res) {
+  fb_hardware hw;
+  if (!res->predicted || !cfg->hardware[0] || fb_hardware_load(cfg->hardware, &hw) != FB_OK)
+    return 0;
+  int64_t peak = 0;
+  for (int i = 0; i < res->nranks; i++)
+    if (res->ranks[i].mem.peak_total > peak) peak = res->ranks[i].mem.peak_total;
+  if (hw.mem_capacity <= 0 || peak <= hw.mem_capacity) return 0;
+  fprintf(stderr, "fsdpbench: does not fit: predicted peak %.1f GiB allocated per rank > %.1f "
+          "GiB of one %s device (recompute, more ranks, a smaller micro-batch or a sharding "
+          "strategy lower it; exit 3)\n", (double)peak / 1073741824.0,
+          (double)hw.mem_capacity / 1073741824.0, hw.name);
+  return 3;
 }
 
 static int cmd_run(int argc, char **argv, int first) {
@@ -109,11 +144,12 @@ static int cmd_run(int argc, char **argv, int first) {
 #endif
     return rc;
   }
+  int rc = predicted_fit(&cfg, &res);
   fb_run_result_free(&res);
 #ifdef FB_HAVE_MPI
   if (mpi) fb_mpi_finalize();
 #endif
-  return 0;
+  return rc;
 }
 
 int main(int argc, char **argv) {
