@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../strategies/strategy.h"
 #include "../exec/runner.h"
 #include "hardware.h"
 
@@ -36,12 +37,14 @@ static bool accum_applies(const char *strategy, fb_accum_mode m) {
   return true;
 }
 
+/* Every strategy of the registry that runs on more than one rank, with the options that
+ * change what it does: fsdp's prefetch and reshard-after-forward, the accumulation modes. */
 static int build_candidates(int micro_steps, candidate *out, int max) {
-  static const char *const strategies[] = {"ddp", "zero3", "fsdp", "yafsdp"};
   int n = 0;
   const int naccum = micro_steps > 1 ? 3 : 1;
-  for (size_t si = 0; si < sizeof strategies / sizeof strategies[0]; si++) {
-    const char *s = strategies[si];
+  for (int si = 0; si < fb_strategy_count(); si++) {
+    const char *s = fb_strategy_at(si)->name;
+    if (!strcmp(s, "single")) continue; /* one rank: not a data-parallel candidate */
     const bool is_fsdp = !strcmp(s, "fsdp");
     for (int a = 0; a < naccum; a++) {
       if (!accum_applies(s, (fb_accum_mode)a)) continue;
