@@ -112,6 +112,11 @@ void fb_device_close(fb_device *d) {
 static double mib(int64_t b) { return (double)b / (1024.0 * 1024.0); }
 
 fb_status fb_alloc(fb_device *d, size_t bytes, fb_mem_cat cat, const char *label, fb_buf *out) {
+  return fb_alloc_on(d, NULL, bytes, cat, label, out);
+}
+
+fb_status fb_alloc_on(fb_device *d, fb_stream *s, size_t bytes, fb_mem_cat cat, const char *label,
+                      fb_buf *out) {
   assert(d && out);
   assert(cat >= 0 && cat < FB_MEM_NCAT);
   *out = (fb_buf){.ptr = NULL, .bytes = 0, .cat = cat, .id = -1, .label = label};
@@ -132,7 +137,7 @@ fb_status fb_alloc(fb_device *d, size_t bytes, fb_mem_cat cat, const char *label
                   mib(d->mem_limit));
   }
   void *ptr = NULL;
-  fb_status st = d->ops->alloc(d, bytes, cat, &ptr);
+  fb_status st = d->ops->alloc(d, s, bytes, cat, &ptr);
   if (st != FB_OK) {
     pthread_mutex_unlock(&p->mu);
     return st;

@@ -46,6 +46,27 @@ typedef enum fb_coll {
 } fb_coll;
 const char *fb_coll_name(fb_coll c);
 
+/* What the sim device models beyond the exact ledger, on a GPU profile (host_runs_ahead): the
+ * host thread's clock and PyTorch's CUDA caching allocator (engine/sim/caching_allocator.h).
+ * Seconds and bytes, cumulative since the device opened; peaks over the same span. */
+typedef struct fb_dev_model {
+  bool host_model;            /* the host clock is modelled (host_runs_ahead profile) */
+  bool alloc_model;           /* the caching allocator is modelled */
+  double host_busy_s;         /* host time issuing ops (host_op_s each) and in host_work */
+  double host_work_s;         /* of which host_work (framework hooks) */
+  double host_wait_s;         /* host blocked in event syncs (e.g. a rate limiter) */
+  double host_drain_s;        /* host blocked in stream syncs and device-to-host copies */
+  double alloc_s;             /* host time in cudaMalloc of new segments (outside retries) */
+  double retry_s;             /* host time in retries: device-wide sync, cudaFree, cudaMalloc */
+  int64_t reserved, reserved_peak;   /* bytes of cudaMalloc'd segments */
+  int64_t reserved_at_alloc_peak;    /* reserved when the (rounded) allocated bytes peaked */
+  int64_t alloc_at_reserved_peak;    /* allocated (rounded) when reserved peaked */
+  int64_t held_at_reserved_peak;     /* freed but held by record_stream, at that moment */
+  int64_t side_at_reserved_peak;     /* segments of streams other than the compute stream */
+  int64_t segments_peak;
+  int64_t device_allocs, device_frees, alloc_retries, ooms;
+} fb_dev_model;
+
 typedef struct fb_op_cost {
   const char *name;   /* static string: "matmul_fwd", "all_gather", ... */
   fb_op_kind kind;
@@ -63,8 +84,11 @@ typedef struct fb_device_ops {
   fb_status (*init)(fb_device *d);
   void (*fini)(fb_device *d);
 
-  /* Raw memory. alloc never counts (the wrapper does). free releases after `s` drains. */
-  fb_status (*alloc)(fb_device *d, size_t bytes, fb_mem_cat cat, void **out);
+  /* Raw memory. alloc never counts (the wrapper does); `s` is the stream the allocation is
+   * made for (a caching allocator's pool; NULL = the primary compute stream): sim models
+   * PyTorch's per-stream pools with it, cpu and cuda ignore it. free releases after `s`
+   * drains. */
+  fb_status (*alloc)(fb_device *d, fb_stream *s, size_t bytes, fb_mem_cat cat, void **out);
   void (*free)(fb_device *d, void *p, size_t bytes, fb_mem_cat cat, fb_stream *s);
   fb_status (*memset0)(fb_device *d, fb_stream *s, void *dst, size_t bytes);
   fb_status (*copy_d2d)(fb_device *d, fb_stream *s, void *dst, const void *src, size_t bytes);
@@ -96,6 +120,14 @@ typedef struct fb_device_ops {
 
   /* sim only: advance stream s by the modelled duration of c. NULL elsewhere. */
   void (*account)(fb_device *d, fb_stream *s, const fb_op_cost *c);
+  /* Host work: the host thread is busy for `seconds` (a framework's hooks) before it issues
+   * what follows; `name` (static) labels it in the trace. sim advances its host clock (on a
+   * profile whose host runs ahead of the device); cpu and cuda do nothing (their host does
+   * the real work). Use fb_host_work. */
+  void (*host_work)(fb_device *d, double seconds, const char *name);
+  /* sim only (NULL elsewhere): what the host and caching-allocator models have counted since
+   * the device opened; false when the device models neither. */
+  bool (*model_stats)(fb_device *d, struct fb_dev_model *out);
 
   const struct fb_kernels *kernels; /* all entries NULL on sim */
 } fb_device_ops;
@@ -134,6 +166,11 @@ typedef struct fb_buf {
 /* Allocates and counts `bytes` under `cat`; refuses with FB_ENOMEM (message names the category,
  * the request and the limit) when mem_limit would be exceeded. bytes == 0 gives ptr == NULL. */
 fb_status fb_alloc(fb_device *d, size_t bytes, fb_mem_cat cat, const char *label, fb_buf *out);
+/* The same, made for stream `s` (where the buffer is first written, e.g. the all-gather
+ * stream for a gathered unit): a caching allocator keeps a pool per stream. fb_alloc is
+ * fb_alloc_on the primary compute stream (s == NULL). The ledger is the same either way. */
+fb_status fb_alloc_on(fb_device *d, fb_stream *s, size_t bytes, fb_mem_cat cat, const char *label,
+                      fb_buf *out);
 /* Uncounts now; physically releases after `after` (NULL = immediately) drains. Idempotent on
  * an empty buffer. */
 void fb_free(fb_device *d, fb_buf *b, fb_stream *after);
@@ -163,6 +200,9 @@ static inline fb_status fb_stream_wait(fb_device *d, fb_stream *s, fb_event *e) 
 static inline fb_status fb_event_sync(fb_device *d, fb_event *e) { return d->ops->event_sync(d, e); }
 static inline fb_status fb_stream_sync(fb_device *d, fb_stream *s) { return d->ops->stream_sync(d, s); }
 static inline double fb_now(fb_device *d) { return d->ops->now(d); }
+static inline void fb_host_work(fb_device *d, double seconds, const char *name) {
+  if (d->ops->host_work && seconds > 0) d->ops->host_work(d, seconds, name);
+}
 
 /* Bytes a collective's logical tensor has (the ledger's unit): all-gather and reduce-scatter
  * count*world*size (the full buffer), all-reduce 2*count*size (reduce-scatter + all-gather),

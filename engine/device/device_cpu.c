@@ -278,7 +278,9 @@ static void cpu_fini(fb_device *d) {
   d->impl = NULL;
 }
 
-static fb_status cpu_alloc(fb_device *d, size_t bytes, fb_mem_cat cat, void **out) {
+static fb_status cpu_alloc(fb_device *d, fb_stream *s, size_t bytes, fb_mem_cat cat,
+                           void **out) {
+  (void)s; /* one host pool: the stream hint does not matter here */
   void *p = fb_host_pool_get(impl_of(d)->pool, bytes);
   if (!p)
     return FB_ERR(FB_ENOMEM, "rank %d: host memory exhausted allocating %.2f MiB for %s",
@@ -577,6 +579,11 @@ static void cpu_marks_reset(fb_device *d) {
   pthread_mutex_unlock(&c->mark_mu);
 }
 
+/* The executor's own host does the work: nothing to model. */
+static void cpu_host_work(fb_device *d, double seconds, const char *name) {
+  (void)d, (void)seconds, (void)name;
+}
+
 const fb_device_ops fb_cpu_device_ops = {
     .name = "cpu",
     .init = cpu_init,
@@ -601,5 +608,7 @@ const fb_device_ops fb_cpu_device_ops = {
     .mark_time = cpu_mark_time,
     .marks_reset = cpu_marks_reset,
     .account = NULL,
+    .host_work = cpu_host_work,
+    .model_stats = NULL,
     .kernels = &fb_cpu_kernels,
 };

@@ -205,7 +205,9 @@ static void cuda_fini(fb_device *d) {
 }
 
 /* ---- memory ----------------------------------------------------------------------------- */
-static fb_status cuda_alloc(fb_device *d, size_t bytes, fb_mem_cat cat, void **out) {
+static fb_status cuda_alloc(fb_device *d, fb_stream *s, size_t bytes, fb_mem_cat cat,
+                            void **out) {
+  (void)s; /* stream-ordered pools per category; the stream hint is for the sim model */
   fb_cuda_dev *c = fb_cuda_of(d);
   FB_TRY(fb_cuda_bind(d));
   void *p = NULL;
@@ -506,6 +508,11 @@ static void cuda_marks_reset(fb_device *d) {
   pthread_mutex_unlock(&c->mark_mu);
 }
 
+/* The real host does the work: nothing to model. */
+static void cuda_host_work(fb_device *d, double seconds, const char *name) {
+  (void)d, (void)seconds, (void)name;
+}
+
 const fb_device_ops fb_cuda_device_ops = {
     .name = "cuda",
     .init = cuda_init,
@@ -530,5 +537,7 @@ const fb_device_ops fb_cuda_device_ops = {
     .mark_time = cuda_mark_time,
     .marks_reset = cuda_marks_reset,
     .account = NULL,
+    .host_work = cuda_host_work,
+    .model_stats = NULL,
     .kernels = &fb_cuda_kernels,
 };

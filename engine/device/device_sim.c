@@ -1,29 +1,55 @@
 /* The sim device: no memory and no math. Streams are virtual clocks (seconds), events hold a
  * time, every op advances its stream by the cost model's duration (engine/sim/cost_model.h).
- *  - An op starts at max(stream clock, host time). The host time is the compute stream's clock
- *    when the profile says the host thread is the compute stream (cpu executor); with
- *    host_runs_ahead (GPUs) it is the time of the last host wait (event/stream sync).
+ *  - The host has a clock too. Issuing an op costs the host hw->host_op_s; host work
+ *    (fb_host_work: a framework's hooks) advances it; host waits (event/stream syncs, device
+ *    copies) move it to the awaited time. An op starts at max(stream clock, the host time at
+ *    which it was issued). When the profile says the host thread is the compute stream (cpu
+ *    executor, host_runs_ahead false) the host time is also at least the compute stream's
+ *    clock, and host work is not modelled (the executor's own host has no framework hooks).
  *  - Compute ops that overlap busy intervals of a comm stream (comm is issued ahead, so its
  *    intervals are known when compute is accounted) run hw->overlap_slowdown times slower over
  *    the overlapped part. Comm issued after a compute op does not slow it (documented limit).
  *  - Allocations return distinct opaque tokens (increasing addresses, never dereferenced);
- *    fb_alloc in device.c does the counting, exactly as on cpu.
- *  - Marks carry their time in the ticket itself, so nothing grows with the number of ops.
- * It does not record ops (the kernel / collective wrappers do) and holds no tensor data. */
+ *    fb_alloc in device.c does the counting, exactly as on cpu. On a profile whose host runs
+ *    ahead (a GPU), every allocation and free is also replayed on a model of PyTorch's CUDA
+ *    caching allocator (engine/sim/caching_allocator.h): reserved memory, cudaMalloc of new
+ *    segments (host time hw->cuda_malloc_s) and, near capacity, retries that cost a
+ *    device-wide sync plus cudaFree of every cached segment (the host loses its run-ahead).
+ *  - Marks carry their time in the ticket itself, so nothing grows with the number of ops. A
+ *    mark taken right after an op on its stream stamps that op's end; any other mark stamps
+ *    when an op issued now would start (after the host's dispatch time).
+ * Host work, host waits and allocator calls are recorded as spans on the recorder's "host"
+ * track. It does not record ops (the kernel / collective wrappers do) and holds no data. */
 #include <assert.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../obs/recorder.h"
+#include "../sim/caching_allocator.h"
 #include "../sim/cost_model.h"
 #include "../sim/hardware.h"
 #include "device.h"
 #include "kernels.h"
 
+/* Host time of a cudaMalloc of a new segment and of a cudaFree, when the profile leaves
+ * cuda_malloc_us / cuda_free_us out. ESTIMATES, not measurements: a cudaMalloc costs about
+ * 50 us up to 512 KB and more above (University of Virginia, "CUDA memory management
+ * overhead", cs.virginia.edu/~mwb7w/cuda_support/memory_management_overhead.html, an older
+ * GPU); a whole cache freed and re-allocated costs ~14 ms per cycle in a PyTorch forum report
+ * (discuss.pytorch.org/t/about-torch-cuda-empty-cache/34232: +100 s over ~7000 batches), a few
+ * hundred us per segment for some tens of segments. The device-wide sync a cudaFree implies
+ * (pytorch PR #19222: "cudaFree ... waits for all operations on the GPU to finish") is not in
+ * these figures: the timeline models it. */
+#define SIM_CUDA_MALLOC_EST_S 300e-6
+#define SIM_CUDA_FREE_EST_S 300e-6
+
 struct fb_stream {
   double clock;          /* time at which the last issued op ends */
   fb_stream_kind kind;
+  int id;                /* creation index: the caching allocator's pool of this stream */
+  bool after_op;         /* the last call on it accounted an op: the next mark is its end */
   struct fb_stream *next;
 };
 
@@ -38,9 +64,12 @@ typedef struct sim_busy {
 typedef struct sim_dev {
   fb_stream *streams;    /* all streams of the device */
   fb_stream *compute;    /* primary compute stream: the host's program point */
-  int ncompute;
-  double host;           /* latest time the host waited for */
+  int ncompute, next_id;
+  double host;           /* the host's clock: issue, host work, waits */
+  bool host_model;       /* the host runs ahead of the device (GPU profile) */
   uintptr_t next_addr;   /* next allocation token */
+  fb_cca *cca;           /* caching-allocator model, NULL when not modelled */
+  fb_dev_model m;        /* counters behind model_stats */
   /* Busy intervals of comm streams that compute may still overlap: sorted, disjoint,
    * live in iv[lo, lo + n). Intervals the compute streams have passed are dropped. */
   sim_busy *iv;
@@ -61,10 +90,32 @@ static double host_time(fb_device *d) {
 /* When an op issued now on stream st may start. */
 static double ready(fb_device *d, fb_stream *st) { return fmax(st->clock, host_time(d)); }
 
-static void host_wait(fb_device *d, double t) {
+static void span(fb_device *d, const char *name, double t0, double t1) {
+  if (d->rec && t1 > t0) fb_recorder_span(d->rec, name, t0, t1);
+}
+
+typedef enum wait_kind { WAIT_UNCOUNTED, WAIT_EVENT, WAIT_DRAIN } wait_kind;
+
+/* The host waits until t: an event sync (a strategy's stall), a drain (stream sync, device
+ * copy: the host waits for the device to finish) or a wait its caller counts itself. */
+static void host_wait(fb_device *d, double t, wait_kind k, const char *name) {
   sim_dev *s = S(d);
+  const double h0 = host_time(d);
   if (t > s->host) s->host = t;
   if (s->compute && t > s->compute->clock) s->compute->clock = t;
+  if (!s->host_model || k == WAIT_UNCOUNTED || !(t > h0)) return;
+  if (k == WAIT_EVENT) s->m.host_wait_s += t - h0;
+  else s->m.host_drain_s += t - h0;
+  span(d, name, h0, t);
+}
+
+/* The host issues one op: its dispatch time passes first. Returns the issue time. */
+static double issue(fb_device *d) {
+  sim_dev *s = S(d);
+  const double h = host_time(d) + d->hw->host_op_s;
+  s->host = h;
+  if (s->host_model) s->m.host_busy_s += d->hw->host_op_s;
+  return h;
 }
 
 /* ---- comm busy intervals ---------------------------------------------------------------- */
@@ -146,7 +197,7 @@ static void sim_account(fb_device *d, fb_stream *st, const fb_op_cost *c) {
   assert(st && c);
   double dur = fb_cost_seconds(d->hw, c, d->world);
   assert(dur >= 0 && isfinite(dur));
-  double t0 = ready(d, st), t1;
+  double t0 = fmax(st->clock, issue(d)), t1;
   if (st->kind == FB_STREAM_COMM) {
     t1 = t0 + dur;
     iv_add(s, t0, t1);
@@ -156,6 +207,71 @@ static void sim_account(fb_device *d, fb_stream *st, const fb_op_cost *c) {
                                                    : t0 + dur;
   }
   st->clock = t1;
+  st->after_op = true;
+}
+
+static void sim_host_work(fb_device *d, double seconds, const char *name) {
+  sim_dev *s = S(d);
+  if (!s->host_model || !(seconds > 0)) return;
+  const double h0 = host_time(d);
+  s->host = h0 + seconds;
+  s->m.host_busy_s += seconds;
+  s->m.host_work_s += seconds;
+  span(d, name ? name : "host_work", h0, s->host);
+}
+
+static double malloc_s(const fb_device *d) {
+  return d->hw->cuda_malloc_s > 0 ? d->hw->cuda_malloc_s : SIM_CUDA_MALLOC_EST_S;
+}
+static double free_s(const fb_device *d) {
+  return d->hw->cuda_free_s > 0 ? d->hw->cuda_free_s : SIM_CUDA_FREE_EST_S;
+}
+
+/* Replays one allocation on the caching-allocator model and charges the host its device
+ * calls: a cudaMalloc per new segment; on a retry, a device-wide sync (cudaFree waits for
+ * every stream), a cudaFree per released segment and the cudaMalloc again. */
+static fb_status cca_alloc(fb_device *d, fb_stream *st, uintptr_t token, size_t bytes) {
+  sim_dev *s = S(d);
+  fb_stream *as = st ? st : s->compute;
+  const double h0 = host_time(d);
+  fb_cca_malloc_info info;
+  FB_TRY(fb_cca_malloc(s->cca, (uint64_t)token, (int64_t)bytes, as ? as->id : 0, h0, &info));
+  if (info.retried) {
+    double all = h0;
+    for (fb_stream *o = s->streams; o; o = o->next) all = fmax(all, o->clock);
+    host_wait(d, all, WAIT_UNCOUNTED, NULL);
+    s->host += info.released * free_s(d) + malloc_s(d);
+    s->m.retry_s += s->host - h0;
+    span(d, info.oom ? "cuda_malloc_retry (oom)" : "cuda_malloc_retry", h0, s->host);
+  } else if (info.segment > 0) {
+    s->host = h0 + malloc_s(d);
+    s->m.alloc_s += malloc_s(d);
+    span(d, "cudaMalloc", h0, s->host);
+  }
+  return FB_OK;
+}
+
+static bool sim_model_stats(fb_device *d, fb_dev_model *out) {
+  sim_dev *s = S(d);
+  *out = s->m;
+  out->host_model = s->host_model;
+  out->alloc_model = s->cca != NULL;
+  if (s->cca) {
+    fb_cca_stats c;
+    fb_cca_get_stats(s->cca, &c);
+    out->reserved = c.reserved;
+    out->reserved_peak = c.reserved_peak;
+    out->reserved_at_alloc_peak = c.reserved_at_allocated_peak;
+    out->alloc_at_reserved_peak = c.allocated_at_reserved_peak;
+    out->held_at_reserved_peak = c.active_at_reserved_peak - c.allocated_at_reserved_peak;
+    out->side_at_reserved_peak = c.side_at_reserved_peak; /* compute: the first stream, id 0 */
+    out->segments_peak = c.segments_peak;
+    out->device_allocs = c.num_device_alloc;
+    out->device_frees = c.num_device_free;
+    out->alloc_retries = c.num_alloc_retries;
+    out->ooms = c.num_ooms;
+  }
+  return s->host_model || s->cca;
 }
 
 static fb_status sim_init(fb_device *d) {
@@ -165,8 +281,19 @@ static fb_status sim_init(fb_device *d) {
   sim_dev *s = calloc(1, sizeof *s);
   if (!s) return FB_ERR(FB_ENOMEM, "sim device: out of host memory");
   s->next_addr = (uintptr_t)1 << 20;
+  s->host_model = d->hw->host_runs_ahead;
   d->impl = s;
   d->simulated = true;
+  if (s->host_model) { /* a GPU host: model PyTorch's caching allocator too */
+    int64_t cap = d->hw->mem_capacity;
+    if (d->mem_limit > 0 && d->mem_limit < cap) cap = d->mem_limit;
+    fb_status st = fb_cca_create(cap > 0 ? cap : INT64_MAX / 4, &s->cca);
+    if (st != FB_OK) {
+      free(s);
+      d->impl = NULL;
+      return st;
+    }
+  }
   return FB_OK;
 }
 
@@ -178,22 +305,32 @@ static void sim_fini(fb_device *d) {
     free(st);
   }
   free(s->iv);
+  fb_cca_destroy(s->cca);
   free(s);
   d->impl = NULL;
 }
 
-static fb_status sim_alloc(fb_device *d, size_t bytes, fb_mem_cat cat, void **out) {
+static fb_status sim_alloc(fb_device *d, fb_stream *st, size_t bytes, fb_mem_cat cat,
+                           void **out) {
   sim_dev *s = S(d);
   size_t step = (bytes + SIM_ALIGN - 1) / SIM_ALIGN * SIM_ALIGN;
   if (step == 0) step = SIM_ALIGN;
   if (s->next_addr > UINTPTR_MAX - step - SIM_ALIGN)
     s->next_addr = (uintptr_t)1 << 20; /* wrap: tokens only need to be distinct while live */
-  *out = (void *)s->next_addr;
+  const uintptr_t token = s->next_addr;
+  if (s->cca && bytes > 0) FB_TRY(cca_alloc(d, st, token, bytes));
+  *out = (void *)token;
   s->next_addr += step + SIM_ALIGN; /* a gap keeps neighbours distinct even for p + bytes */
   return FB_OK;
 }
 
-static void sim_free(fb_device *d, void *p, size_t bytes, fb_mem_cat cat, fb_stream *st) {}
+/* A free after stream `st` other than the block's own is record_stream: the block waits for
+ * the event recorded on `st` now (its time is when st reaches this point). */
+static void sim_free(fb_device *d, void *p, size_t bytes, fb_mem_cat cat, fb_stream *st) {
+  sim_dev *s = S(d);
+  if (!s->cca || !p) return;
+  fb_cca_free(s->cca, (uint64_t)(uintptr_t)p, st ? st->id : -1, st ? ready(d, st) : 0);
+}
 
 static fb_status mem_op(fb_device *d, fb_stream *st, const char *name, double bytes) {
   fb_op_cost c = {.name = name, .kind = FB_OP_MEM, .dtype = FB_F32, .bytes = bytes};
@@ -215,7 +352,7 @@ static fb_status sim_copy_h2d(fb_device *d, fb_stream *st, void *dst, const void
 static fb_status sim_copy_d2h(fb_device *d, fb_stream *st, void *dst, const void *src,
                               size_t bytes) {
   mem_op(d, st, "copy_d2h", (double)bytes);
-  host_wait(d, st->clock); /* returns once dst holds the data: the host waits for st */
+  host_wait(d, st->clock, WAIT_DRAIN, "copy_d2h"); /* returns once dst holds the data: the host waits */
   return FB_OK;
 }
 
@@ -224,6 +361,7 @@ static fb_status sim_stream_create(fb_device *d, fb_stream_kind kind, fb_stream 
   fb_stream *st = calloc(1, sizeof *st);
   if (!st) return FB_ERR(FB_ENOMEM, "sim device: out of host memory for a stream");
   st->kind = kind;
+  st->id = s->next_id++;
   st->clock = host_time(d); /* a new stream starts idle at the host's time */
   st->next = s->streams;
   s->streams = st;
@@ -257,7 +395,7 @@ static void sim_stream_destroy(fb_device *d, fb_stream *st) {
 }
 
 static fb_status sim_stream_sync(fb_device *d, fb_stream *st) {
-  host_wait(d, st->clock);
+  host_wait(d, st->clock, WAIT_DRAIN, "stream_sync");
   return FB_OK;
 }
 
@@ -281,7 +419,7 @@ static fb_status sim_stream_wait(fb_device *d, fb_stream *st, fb_event *e) {
 }
 
 static fb_status sim_event_sync(fb_device *d, fb_event *e) {
-  host_wait(d, e->t);
+  host_wait(d, e->t, WAIT_EVENT, "event_sync");
   return FB_OK;
 }
 
@@ -297,7 +435,9 @@ static double sim_now(fb_device *d) {
 }
 
 static uint64_t sim_mark(fb_device *d, fb_stream *st) {
-  double t = ready(d, st);
+  /* after an op: its end; otherwise when an op issued now would start */
+  double t = st->after_op ? ready(d, st) : fmax(st->clock, host_time(d) + d->hw->host_op_s);
+  st->after_op = false;
   uint64_t bits;
   memcpy(&bits, &t, sizeof bits);
   assert(!(bits & SIM_TICKET_BIT)); /* times are >= 0 */
@@ -340,5 +480,7 @@ const fb_device_ops fb_sim_device_ops = {
     .mark_time = sim_mark_time,
     .marks_reset = sim_marks_reset,
     .account = sim_account,
+    .host_work = sim_host_work,
+    .model_stats = sim_model_stats,
     .kernels = &sim_kernels,
 };

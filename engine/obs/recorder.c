@@ -17,7 +17,10 @@
  *    case each traced step opens with one "baseline" event per non-empty category (delta 0,
  *    id -1) so counters start from the right level. The recorder keeps its own copy of the
  *    last accounting it was given, so it never reads the device's stats without its lock.
- *  - Lock order: the device's allocator lock, then the recorder's (fb_alloc calls in). */
+ *  - Lock order: the device's allocator lock, then the recorder's (fb_alloc calls in).
+ *  - A device that models the host and the caching allocator (sim on a GPU profile) is asked
+ *    for its counters at each step begin and end: the step's stats get the differences, the
+ *    recorder keeps the last counters (peaks) for the report. */
 #include "recorder.h"
 
 #include <assert.h>
@@ -61,6 +64,8 @@ struct fb_recorder {
   int64_t cur[FB_MEM_NCAT], cur_total; /* last accounting seen by fb_recorder_mem */
   int step, micro;  /* step -1 outside steps */
   double step_t0;
+  fb_dev_model m0, last; /* device model counters at step begin, at the last step end */
+  bool have_m0, have_last;
   /* scratch for the interval unions */
   double (*iv)[2];
   int64_t capiv;
@@ -233,9 +238,18 @@ void fb_recorder_mem(fb_recorder *r, double t, const fb_buf *b, int64_t delta,
 
 /* ---- steps -------------------------------------------------------------------------------- */
 
+static bool model_of(fb_device *d, fb_dev_model *m) {
+  memset(m, 0, sizeof *m);
+  return d->ops->model_stats && d->ops->model_stats(d, m);
+}
+
 void fb_recorder_step_begin(fb_recorder *r, int step, int micro) {
   double now = fb_now(r->dev);
+  fb_dev_model dm;
+  bool have = model_of(r->dev, &dm);
   pthread_mutex_lock(&r->mu);
+  r->m0 = dm;
+  r->have_m0 = have;
   r->step = step;
   r->micro = micro;
   r->step_t0 = now;
@@ -275,11 +289,26 @@ fb_status fb_recorder_step_end(fb_recorder *r, fb_step_stats *out) {
   assert(r && out);
   fb_device *d = r->dev;
   double now = fb_now(d);
+  fb_dev_model m1;
+  bool have_m1 = model_of(d, &m1);
   fb_status st = FB_OK;
   pthread_mutex_lock(&r->mu);
   const int step = r->step;
   memset(out, 0, sizeof *out);
   out->step = step;
+  if (have_m1) {
+    const fb_dev_model *a = &r->m0; /* zero when the device had no model at step begin */
+    out->host_busy = m1.host_busy_s - (r->have_m0 ? a->host_busy_s : 0);
+    out->host_work = m1.host_work_s - (r->have_m0 ? a->host_work_s : 0);
+    out->host_wait = m1.host_wait_s - (r->have_m0 ? a->host_wait_s : 0);
+    out->host_drain = m1.host_drain_s - (r->have_m0 ? a->host_drain_s : 0);
+    out->alloc_time = m1.alloc_s - (r->have_m0 ? a->alloc_s : 0);
+    out->retry_time = m1.retry_s - (r->have_m0 ? a->retry_s : 0);
+    out->alloc_retries = m1.alloc_retries - (r->have_m0 ? a->alloc_retries : 0);
+    out->device_allocs = m1.device_allocs - (r->have_m0 ? a->device_allocs : 0);
+    r->last = m1;
+    r->have_last = true;
+  }
   out->t_start = r->step_t0;
   double t_end = now;
 
@@ -358,3 +387,9 @@ const char *fb_recorder_stream_name(const fb_recorder *r, int id) {
 int fb_recorder_nstreams(const fb_recorder *r) { return r->ntracks; }
 
 int fb_recorder_rank(const fb_recorder *r) { return r->rank; }
+
+bool fb_recorder_model(const fb_recorder *r, fb_dev_model *out) {
+  if (!r || !r->have_last) return false;
+  *out = r->last;
+  return true;
+}

@@ -55,6 +55,15 @@ typedef struct fb_step_stats {
   double wire_bytes[FB_NCOLL];   /* bytes one rank sends per collective type */
   double coll_time[FB_NCOLL];
   int n_ops;
+  /* Host and caching-allocator models (sim on a GPU profile; zero elsewhere), this step: */
+  double host_busy;              /* host time issuing ops and in framework hooks */
+  double host_work;              /* of which framework hooks (fb_host_work) */
+  double host_wait;              /* host blocked in event syncs (e.g. FSDP's rate limiter) */
+  double host_drain;             /* host blocked in stream syncs / device-to-host copies */
+  double alloc_time;             /* host time in cudaMalloc of new segments */
+  double retry_time;             /* host time in allocator retries (sync + cudaFree + cudaMalloc) */
+  int64_t alloc_retries;         /* cudaMalloc retries (num_alloc_retries) */
+  int64_t device_allocs;         /* cudaMalloc calls */
 } fb_step_stats;
 
 fb_status fb_recorder_create(fb_device *dev, const fb_rec_config *cfg, fb_recorder **out);
@@ -68,8 +77,13 @@ void fb_recorder_op(fb_recorder *r, fb_stream *s, const fb_op_cost *c, int unit,
 /* Memory event at host time t (called by fb_alloc/fb_free with the stats already updated). */
 void fb_recorder_mem(fb_recorder *r, double t, const fb_buf *b, int64_t delta,
                      const fb_mem_stats *after);
-/* A named host-side span on the compute track (e.g. "forward", "backward", "optimizer"). */
+/* A named host-side span on the "host" track (e.g. "forward", a framework hook, a host wait,
+ * a cudaMalloc). */
 void fb_recorder_span(fb_recorder *r, const char *name, double t0, double t1);
+/* The device's host / caching-allocator model counters as of the last step end (cumulative
+ * since the device opened). False when the device models neither (cpu, cuda, sim on a cpu
+ * profile) or no step ended yet. */
+bool fb_recorder_model(const fb_recorder *r, fb_dev_model *out);
 
 void fb_recorder_step_begin(fb_recorder *r, int step, int micro);
 void fb_recorder_micro(fb_recorder *r, int micro);

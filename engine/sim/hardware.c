@@ -135,6 +135,12 @@ static const hw_key hw_keys[] = {
     {.key = "coll_overhead_us", .type = HW_REAL, .off = OFF(coll_overhead_s), .scale = 1e-6,
      .lo = 0, .hi = 1e6, .optional = true,
      .doc = "per collective: launch and framework time NCCL's model leaves out, us"},
+    {.key = "cuda_malloc_us", .type = HW_REAL, .off = OFF(cuda_malloc_s), .scale = 1e-6, .lo = 0,
+     .hi = 1e6, .optional = true,
+     .doc = "caching allocator: host time of a cudaMalloc of a new segment, us (0 = estimate)"},
+    {.key = "cuda_free_us", .type = HW_REAL, .off = OFF(cuda_free_s), .scale = 1e-6, .lo = 0,
+     .hi = 1e6, .optional = true,
+     .doc = "caching allocator: host time of a cudaFree after its device sync, us (0 = estimate)"},
 };
 #define KERNEL_KEY "kernel_gbs"
 #define EXTENDS_KEY "extends"

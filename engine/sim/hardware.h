@@ -84,6 +84,9 @@ typedef struct fb_hardware {
   double coll_overhead_s;   /* per collective call: launch and framework work NCCL's model omits */
   int nkernels;             /* optional per-kernel table, see fb_hw_kernel */
   fb_hw_kernel kernels[FB_HW_MAX_KERNELS];
+  /* caching-allocator model (engine/sim/caching_allocator.h); 0 = the documented estimate */
+  double cuda_malloc_s;     /* host time of one cudaMalloc of a new segment */
+  double cuda_free_s;       /* host time of one cudaFree (after the device-wide sync) */
 } fb_hardware;
 
 /* Loads a profile by name (models/hardware/NAME.yaml) or path. Every flat key is required
