@@ -191,6 +191,142 @@ static void print_mem_table(FILE *f, const fb_run_result *r, const char *pred) {
   }
 }
 
+/* ---- host and caching-allocator models ----------------------------------------------------- */
+
+/* The model counters of rank i, when its device had a model (sim on a GPU profile). */
+static bool rank_model(const fb_run_result *r, int i, fb_dev_model *m) {
+  return r->ranks[i].rec && fb_recorder_model(r->ranks[i].rec, m);
+}
+
+/* Means over the measured steps of the per-step model figures. */
+typedef struct model_means {
+  double host_busy, host_work, host_wait, host_drain, alloc_time, retry_time, retries;
+  double device_allocs;
+} model_means;
+
+static model_means model_per_step(const fb_run_result *r, const fb_rank_result *rk) {
+  model_means o = {0};
+  int first = first_measured(r->nsteps), n = r->nsteps - first;
+  for (int k = first; k < r->nsteps; k++) {
+    const fb_step_stats *s = &rk->steps[k];
+    o.host_busy += s->host_busy;
+    o.host_work += s->host_work;
+    o.host_wait += s->host_wait;
+    o.host_drain += s->host_drain;
+    o.alloc_time += s->alloc_time;
+    o.retry_time += s->retry_time;
+    o.retries += (double)s->alloc_retries;
+    o.device_allocs += (double)s->device_allocs;
+  }
+  if (n > 0) {
+    o.host_busy /= n, o.host_work /= n, o.host_wait /= n, o.host_drain /= n, o.alloc_time /= n;
+    o.retry_time /= n, o.retries /= n, o.device_allocs /= n;
+  }
+  return o;
+}
+
+static void print_alloc_table(FILE *f, const fb_run_result *r) {
+  fprintf(f, "#\n# Caching allocator, predicted (allocator model): 'allocated' is the exact ledger "
+             "above, 'reserved' the segments PyTorch's CUDA caching allocator would hold for the "
+             "same calls; per step = mean over the measured steps\n");
+  fprintf(f, "# %6s %11s %11s %11s %11s %11s %10s %9s %9s %6s\n", "rank", "allocated",
+          "reserved", "reserved -", "held by", "cached", "cudaMalloc", "retries", "retries",
+          "OOMs");
+  fprintf(f, "# %6s %11s %11s %11s %11s %11s %10s %9s %9s %6s\n", "", "peak", "peak",
+          "allocated", "rec_stream", "free", "", "", "time", "");
+  fprintf(f, "# %6s %11s %11s %11s %11s %11s %10s %9s %9s %6s\n", "", "(MiB)", "(MiB)", "(MiB)",
+          "(MiB)", "(MiB)", "(/step)", "(/step)", "(ms/step)", "(run)");
+  int64_t gap = -1, gap_alloc = 0, at_res = 0, at_alloc = 0, at_held = 0, at_side = 0;
+  int64_t retries = 0, ooms = 0;
+  double retry_ms = 0;
+  for (int i = 0; i < r->nranks; i++) {
+    fb_dev_model m;
+    if (!rank_model(r, i, &m) || !m.alloc_model) continue;
+    const fb_rank_result *rk = &r->ranks[i];
+    const model_means mm = model_per_step(r, rk);
+    const int64_t alloc = rk->mem.peak_total;
+    const int64_t cached = m.reserved_peak - m.alloc_at_reserved_peak - m.held_at_reserved_peak;
+    fprintf(f, "  %6d", rk->rank);
+    cell(f, 11, 3, alloc / MIB);
+    cell(f, 11, 3, m.reserved_peak / MIB);
+    cell(f, 11, 3, (m.reserved_peak - alloc) / MIB);
+    cell(f, 11, 3, m.held_at_reserved_peak / MIB);
+    cell(f, 11, 3, cached / MIB);
+    cell(f, 10, 1, mm.device_allocs);
+    cell(f, 9, 2, mm.retries);
+    cell(f, 9, 3, mm.retry_time * 1e3);
+    fprintf(f, " %6lld\n", (long long)m.ooms);
+    if (m.reserved_peak - alloc > gap) {
+      gap = m.reserved_peak - alloc, gap_alloc = alloc;
+      at_res = m.reserved_peak, at_alloc = m.alloc_at_reserved_peak;
+      at_held = m.held_at_reserved_peak, at_side = m.side_at_reserved_peak;
+    }
+    retries += m.alloc_retries;
+    ooms += m.ooms;
+    if (mm.retry_time * 1e3 > retry_ms) retry_ms = mm.retry_time * 1e3;
+  }
+  /* why, in one line each */
+  const double pct = gap_alloc > 0 ? 100.0 * (double)gap / (double)gap_alloc : 0;
+  if (gap_alloc > 0 && pct > 5)
+    fprintf(f, "# why reserved > allocated (+%.0f MiB, %.1f %%): at the reserved peak (%.0f MiB) "
+               "%.0f MiB were allocated, %.0f MiB were freed blocks that record_stream holds "
+               "until another stream is done with them and %.0f MiB sat cached free (a block "
+               "cached for one stream serves no other, segments never merge); side "
+               "(communication) streams held %.0f MiB of the segments: inter-stream "
+               "fragmentation\n",
+            gap / MIB, pct, at_res / MIB, at_alloc / MIB, at_held / MIB,
+            (at_res - at_alloc - at_held) / MIB, at_side / MIB);
+  else if (gap_alloc > 0)
+    fprintf(f, "# reserved ~ allocated (+%.1f %%): no buffer moves between streams; the rest is "
+               "block rounding, segment sizes and blocks cached between steps\n",
+            pct);
+  if (retries > 0)
+    fprintf(f, "# %lld cudaMalloc retries: a new segment would have exceeded the capacity, so the "
+               "allocator synchronized every stream (the host loses its run-ahead), cudaFree'd "
+               "every cached segment and allocated again: up to %.3f ms of host time per step, "
+               "plus the GPU idling behind the drained host\n",
+            (long long)retries, retry_ms);
+  if (ooms > 0)
+    fprintf(f, "# %lld predicted out-of-memory errors: with the cache freed, the live segments "
+               "would still exceed the capacity (a real run stops with OutOfMemoryError)\n",
+            (long long)ooms);
+}
+
+static void print_host_table(FILE *f, const fb_run_result *r) {
+  fprintf(f, "#\n# Host, predicted (host model): 'busy' = issuing ops (host_op_us each) + the "
+             "strategy's framework hooks; 'stalls' = blocked in event syncs (FSDP's rate "
+             "limiter); 'drains' = waiting for the device (stream syncs, device-to-host copies); "
+             "mean over the measured steps\n");
+  fprintf(f, "# %6s %10s %10s %10s %10s %10s\n", "rank", "busy", "hooks", "stalls", "drains",
+          "cudaMalloc");
+  fprintf(f, "# %6s %10s %10s %10s %10s %10s\n", "", "(ms/step)", "(ms/step)", "(ms/step)",
+          "(ms/step)", "(ms/step)");
+  for (int i = 0; i < r->nranks; i++) {
+    fb_dev_model m;
+    if (!rank_model(r, i, &m) || !m.host_model) continue;
+    const model_means mm = model_per_step(r, &r->ranks[i]);
+    fprintf(f, "  %6d", r->ranks[i].rank);
+    cell(f, 10, 3, mm.host_busy * 1e3);
+    cell(f, 10, 3, mm.host_work * 1e3);
+    cell(f, 10, 3, mm.host_wait * 1e3);
+    cell(f, 10, 3, mm.host_drain * 1e3);
+    cell(f, 10, 3, mm.alloc_time * 1e3);
+    fputc('\n', f);
+  }
+}
+
+static void print_model_tables(FILE *f, const fb_run_result *r) {
+  bool any_alloc = false, any_host = false;
+  for (int i = 0; i < r->nranks; i++) {
+    fb_dev_model m;
+    if (!rank_model(r, i, &m)) continue;
+    any_alloc |= m.alloc_model;
+    any_host |= m.host_model;
+  }
+  if (any_alloc) print_alloc_table(f, r);
+  if (any_host) print_host_table(f, r);
+}
+
 static void print_ledger(FILE *f, const fb_run_result *r, const char *pred) {
   double psi = psi_bytes(r);
   fprintf(f, "#\n# Collective ledger per rank and step%s (mean over all steps; psi = %.0f "
@@ -242,6 +378,7 @@ void fb_report_print(FILE *f, const fb_run_result *r) {
                "prediction of the cost model (memory is exact by construction)\n");
   print_time_table(f, r, pred);
   print_mem_table(f, r, pred);
+  print_model_tables(f, r);
   print_ledger(f, r, pred);
   fprintf(f, "#\n");
   if (r->nsteps > 0) {
@@ -357,6 +494,11 @@ static fb_status write_memory_csv(const char *dir, const fb_run_result *r) {
               (long long)m->peak[c], (long long)m->at_peak[c], (long long)m->cur[c]);
     fprintf(f, "%d,total,%lld,%lld,%lld\n", r->ranks[i].rank, (long long)m->peak_total,
             (long long)m->peak_total, (long long)m->cur_total);
+    fb_dev_model dm;
+    if (rank_model(r, i, &dm) && dm.alloc_model)
+      fprintf(f, "%d,reserved_predicted,%lld,%lld,%lld\n", r->ranks[i].rank,
+              (long long)dm.reserved_peak, (long long)dm.reserved_at_alloc_peak,
+              (long long)dm.reserved);
   }
   return fb_json_close(f, "memory.csv");
 }
@@ -474,6 +616,41 @@ static void json_rank(FILE *f, const fb_run_result *r, int i) {
   fprintf(f, "{\"peak\":%lld,\"at_peak\":%lld,\"final\":%lld}", (long long)rk->mem.peak_total,
           (long long)rk->mem.peak_total, (long long)rk->mem.cur_total);
   fputc('}', f);
+  fb_dev_model dm;
+  const bool model = rank_model(r, i, &dm);
+  if (model) {
+    const model_means mm = model_per_step(r, rk);
+    bool f3 = true;
+    if (dm.alloc_model) {
+      jkey(f, &first, "allocator");
+      fputc('{', f);
+      jstr(f, &f3, "label", "predicted (allocator model)");
+      jnum(f, &f3, "allocated_peak", (double)rk->mem.peak_total);
+      jnum(f, &f3, "reserved_peak", (double)dm.reserved_peak);
+      jnum(f, &f3, "reserved_final", (double)dm.reserved);
+      jnum(f, &f3, "reserved_at_allocated_peak", (double)dm.reserved_at_alloc_peak);
+      jnum(f, &f3, "held_by_record_stream_at_reserved_peak", (double)dm.held_at_reserved_peak);
+      jnum(f, &f3, "segments_peak", (double)dm.segments_peak);
+      jnum(f, &f3, "num_device_alloc", (double)dm.device_allocs);
+      jnum(f, &f3, "num_device_free", (double)dm.device_frees);
+      jnum(f, &f3, "num_alloc_retries", (double)dm.alloc_retries);
+      jnum(f, &f3, "num_ooms", (double)dm.ooms);
+      jnum(f, &f3, "retry_ms_per_step", mm.retry_time * 1e3);
+      jnum(f, &f3, "cuda_malloc_ms_per_step", mm.alloc_time * 1e3);
+      fputc('}', f);
+    }
+    if (dm.host_model) {
+      f3 = true;
+      jkey(f, &first, "host");
+      fputc('{', f);
+      jstr(f, &f3, "label", "predicted (host model)");
+      jnum(f, &f3, "busy_ms_per_step", mm.host_busy * 1e3);
+      jnum(f, &f3, "hooks_ms_per_step", mm.host_work * 1e3);
+      jnum(f, &f3, "stalls_ms_per_step", mm.host_wait * 1e3);
+      jnum(f, &f3, "drains_ms_per_step", mm.host_drain * 1e3);
+      fputc('}', f);
+    }
+  }
   jkey(f, &first, "ledger");
   fputc('{', f);
   f2 = true;
@@ -500,6 +677,15 @@ static void json_rank(FILE *f, const fb_run_result *r, int i) {
     jnum(f, &f3, "exposed_ms", st->exposed_comm * 1e3);
     jnum(f, &f3, "flops", st->flops);
     jnum(f, &f3, "n_ops", st->n_ops);
+    if (model) {
+      jnum(f, &f3, "host_busy_ms", st->host_busy * 1e3);
+      jnum(f, &f3, "host_hooks_ms", st->host_work * 1e3);
+      jnum(f, &f3, "host_stalls_ms", st->host_wait * 1e3);
+      jnum(f, &f3, "host_drains_ms", st->host_drain * 1e3);
+      jnum(f, &f3, "cuda_malloc_ms", st->alloc_time * 1e3);
+      jnum(f, &f3, "alloc_retries", (double)st->alloc_retries);
+      jnum(f, &f3, "retry_ms", st->retry_time * 1e3);
+    }
     jkey(f, &f3, "coll_bytes");
     fputc('{', f);
     bool f4 = true;

@@ -48,11 +48,15 @@
  *                  (fb_coll_bytes: AG/RS full buffer, all-reduce 2x the buffer)
  *
  * memory.csv: one row per (rank, category), categories in engine order (param_shard,
- *   param_full, grad_shard, grad_full, optim, act, comm, temp) then "total".
+ *   param_full, grad_shard, grad_full, optim, act, comm, temp) then "total", then (sim on a
+ *   GPU profile only) "reserved_predicted": the caching-allocator model's reserved bytes
+ *   (segments), a prediction; the rows above are the exact ledger ("allocated").
  *   rank, category
- *   peak_bytes     the category's own peak over the run ("total": the peak of the sum)
- *   at_peak_bytes  the category's bytes at the moment the total peaked
- *   final_bytes    bytes still allocated at the end of the run
+ *   peak_bytes     the category's own peak over the run ("total": the peak of the sum;
+ *                  "reserved_predicted": the peak of the segments)
+ *   at_peak_bytes  the category's bytes at the moment the total peaked ("reserved_predicted":
+ *                  reserved when the model's allocated bytes peaked)
+ *   final_bytes    bytes still allocated at the end of the run (reserved: still cached)
  *
  * ledger.csv: one row per (rank, collective type) that moved bytes or took time.
  *   rank, coll     collective name
@@ -64,9 +68,23 @@
  * report.json: {"config": {...run config echo...}, "predicted", "world", "nsteps",
  *   "param_sum", "loss": [...], "grad_norm": [...], "lr": [...], "mean": {summary fields},
  *   "ranks": [{summary fields, "memory": {category: {peak, at_peak, final}},
+ *   "allocator": {...}, "host": {...} (sim on a GPU profile only, see below),
  *   "ledger": {coll: {bytes_per_step, wire_bytes_per_step, time_ms_per_step}},
- *   "steps": [{step, wall_ms, compute_ms, comm_ms, exposed_ms, flops, coll_bytes: {...}}]}]}.
- *   Non-finite numbers are null. */
+ *   "steps": [{step, wall_ms, compute_ms, comm_ms, exposed_ms, flops, coll_bytes: {...},
+ *   and with the models host_busy_ms, host_hooks_ms, host_stalls_ms, host_drains_ms,
+ *   cuda_malloc_ms, alloc_retries, retry_ms}]}]}. Non-finite numbers are null.
+ *   "allocator" (label "predicted (allocator model)"): allocated_peak (the ledger),
+ *   reserved_peak, reserved_final, reserved_at_allocated_peak,
+ *   held_by_record_stream_at_reserved_peak, segments_peak, num_device_alloc, num_device_free,
+ *   num_alloc_retries, num_ooms (run totals), retry_ms_per_step, cuda_malloc_ms_per_step.
+ *   "host" (label "predicted (host model)"): busy_ms_per_step (op dispatch + hooks),
+ *   hooks_ms_per_step, stalls_ms_per_step (event syncs, e.g. FSDP's rate limiter),
+ *   drains_ms_per_step (stream syncs, device-to-host copies). Per step = mean over the
+ *   measured steps.
+ *
+ * The printed report adds, with the models, a "Caching allocator" table (allocated and reserved
+ * peaks, what the difference was made of, cudaMallocs and retries per step, OOMs) with one line
+ * saying why, and a "Host" table. */
 #ifndef FB_REPORT_H
 #define FB_REPORT_H
 #include <stdio.h>
