@@ -244,4 +244,7 @@ const fb_strategy fb_strategy_ddp = {
     .post_backward = ddp_post_backward_root,
     .optimizer_step = ddp_step,
     .read_params = ddp_read_params,
+    /* DDP's hooks (the Reducer's per-parameter autograd hooks) run in C++: no per-unit host
+     * work beyond op dispatch (host_op_us) is modelled */
+    .host = NULL,
 };

@@ -6,7 +6,11 @@
  * full buffers are freed. Forward prefetch issues the next unit's gather while the current
  * one computes; backward prefetch issues the next backward unit's gather when a unit's
  * backward starts; at most max_inflight gathers are in flight. Padding is zero in parameters,
- * gradients and optimizer state (it is never written). */
+ * gradients and optimizer state (it is never written).
+ * As FSDP1 does: the gathered buffer is allocated for the all-gather (communication) stream and
+ * freed after the compute stream (record_stream); a rate limiter (limit_all_gathers) makes the
+ * host wait, before a gather, for the free of the unit two gathers back; the hooks' host work
+ * is charged through fb_host_work (fsdp_host below). */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +33,27 @@ typedef struct fsdp_unit {
 typedef struct fsdp_state {
   fsdp_unit *u;
   int inflight; /* gathers issued and not yet consumed */
+  /* the rate limiter's queue of free events (FSDP1's _FreeEventQueue): a ring */
+  fb_event **fq;
+  int fq_cap, fq_head, fq_len;
 } fsdp_state;
+
+/* FSDP1's host work per unit (torch.distributed.fsdp, use_orig_params=True):
+ *  - pytorch PR #96958 (2023-03) timed the per-parameter hook work on 400 nn.Parameters in one
+ *    FSDP instance: _writeback_orig_params 1.071 ms (2.7 us per parameter, before every
+ *    unshard), _use_unsharded_views 4.268 ms (10.7 us, after every unshard), _use_sharded_views
+ *    ~2.75 ms (6.9 us, at every reshard);
+ *  - pytorch PR #108234 (2023-08): ~235 us from the rate limiter's sync being met to the next
+ *    all-gather launch (the rest of _unshard: storage resize, all_gather_into_tensor);
+ *  - pytorch PR #83917 (limit_all_gathers): at most 2 all-gathers in flight, the host blocking
+ *    on the free event of the unit two gathers back (default True in later FSDP1 releases). */
+static const fb_host_costs fsdp_host = {
+    .check_per_param = 2.7e-6,
+    .gather_launch = 235e-6,
+    .views_per_param = 10.7e-6,
+    .reshard_per_param = 6.9e-6,
+    .max_inflight_gathers = 2,
+};
 
 static void fsdp_teardown(fb_rank *r) {
   fsdp_state *s = r->st;
@@ -46,6 +70,9 @@ static void fsdp_teardown(fb_rank *r) {
     for (int e = 0; e < 3; e++)
       if (evs[e]) r->dev->ops->event_destroy(r->dev, evs[e]);
   }
+  for (int e = 0; s->fq && e < s->fq_cap; e++)
+    if (s->fq[e]) r->dev->ops->event_destroy(r->dev, s->fq[e]);
+  free(s->fq);
   free(s->u);
   free(s);
   r->st = NULL;
@@ -69,10 +96,46 @@ static fb_status fsdp_setup(fb_rank *r) {
     FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &x->ev_rs), fail);
     FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &x->ev_ready), fail);
   }
+  /* every free enqueues and every gather dequeues down to the limit: nunits + 2 suffice */
+  s->fq_cap = m->nunits + 2;
+  s->fq = calloc((size_t)s->fq_cap, sizeof *s->fq);
+  if (!s->fq) {
+    st = FB_ERR(FB_ENOMEM, "out of host memory (fsdp free events)");
+    goto fail;
+  }
+  for (int e = 0; e < s->fq_cap; e++)
+    FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &s->fq[e]), fail);
   return FB_OK;
 fail:
   fsdp_teardown(r);
   return st;
+}
+
+/* The rate limiter: with max_inflight_gathers free events queued, the host waits for the
+ * oldest (event.synchronize(): the compute stream has passed that unit's free). */
+static fb_status limit_gathers(fb_rank *r) {
+  fsdp_state *s = r->st;
+  const int max = fsdp_host.max_inflight_gathers;
+  if (max <= 0 || s->fq_len < max) return FB_OK;
+  fb_event *oldest = s->fq[s->fq_head];
+  s->fq_head = (s->fq_head + 1) % s->fq_cap;
+  s->fq_len--;
+  return fb_event_sync(r->dev, oldest);
+}
+
+/* Enqueues a free event recorded on the compute stream after a unit's free. */
+static fb_status enqueue_free(fb_rank *r) {
+  fsdp_state *s = r->st;
+  if (fsdp_host.max_inflight_gathers <= 0) return FB_OK;
+  if (s->fq_len == s->fq_cap) { /* cannot happen (see setup); keep the oldest bound anyway */
+    FB_TRY(fb_event_sync(r->dev, s->fq[s->fq_head]));
+    s->fq_head = (s->fq_head + 1) % s->fq_cap;
+    s->fq_len--;
+  }
+  fb_event *e = s->fq[(s->fq_head + s->fq_len) % s->fq_cap];
+  FB_TRY(fb_event_record(r->dev, e, r->compute));
+  s->fq_len++;
+  return FB_OK;
 }
 
 /* Issues the all-gather of unit i on the comm stream (no-op when held or in flight). */
@@ -80,8 +143,8 @@ static fb_status gather(fb_rank *r, int i) {
   fsdp_state *s = r->st;
   fsdp_unit *x = &s->u[i];
   if (x->state != U_SHARDED) return FB_OK;
-  FB_TRY(fb_alloc(r->dev, (size_t)x->sl.padded * fb_psz(r), FB_MEM_PARAM_FULL, "params.gathered",
-                  &x->p_full));
+  const double k = (double)r->model->units[i].count;
+  fb_host_work(r->dev, k * fsdp_host.check_per_param, "fsdp.pre_unshard");
   void *send = x->sl.p.ptr;
   if (r->pdt != FB_F32) { /* mixed precision: gather the slice in the compute dtype */
     FB_TRY(fb_alloc(r->dev, (size_t)x->sl.shard * fb_psz(r), FB_MEM_COMM, "params.cast",
@@ -89,6 +152,11 @@ static fb_status gather(fb_rank *r, int i) {
     FB_TRY(fb_to_pdt(r, i, x->p_cast.ptr, x->sl.p.ptr, x->sl.shard));
     send = x->p_cast.ptr;
   }
+  FB_TRY(limit_gathers(r));
+  fb_host_work(r->dev, fsdp_host.gather_launch, "fsdp.unshard");
+  /* allocated for the all-gather stream, as FSDP1's unshard stream does */
+  FB_TRY(fb_alloc_on(r->dev, r->commst, (size_t)x->sl.padded * fb_psz(r), FB_MEM_PARAM_FULL,
+                     "params.gathered", &x->p_full));
   /* the comm stream must see the shard as the compute stream left it (after the optimizer) */
   FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute));
   FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
@@ -97,6 +165,7 @@ static fb_status gather(fb_rank *r, int i) {
   fb_free(r->dev, &x->p_cast, r->commst);
   x->state = U_GATHERING;
   s->inflight++;
+  fb_host_work(r->dev, k * fsdp_host.views_per_param, "fsdp.unsharded_views");
   return FB_OK;
 }
 
@@ -120,13 +189,17 @@ static fb_status acquire(fb_rank *r, int i) {
   return FB_OK;
 }
 
-static void release(fb_rank *r, int i) {
+/* Frees unit i's gathered parameters after the compute stream (record_stream). */
+static fb_status release(fb_rank *r, int i) {
   fsdp_state *s = r->st;
   fsdp_unit *x = &s->u[i];
   assert(x->state == U_GATHERED);
+  fb_host_work(r->dev, (double)r->model->units[i].count * fsdp_host.reshard_per_param,
+               "fsdp.reshard");
   fb_free(r->dev, &x->p_full, r->compute);
   x->state = U_SHARDED;
   r->view[i].params = NULL;
+  return enqueue_free(r);
 }
 
 static fb_status fsdp_pre_forward(fb_rank *r, int i) {
@@ -144,8 +217,7 @@ static bool keep_gathered(const fb_rank *r) {
 }
 
 static fb_status fsdp_post_forward(fb_rank *r, int i) {
-  if (!keep_gathered(r)) release(r, i);
-  return FB_OK;
+  return keep_gathered(r) ? FB_OK : release(r, i);
 }
 
 /* Folds finished reduce-scatters of micro-steps > 0 into the slices. */
@@ -189,7 +261,7 @@ static fb_status fsdp_post_backward(fb_rank *r, int i) {
   const bool last_micro = r->micro == r->n_micro - 1;
   r->view[i].grads = NULL;
   /* parameters: keep across micro-steps in no-reshard mode, else reshard now */
-  if (!(mode == FB_ACCUM_NO_RESHARD && !last_micro)) release(r, i);
+  if (!(mode == FB_ACCUM_NO_RESHARD && !last_micro)) FB_TRY(release(r, i));
   if (mode == FB_ACCUM_NO_REDUCE && !last_micro) return FB_OK; /* keep unsharded grads */
   /* reduce-scatter: micro-step 0 (or the single no-reduce reduction) straight into the slice,
    * later micro-steps into a temporary added once it lands; a reduction in bf16 always lands
@@ -249,4 +321,5 @@ const fb_strategy fb_strategy_fsdp = {
     .post_backward = fsdp_post_backward,
     .optimizer_step = fsdp_step,
     .read_params = fsdp_read_params,
+    .host = &fsdp_host,
 };

@@ -34,6 +34,19 @@ typedef struct fb_unit_view {
 
 typedef struct fb_rank fb_rank;
 
+/* Host time the framework a strategy stands for spends in its per-unit hooks (Python in
+ * PyTorch), charged through fb_host_work: the sim device advances its host clock on a GPU
+ * profile; cpu and cuda do nothing (their host runs the real code). Seconds; k is the unit's
+ * number of original parameters. Each strategy's table cites its sources; 0 = not modelled. */
+typedef struct fb_host_costs {
+  double check_per_param;    /* before a gather: per-parameter checks (FSDP1 writeback) */
+  double gather_launch;      /* from deciding a gather (past any rate-limiter sync) to its launch */
+  double views_per_param;    /* after a gather: the unit's parameters become views of it */
+  double reshard_per_param;  /* at a free: parameters become views of the shard again */
+  int max_inflight_gathers;  /* rate limiter: a gather waits (host sync) for the free of the
+                                unit this many gathers back; 0 = no limiter */
+} fb_host_costs;
+
 typedef struct fb_strategy {
   const char *name;
   const char *summary; /* one line for --help */
@@ -47,6 +60,7 @@ typedef struct fb_strategy {
   /* Collective: every rank calls it; on return host_full (unit numel floats) holds the unit's
    * full parameters on rank 0 (other ranks may pass NULL). */
   fb_status (*read_params)(fb_rank *r, int unit, float *host_full);
+  const fb_host_costs *host; /* NULL: no host work modelled */
 } fb_strategy;
 
 /* Registry. */

@@ -165,8 +165,11 @@ static fb_status gather(fb_rank *r, int i) {
   const fb_unit *un = &r->model->units[i];
   if (x->state != U_SHARDED) return FB_OK;
   const size_t ps = fb_psz(r);
-  FB_TRY(fb_alloc(r->dev, (size_t)un->numel * ps, FB_MEM_PARAM_FULL, "zero3.gathered",
-                  &x->p_full));
+  /* written on the comm stream, freed after compute: DeepSpeed allocates it for its all-gather
+   * stream and record_streams it on the compute stream (caching-allocator model: per-stream
+   * pools, held blocks) */
+  FB_TRY(fb_alloc_on(r->dev, r->commst, (size_t)un->numel * ps, FB_MEM_PARAM_FULL,
+                     "zero3.gathered", &x->p_full));
   /* the comm stream must see the owned tensors as the compute stream left them (optimizer) */
   FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute));
   FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
@@ -391,4 +394,7 @@ const fb_strategy fb_strategy_zero3 = {
     .post_backward = z3_post_backward,
     .optimizer_step = z3_step,
     .read_params = z3_read_params,
+    /* DeepSpeed's per-module hook work and its CPU-blocking fetch limit (2 events in flight)
+     * have no public per-hook figure here: not modelled (only op dispatch, host_op_us) */
+    .host = NULL,
 };
