@@ -16,7 +16,9 @@ Fits (one global parameter set each; never per row):
   nccl      coll_overhead_us  on collectives.csv A100 single-node rows up to 1 MiB
   sustained sustained_compute of a100 and h100, eager_mem_factor and triton_ratio (shared by
             all profiles) on train-runs.csv (all expressible rows)
-  host      host_op_us  on train-runs.csv (all expressible rows, both GPUs)
+  host      host_op_us  on train-runs.csv (all expressible rows, both GPUs). Not used for the
+            shipped profiles: their 10 us is an estimate from a public measurement, and the
+            development set (GPU-bound runs) cannot tell 5 from 20 us apart
 Python is tooling only: the model it fits is the C cost model, run as a user runs it.
 """
 import argparse
@@ -159,7 +161,7 @@ def main():
                       lambda r: True),
         "host": (d("train-runs.csv"), [("a100", "host_op_us", 0.01, 200)], lambda r: True),
     }
-    for name in a.only or ["gemm", "flash", "nccl", "sustained", "host"]:
+    for name in a.only or ["gemm", "flash", "nccl", "sustained"]:
         dataset, params, keep = fits[name]
         vals, best, errs = fit(home, dataset, params, keep)
         print("fit %-6s on %s: %s; RMS log error %.3f" % (name, os.path.basename(dataset), summary(errs), best))

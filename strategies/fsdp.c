@@ -22,6 +22,8 @@ typedef enum { U_SHARDED = 0, U_GATHERING, U_GATHERED } unit_state;
 typedef struct fsdp_unit {
   fb_slice sl;                /* persistent slices: parameters, gradients, optimizer */
   fb_buf p_full, g_full;      /* transient full buffers (compute dtype) */
+  fb_buf g_auto;              /* the backward's per-parameter gradients, before FSDP1 copies
+                                 them into the flat unsharded gradient */
   fb_buf p_cast, g_cast;      /* mixed precision: the slice cast for the gather, the gradient
                                  cast for the reduction (reduce dtype) */
   fb_buf rs_tmp;              /* reduce-scatter output folded later (micro-steps > 0, bf16) */
@@ -33,6 +35,7 @@ typedef struct fsdp_unit {
 typedef struct fsdp_state {
   fsdp_unit *u;
   int inflight; /* gathers issued and not yet consumed */
+  int fold_next; /* unit whose reduction (micro-step > 0) folds at the next post-backward */
   /* the rate limiter's queue of free events (FSDP1's _FreeEventQueue): a ring */
   fb_event **fq;
   int fq_cap, fq_head, fq_len;
@@ -63,6 +66,7 @@ static void fsdp_teardown(fb_rank *r) {
     fb_slice_free(r, &x->sl);
     fb_free(r->dev, &x->p_full, NULL);
     fb_free(r->dev, &x->g_full, NULL);
+    fb_free(r->dev, &x->g_auto, NULL);
     fb_free(r->dev, &x->rs_tmp, NULL);
     fb_free(r->dev, &x->p_cast, NULL);
     fb_free(r->dev, &x->g_cast, NULL);
@@ -81,6 +85,7 @@ static void fsdp_teardown(fb_rank *r) {
 static fb_status fsdp_setup(fb_rank *r) {
   const fb_model *m = r->model;
   fsdp_state *s = calloc(1, sizeof *s);
+  if (s) s->fold_next = -1;
   if (!s) return FB_ERR(FB_ENOMEM, "out of host memory (fsdp state)");
   r->st = s;
   s->u = calloc((size_t)m->nunits, sizeof *s->u);
@@ -220,6 +225,21 @@ static fb_status fsdp_post_forward(fb_rank *r, int i) {
   return keep_gathered(r) ? FB_OK : release(r, i);
 }
 
+/* Folds unit i's finished reduce-scatter (a micro-step > 0) into its slice: the compute
+ * stream waits for it (on a GPU it ran beside the next unit's backward). */
+static fb_status fold_unit(fb_rank *r, int i) {
+  fsdp_state *s = r->st;
+  fsdp_unit *x = &s->u[i];
+  if (s->fold_next == i) s->fold_next = -1;
+  if (!x->acc_pending) return FB_OK;
+  FB_TRY(fb_stream_wait(r->dev, r->compute, x->ev_rs));
+  x->rs_pending = false;
+  FB_TRY(fb_fold_reduced(r, i, x->sl.g.ptr, x->rs_tmp.ptr, x->sl.shard, x->acc_overwrite));
+  fb_free(r->dev, &x->rs_tmp, r->compute);
+  x->acc_pending = false;
+  return FB_OK;
+}
+
 /* Folds finished reduce-scatters of micro-steps > 0 into the slices. */
 static fb_status fold_pending(fb_rank *r, bool all) {
   fsdp_state *s = r->st;
@@ -250,8 +270,16 @@ static fb_status fsdp_pre_backward(fb_rank *r, int i) {
   }
   r->view[i].grads = x->g_full.ptr;
   if (accumulate_local) return FB_OK;
+  /* FSDP1: the unit's parameters are views of its flat parameter, so autograd produces each
+   * parameter's gradient on its own and assembles the flat unsharded gradient from them
+   * (split's backward, a concatenation) before the post-backward hook reduces it
+   * (runtime-mechanisms.md 2.5 and 6: "unsharded grad P (autograd, default stream)").
+   * YaFSDP's gradients are views of its gradient buffer: no such copy. */
+  FB_TRY(fb_alloc(r->dev, (size_t)x->sl.padded * fb_psz(r), FB_MEM_GRAD_FULL, "grads.autograd",
+                  &x->g_auto));
+  r->view[i].grads = x->g_auto.ptr;
   fb_kctx k = fb_rank_kctx(r, r->compute, i);
-  return fb_k_memset0(&k, "zero_grad", x->g_full.ptr, x->g_full.bytes);
+  return fb_k_memset0(&k, "zero_grad", x->g_auto.ptr, x->g_auto.bytes);
 }
 
 static fb_status fsdp_post_backward(fb_rank *r, int i) {
@@ -260,6 +288,11 @@ static fb_status fsdp_post_backward(fb_rank *r, int i) {
   const fb_accum_mode mode = r->cfg->accum;
   const bool last_micro = r->micro == r->n_micro - 1;
   r->view[i].grads = NULL;
+  if (x->g_auto.ptr) { /* the flat gradient, assembled from the per-parameter ones */
+    fb_kctx k = fb_rank_kctx(r, r->compute, i);
+    FB_TRY(fb_k_copy(&k, "flat_grad_cat", x->g_full.ptr, x->g_auto.ptr, x->g_auto.bytes));
+    fb_free(r->dev, &x->g_auto, r->compute);
+  }
   /* parameters: keep across micro-steps in no-reshard mode, else reshard now */
   if (!(mode == FB_ACCUM_NO_RESHARD && !last_micro)) FB_TRY(release(r, i));
   if (mode == FB_ACCUM_NO_REDUCE && !last_micro) return FB_OK; /* keep unsharded grads */
@@ -282,6 +315,13 @@ static fb_status fsdp_post_backward(fb_rank *r, int i) {
   x->rs_pending = true;
   x->acc_pending = !direct;
   x->acc_overwrite = first;
+  /* FSDP1 accumulates each reduction into the saved shard right after it (on its
+   * post-backward stream): fold the previous unit's now, so at most two reduction outputs
+   * are alive, not one per unit until the micro-step ends */
+  if (!direct) {
+    if (s->fold_next >= 0) FB_TRY(fold_unit(r, s->fold_next));
+    s->fold_next = i;
+  }
   fb_free(r->dev, &x->g_full, r->commst);
   fb_free(r->dev, &x->g_cast, r->commst);
   /* the micro-step ends with the root: fold the finished reductions before the next one */

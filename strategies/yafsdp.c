@@ -4,7 +4,9 @@
  * for the root unit (its gradient lives from the head's backward to the embedding's). The
  * communication stream runs ahead: when unit i starts its forward, unit i+1's all-gather is
  * issued; when unit i starts its backward (the pre-backward trigger), unit i-1's all-gather
- * is issued; the reduce-scatter of unit i overlaps the backward of unit i-1. Events guard
+ * is issued; the reduce-scatter of unit i overlaps the backward of unit i-1. A released unit
+ * stays resident in its buffer until another gather takes it, so the backward starts with
+ * the root and the last block still gathered (no all-gather for them). Events guard
  * every buffer reuse (a gather never overwrites a buffer whose unit still computes; a
  * gradient buffer is not zeroed before its previous reduce-scatter finished). Nothing is
  * allocated during a step. Accumulation across micro-steps reduces every micro-step;
@@ -22,6 +24,7 @@ typedef struct ya_unit {
   fb_slice sl;        /* persistent slices: parameters, gradients, optimizer */
   fb_buf rs_tmp;
   int slot;           /* parameter buffer holding it, -1 when not resident */
+  bool in_use;        /* between acquire and release: its buffer may not be taken */
   bool gathering, acc_pending, acc_overwrite;
   fb_event *ev_gather, *ev_ready;
 } ya_unit;
@@ -130,15 +133,23 @@ fail:
   return st;
 }
 
-/* Issues unit i's all-gather into the other parameter buffer, once it is free. */
+/* Issues unit i's all-gather into a parameter buffer no unit is using, once it is free, unless
+ * a buffer still holds unit i: YaFSDP keeps a released unit's parameters in its buffer until
+ * another gather takes it, so the last units of forward (the root for the head, the last
+ * block) start the backward without an all-gather (runtime-mechanisms.md 4.1, pre-backward). */
 static fb_status gather(fb_rank *r, int i) {
   ya_state *s = r->st;
+  if (i < 0) return FB_OK;
   ya_unit *x = &s->u[i];
-  if (i < 0 || x->slot >= 0) return FB_OK;
-  const int b = 1 - s->last_slot;
-  if (s->owner[b] >= 0)
-    return FB_ERR(FB_EINTERNAL, "yafsdp: buffer %d still holds unit %d when unit %d is gathered",
-                  b, s->owner[b], i);
+  if (x->slot >= 0) return FB_OK; /* resident */
+  int b = 1 - s->last_slot;
+  if (s->owner[b] >= 0 && s->u[s->owner[b]].in_use) b = s->last_slot;
+  if (s->owner[b] >= 0) {
+    if (s->u[s->owner[b]].in_use)
+      return FB_ERR(FB_EINTERNAL, "yafsdp: buffer %d still holds unit %d in use when unit %d "
+                    "is gathered", b, s->owner[b], i);
+    s->u[s->owner[b]].slot = -1; /* evicted: its next use gathers again */
+  }
   s->last_slot = b;
   s->owner[b] = i;
   x->slot = b;
@@ -162,7 +173,8 @@ static fb_status acquire(fb_rank *r, int i, int next) {
   ya_state *s = r->st;
   ya_unit *x = &s->u[i];
   FB_TRY(gather(r, i));
-  FB_TRY(gather(r, next)); /* the comm stream runs ahead by one unit */
+  x->in_use = true;
+  if (next != i) FB_TRY(gather(r, next)); /* the comm stream runs ahead by one unit */
   if (x->gathering) {
     FB_TRY(fb_stream_wait(r->dev, r->compute, x->ev_gather));
     x->gathering = false;
@@ -171,15 +183,23 @@ static fb_status acquire(fb_rank *r, int i, int next) {
   return FB_OK;
 }
 
+/* The unit is done with its buffer for now; the parameters stay there (resident) until a
+ * gather of another unit takes the buffer. */
 static fb_status release(fb_rank *r, int i) {
   ya_state *s = r->st;
   ya_unit *x = &s->u[i];
-  if (x->slot < 0) return FB_OK;
+  if (x->slot < 0 || !x->in_use) return FB_OK;
   FB_TRY(fb_event_record(r->dev, s->p_free[x->slot], r->compute));
-  s->owner[x->slot] = -1;
-  x->slot = -1;
+  x->in_use = false;
   r->view[i].params = NULL;
   return FB_OK;
+}
+
+/* After the optimizer changes the shards (or a readback borrows a buffer), nothing is
+ * resident any more. */
+static void evict_all(ya_state *s, int nunits) {
+  for (int i = 0; i < nunits; i++) s->u[i].slot = -1, s->u[i].in_use = false;
+  s->owner[0] = s->owner[1] = -1;
 }
 
 static fb_status ya_pre_forward(fb_rank *r, int i) {
@@ -250,6 +270,7 @@ static fb_slice *slice_of(fb_rank *r, int i) { return &((ya_state *)r->st)->u[i]
 
 static fb_status ya_step(fb_rank *r) {
   FB_TRY(fold(r));
+  evict_all(r->st, r->model->nunits);
   return fb_slices_step(r, slice_of);
 }
 
@@ -260,6 +281,7 @@ static fb_status ya_read_params(fb_rank *r, int i, float *host) {
    * is large enough (compute dtype fp32), else take a temporary */
   fb_buf tmp = {0};
   void *full = s->pbuf[0].ptr;
+  evict_all(s, r->model->nunits);
   fb_status st = FB_OK;
   if (r->pdt != FB_F32) {
     st = fb_alloc(r->dev, (size_t)x->sl.padded * 4, FB_MEM_TEMP, "readback", &tmp);

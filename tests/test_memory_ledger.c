@@ -55,12 +55,25 @@ static void check_ledger(const char *s, const fb_run_result *r) {
     want[FB_COLL_REDUCE_SCATTER] = padded * 4;
     want[FB_COLL_ALL_REDUCE] = bins;
   }
+  /* yafsdp keeps a released unit resident in its buffer until another gather takes it: the
+   * backward starts without gathering again what the end of forward left there (at most the
+   * root and the last block), so its all-gather ledger sits in [2 psi - those, 2 psi) */
+  const double resident = !strcmp(s, "yafsdp")
+                              ? (double)(fb_round_up(m->units[0].numel, W) +
+                                         fb_round_up(m->units[m->nunits - 1].numel, W)) * 4
+                              : 0;
   for (int rk = 0; rk < r->nranks; rk++)
     for (int st = 0; st < r->nsteps; st++)
-      for (int c = 0; c < FB_NCOLL; c++)
-        CHECK(r->ranks[rk].steps[st].coll_bytes[c] == want[c],
-              "%s W=%d rank %d step %d %s: %.0f bytes, theory %.0f", s, W, rk, st,
-              fb_coll_name((fb_coll)c), r->ranks[rk].steps[st].coll_bytes[c], want[c]);
+      for (int c = 0; c < FB_NCOLL; c++) {
+        double got = r->ranks[rk].steps[st].coll_bytes[c];
+        if (c == FB_COLL_ALL_GATHER && resident > 0)
+          CHECK(got < want[c] && got >= want[c] - resident,
+                "%s W=%d rank %d step %d all_gather: %.0f bytes, theory [%.0f, %.0f)", s, W, rk,
+                st, got, want[c] - resident, want[c]);
+        else
+          CHECK(got == want[c], "%s W=%d rank %d step %d %s: %.0f bytes, theory %.0f", s, W, rk,
+                st, fb_coll_name((fb_coll)c), got, want[c]);
+      }
   printf("%-7s W=%d ledger per rank-step: %.3f psi (psi = %.0f params x 4 B)\n", s, W,
          (want[0] + want[1] + want[2] + want[3] + want[4]) / (real * 4), real);
 }
@@ -130,7 +143,9 @@ static void check_fsdp_bound(const fb_run_result *r) {
     const fb_mem_stats *ms = &r->ranks[rk].mem;
     const int64_t sharded = r->ranks[rk].persistent_bytes;
     const int64_t gathered = (root + (1 + inflight) * maxu) * 4;
-    const int64_t grads = (root + maxu) * 4;
+    /* FSDP1: a unit's per-parameter gradients and the flat gradient assembled from them
+     * both exist until the copy (the root's across the whole backward) */
+    const int64_t grads = 2 * (root + maxu) * 4;
     const int64_t bound = sharded + gathered + grads + ms->peak[FB_MEM_ACT] +
                           ms->peak[FB_MEM_TEMP] + ms->peak[FB_MEM_COMM] + (64 << 10);
     CHECK(ms->peak_total <= bound, "fsdp rank %d peak %lld > bound %lld", rk,
