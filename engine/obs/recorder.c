@@ -271,18 +271,41 @@ void fb_recorder_micro(fb_recorder *r, int micro) {
 }
 
 /* Collects the intervals of this step's ops on tracks of one class into r->iv. */
-static int64_t gather_iv(fb_recorder *r, int step, bool want_compute, bool want_comm) {
+/* The step's intervals of compute streams and/or comm streams; `coll` >= 0 keeps only that
+ * collective type of the comm streams. */
+static int64_t gather_iv_coll(fb_recorder *r, int step, bool want_compute, bool want_comm,
+                              int coll) {
   int64_t n = 0;
   for (int64_t i = 0; i < r->npend; i++) {
     const fb_rec_op *o = &r->pend[i].op;
     if (o->step != step || o->kind == FB_OP_NKIND) continue;
     const rec_track *t = &r->tracks[o->stream];
-    if (!((want_compute && t->compute) || (want_comm && t->comm))) continue;
+    bool comm_ok = want_comm && t->comm && (coll < 0 || (o->kind == FB_OP_COLL && (int)o->coll == coll));
+    if (!((want_compute && t->compute) || comm_ok)) continue;
     r->iv[n][0] = o->t0;
     r->iv[n][1] = o->t1;
     n++;
   }
   return n;
+}
+
+static int64_t gather_iv(fb_recorder *r, int step, bool want_compute, bool want_comm) {
+  return gather_iv_coll(r, step, want_compute, want_comm, -1);
+}
+
+/* Where the step goes: exposed time per collective type, compute-stream time per op kind. */
+static void breakdown(fb_recorder *r, int step, fb_step_stats *out) {
+  for (int c = 0; c < FB_NCOLL; c++) {
+    if (!(out->coll_time[c] > 0)) continue;
+    double both = union_measure(r->iv, gather_iv_coll(r, step, true, true, c));
+    double e = both - out->compute;
+    out->exposed_coll[c] = e < 0 ? 0 : e;
+  }
+  for (int64_t i = 0; i < r->npend; i++) {
+    const fb_rec_op *o = &r->pend[i].op;
+    if (o->step != step || o->kind >= FB_OP_NKIND || !r->tracks[o->stream].compute) continue;
+    out->kind_time[o->kind] += o->t1 - o->t0;
+  }
 }
 
 fb_status fb_recorder_step_end(fb_recorder *r, fb_step_stats *out) {
@@ -351,6 +374,7 @@ fb_status fb_recorder_step_end(fb_recorder *r, fb_step_stats *out) {
   out->exposed_comm = both - out->compute;
   if (out->exposed_comm < 0) out->exposed_comm = 0;
   if (out->exposed_comm > out->comm) out->exposed_comm = out->comm;
+  breakdown(r, step, out);
 
   /* Keep the traced events. */
   if (step_traced(&r->cfg, step)) {

@@ -54,6 +54,9 @@ typedef struct fb_step_stats {
   double coll_bytes[FB_NCOLL];   /* logical bytes per collective type (fb_coll_bytes) */
   double wire_bytes[FB_NCOLL];   /* bytes one rank sends per collective type */
   double coll_time[FB_NCOLL];
+  double exposed_coll[FB_NCOLL]; /* exposed time of each collective type (not under compute) */
+  double kind_time[FB_OP_NKIND]; /* compute-stream time by op kind (GEMM, attention, memory-
+                                    bound, optimizer): where the compute time goes */
   int n_ops;
   /* Host and caching-allocator models (sim on a GPU profile; zero elsewhere), this step: */
   double host_busy;              /* host time issuing ops and in framework hooks */

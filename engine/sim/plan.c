@@ -104,6 +104,10 @@ static void run_one(const fb_run_config *base, const candidate *cand, int64_t ca
   }
   row->step_s = step;
   row->exposed_comm_s = exposed;
+  row->why = res.ranks[0].steps[last];
+  fb_dev_model m;
+  if (res.ranks[0].rec && fb_recorder_model(res.ranks[0].rec, &m) && m.alloc_model)
+    row->reserved_peak = m.reserved_peak;
   row->peak_bytes = peak;
   row->tokens_per_s_per_rank = step > 0 ? (double)res.tokens_per_step / step / res.world : 0;
   row->mfu = step > 0 && res.peak_flops > 0
@@ -152,6 +156,39 @@ static int by_step(const void *a, const void *b) {
 
 static double gib(int64_t b) { return (double)b / 1073741824.0; }
 
+/* Where each fitting candidate's step goes (rank 0, last step), in the ranked order: the
+ * compute stream's time by op kind, the exposed (not overlapped) time of each collective type,
+ * the host's stalls and the allocator's cudaMalloc / retry time, what is left idle, and the
+ * allocated and (allocator model) reserved peaks. */
+static void print_why(FILE *f, const fb_plan_row *rows, int nrows) {
+  fprintf(f, "\nwhere the predicted step goes (ms; rank 0, last step; exposed = not hidden "
+             "under compute; idle = step - compute - exposed comm):\n");
+  fprintf(f, "%4s  %-7s %9s %8s %8s %8s %8s | %8s %8s %8s %8s | %8s %8s %8s | %8s | %9s %9s\n",
+          "rank", "strategy", "step", "gemm", "attn", "elemwise", "optim", "exp AG", "exp RS",
+          "exp AR", "exp bc+r", "host stl", "malloc", "retries", "idle", "alloc GiB",
+          "resv GiB");
+  int k = 0;
+  for (int i = 0; i < nrows; i++) {
+    const fb_plan_row *r = &rows[i];
+    if (r->st != FB_OK || !r->fits) continue;
+    const fb_step_stats *w = &r->why;
+    double idle = w->wall - w->compute - w->exposed_comm;
+    char resv[32];
+    if (r->reserved_peak > 0) snprintf(resv, sizeof resv, "%9.2f", gib(r->reserved_peak));
+    else snprintf(resv, sizeof resv, "%9s", "-");
+    fprintf(f, "%4d  %-7s %9.2f %8.2f %8.2f %8.2f %8.2f | %8.2f %8.2f %8.2f %8.2f | %8.2f %8.2f "
+               "%8.2f | %8.2f | %9.2f %s\n",
+            ++k, r->strategy, w->wall * 1e3, w->kind_time[FB_OP_GEMM] * 1e3,
+            w->kind_time[FB_OP_ATTN] * 1e3, w->kind_time[FB_OP_MEM] * 1e3,
+            w->kind_time[FB_OP_OPTIM] * 1e3, w->exposed_coll[FB_COLL_ALL_GATHER] * 1e3,
+            w->exposed_coll[FB_COLL_REDUCE_SCATTER] * 1e3,
+            w->exposed_coll[FB_COLL_ALL_REDUCE] * 1e3,
+            (w->exposed_coll[FB_COLL_BROADCAST] + w->exposed_coll[FB_COLL_REDUCE]) * 1e3,
+            w->host_wait * 1e3, w->alloc_time * 1e3, w->retry_time * 1e3,
+            (idle > 0 ? idle : 0) * 1e3, gib(r->peak_bytes), resv);
+  }
+}
+
 void fb_plan_print(FILE *f, const fb_run_config *base, const fb_plan_row *rows_in, int nrows,
                    int64_t capacity) {
   fb_plan_row *rows = malloc(sizeof *rows * (size_t)(nrows > 0 ? nrows : 1));
@@ -176,6 +213,7 @@ void fb_plan_print(FILE *f, const fb_run_config *base, const fb_plan_row *rows_i
             r->options, r->step_s * 1e3, r->tokens_per_s_per_rank, 100 * r->mfu,
             r->exposed_comm_s * 1e3, gib(r->peak_bytes));
   }
+  if (nfit) print_why(f, rows, nrows);
   if (!nfit) fprintf(f, "      (no candidate fits: activation recomputation (--recompute full), "
                         "a smaller --micro-batch or --seq, bf16 parameters or more ranks may)\n");
   if (nbig) {
@@ -234,12 +272,15 @@ int fb_plan_main(int argc, char **argv) {
   int batch = cfg.batch > 0 ? cfg.batch : fb_auto_batch(world); /* what the runs will take */
   int per_rank = batch / world;
   int micro_batch = cfg.micro_batch > 0 ? cfg.micro_batch : per_rank;
+  /* what the runs resolve --param-dtype auto to (runner.c): bf16 on a GPU profile */
+  fb_dtype pdt = cfg.param_dtype != FB_DTYPE_AUTO ? cfg.param_dtype
+                 : hw.gpu_arch != FB_ARCH_NONE ? FB_BF16 : FB_F32;
   printf("plan: model %s, hardware %s (%.1f GiB, %d per node), world %d, batch %d x seq %d "
          "(micro-batch %d, %d micro-step%s per step), params %s, reduce %s — every figure "
          "predicted by the sim backend\n",
          cfg.spec.name, hw.name, gib(hw.mem_capacity), hw.devices_per_node, world, batch,
          cfg.seq, micro_batch, micro_batch > 0 ? per_rank / micro_batch : 1,
-         micro_batch > 0 && per_rank / micro_batch > 1 ? "s" : "", fb_dtype_name(cfg.param_dtype),
+         micro_batch > 0 && per_rank / micro_batch > 1 ? "s" : "", fb_dtype_name(pdt),
          fb_dtype_name(cfg.reduce_dtype));
   fflush(stdout);
   fb_plan_row *rows = NULL;

@@ -11,6 +11,7 @@
 
 #include "../config/config.h"
 #include "../core/status.h"
+#include "../obs/recorder.h"
 
 /* argv[0] is the subcommand name ("plan"); the run flags follow (--model, --hardware, --world,
  * --batch, --seq, --micro-batch, --param-dtype, ...). Prints the ranked table. Returns the
@@ -29,6 +30,10 @@ typedef struct fb_plan_row {
   double exposed_comm_s;
   int64_t peak_bytes;    /* per rank, largest over simulated ranks */
   bool fits;
+  /* why: rank 0's last step (compute by op kind, exposed time per collective type, host and
+   * allocator-model time) and the allocator model's reserved peak (0 without the model) */
+  fb_step_stats why;
+  int64_t reserved_peak;
 } fb_plan_row;
 
 /* Runs every candidate for `base` (its backend is forced to sim). rows is allocated (free()).
