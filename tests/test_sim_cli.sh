@@ -19,6 +19,14 @@ for s in ddp zero3 fsdp yafsdp; do
   grep -q "^ *[0-9]\+ \+$s " <<<"$out" || bad "plan did not rank $s: $out"
 done
 grep -q "ranked by predicted step time" <<<"$out" || bad "plan printed no table: $out"
+# ... and where each candidate's step goes: one breakdown row per fitting candidate, whose
+# compute by kind and exposed comm do not exceed the step
+why=$(sed -n '/where the predicted step goes/,/^$/p' <<<"$out" | grep -E '^ +[0-9]+ ')
+[ "$(wc -l <<<"$why")" -eq "$(sed -n '/^ranked/,/^$/p' <<<"$out" | grep -cE '^ +[0-9]+ ')" ] ||
+  bad "plan: breakdown rows differ from ranked rows: $out"
+awk '{ step = $(NF - 18); c = $(NF - 17) + $(NF - 16) + $(NF - 15) + $(NF - 14)
+       if (!(step > 0) || c > step * 1.0001) { print "compute " c " > step " step; exit 1 } }' <<<"$why" ||
+  bad "plan: compute by kind exceeds the step: $why"
 
 # plan on a profile too small for ddp: ddp lands in "does not fit"
 sed 's/^memory_gib:.*/memory_gib: 6/' "$FB_SRC/models/hardware/h100.yaml" >"$tmp/small.yaml"

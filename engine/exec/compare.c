@@ -118,6 +118,8 @@ typedef struct cmp_row {
   int64_t capacity;                  /* predicted runs: the profile's memory per device, else 0 */
   double coll_bytes, wire_bytes, final_loss, param_sum;
   const char *match;                 /* "=", "differs" or "" */
+  fb_step_stats why;                 /* rank 0's last step: where the step goes */
+  int64_t reserved;                  /* allocator model's reserved peak (0 without the model) */
 } cmp_row;
 
 typedef struct cmp_files {
@@ -432,6 +434,10 @@ static void collect(cmp_row *row, const fb_run_result *res) {
   for (int r = 1; r < res->nranks; r++)
     if (res->ranks[r].mem.peak_total > res->ranks[hi].mem.peak_total) hi = r;
   const fb_rank_result *rr = &res->ranks[hi];
+  row->why = res->ranks[0].steps[res->nsteps - 1];
+  fb_dev_model dm;
+  if (res->ranks[0].rec && fb_recorder_model(res->ranks[0].rec, &dm) && dm.alloc_model)
+    row->reserved = dm.reserved_peak;
   row->peak = rr->mem.peak_total;
   memcpy(row->at_peak, rr->mem.at_peak, sizeof row->at_peak);
   row->persistent = rr->persistent_bytes;
@@ -670,6 +676,23 @@ static fb_status close_files(cmp_files *files) {
 
 /* ---- the command ------------------------------------------------------------------------- */
 
+/* Predicted runs: where each step goes (the same table as plan's). */
+static void print_why(FILE *f, const cmp_row *rows, int n) {
+  int np = 0;
+  for (int i = 0; i < n; i++) np += rows[i].figures && rows[i].predicted;
+  if (!np) return;
+  fprintf(f, "\nwhere the predicted step goes (ms; rank 0, last step; exposed = not hidden "
+             "under compute; idle = step - compute - exposed comm):\n");
+  fb_report_why_head(f, "run strategy");
+  for (int i = 0; i < n; i++) {
+    const cmp_row *r = &rows[i];
+    if (!r->figures || !r->predicted) continue;
+    char label[64];
+    snprintf(label, sizeof label, "%4d %s", r->run, r->strategy);
+    fb_report_why_row(f, label, &r->why, r->peak, r->reserved);
+  }
+}
+
 static void print_intro(FILE *f, const cmp_plan *p) {
   const fb_run_config *b = &p->base;
   fprintf(f, "compare: model %s, backend %s%s%s, ", b->model, b->backend,
@@ -767,6 +790,7 @@ int fb_compare_main(int argc, char **argv) {
     write_st = st;
     fprintf(stderr, "fsdpbench compare: error: %s\n", fb_error_msg());
   }
+  print_why(stdout, rows, nruns);
   printf("\n%d of %d runs completed; records in %s/compare.csv, compare_steps.csv, "
          "memory_timeline.csv, runs/\n", ok, nruns, p->out);
   if (!ok) fprintf(stderr, "fsdpbench compare: error: no run completed\n");

@@ -738,3 +738,26 @@ fb_status fb_report_write(const char *dir, const fb_run_result *r) {
   FB_TRY(write_report_json(dir, r));
   return FB_OK;
 }
+
+void fb_report_why_head(FILE *f, const char *label) {
+  fprintf(f, "%-34s %9s %8s %8s %8s %8s | %8s %8s %8s %8s | %8s %8s %8s | %8s | %9s %9s\n",
+          label, "step", "gemm", "attn", "elemwise", "optim", "exp AG", "exp RS", "exp AR",
+          "exp bc+r", "host stl", "malloc", "retries", "idle", "alloc GiB", "resv GiB");
+}
+
+void fb_report_why_row(FILE *f, const char *label, const fb_step_stats *w, int64_t allocated,
+                       int64_t reserved) {
+  double idle = w->wall - w->compute - w->exposed_comm;
+  char resv[32];
+  if (reserved > 0) snprintf(resv, sizeof resv, "%9.2f", (double)reserved / 1073741824.0);
+  else snprintf(resv, sizeof resv, "%9s", "-");
+  fprintf(f, "%-34s %9.2f %8.2f %8.2f %8.2f %8.2f | %8.2f %8.2f %8.2f %8.2f | %8.2f %8.2f %8.2f "
+             "| %8.2f | %9.2f %s\n",
+          label, w->wall * 1e3, w->kind_time[FB_OP_GEMM] * 1e3, w->kind_time[FB_OP_ATTN] * 1e3,
+          w->kind_time[FB_OP_MEM] * 1e3, w->kind_time[FB_OP_OPTIM] * 1e3,
+          w->exposed_coll[FB_COLL_ALL_GATHER] * 1e3, w->exposed_coll[FB_COLL_REDUCE_SCATTER] * 1e3,
+          w->exposed_coll[FB_COLL_ALL_REDUCE] * 1e3,
+          (w->exposed_coll[FB_COLL_BROADCAST] + w->exposed_coll[FB_COLL_REDUCE]) * 1e3,
+          w->host_wait * 1e3, w->alloc_time * 1e3, w->retry_time * 1e3,
+          (idle > 0 ? idle : 0) * 1e3, (double)allocated / 1073741824.0, resv);
+}

@@ -102,6 +102,14 @@ typedef struct fb_rank_summary {
 
 /* Summary of rank index i of r->ranks (i < r->nranks); i == -1 gives the mean row. */
 void fb_report_summary(const fb_run_result *r, int i, fb_rank_summary *out);
+/* "Where the predicted step goes", shared by plan and compare: a header, then one row per
+ * run: the compute stream's time by op kind, the exposed (not overlapped) time of each
+ * collective type, the host model's stalls and the allocator model's cudaMalloc and retry
+ * time, the idle rest (step - compute - exposed comm), the allocated peak and the allocator
+ * model's reserved peak (reserved <= 0 prints "-"). Times of one step, in ms. */
+void fb_report_why_head(FILE *f, const char *label);
+void fb_report_why_row(FILE *f, const char *label, const fb_step_stats *w, int64_t allocated,
+                       int64_t reserved);
 /* The tables, then the loss / grad norm / final parameter sum lines. */
 void fb_report_print(FILE *f, const fb_run_result *r);
 /* summary.csv, steps.csv, memory.csv, ledger.csv, report.json under dir (created). */

@@ -11,6 +11,7 @@
 
 #include "../../strategies/strategy.h"
 #include "../exec/runner.h"
+#include "../obs/report.h"
 #include "hardware.h"
 
 typedef struct candidate {
@@ -160,32 +161,36 @@ static double gib(int64_t b) { return (double)b / 1073741824.0; }
  * compute stream's time by op kind, the exposed (not overlapped) time of each collective type,
  * the host's stalls and the allocator's cudaMalloc / retry time, what is left idle, and the
  * allocated and (allocator model) reserved peaks. */
+/* "prefetch on, reshard_after_forward off, accum reduce" -> "pf on, raf off, acc reduce" */
+static void abbreviate(const char *in, char *out, size_t n) {
+  static const char *const from[] = {"prefetch", "reshard_after_forward", "accum"};
+  static const char *const to[] = {"pf", "raf", "acc"};
+  size_t o = 0;
+  while (*in && o + 1 < n) {
+    size_t k = 0;
+    while (k < 3 && strncmp(in, from[k], strlen(from[k]))) k++;
+    if (k < 3) {
+      o += (size_t)snprintf(out + o, n - o, "%s", to[k]);
+      in += strlen(from[k]);
+    } else {
+      out[o++] = *in++;
+    }
+  }
+  out[o < n ? o : n - 1] = 0;
+}
+
 static void print_why(FILE *f, const fb_plan_row *rows, int nrows) {
   fprintf(f, "\nwhere the predicted step goes (ms; rank 0, last step; exposed = not hidden "
              "under compute; idle = step - compute - exposed comm):\n");
-  fprintf(f, "%4s  %-7s %9s %8s %8s %8s %8s | %8s %8s %8s %8s | %8s %8s %8s | %8s | %9s %9s\n",
-          "rank", "strategy", "step", "gemm", "attn", "elemwise", "optim", "exp AG", "exp RS",
-          "exp AR", "exp bc+r", "host stl", "malloc", "retries", "idle", "alloc GiB",
-          "resv GiB");
+  fb_report_why_head(f, "rank strategy options");
   int k = 0;
   for (int i = 0; i < nrows; i++) {
     const fb_plan_row *r = &rows[i];
     if (r->st != FB_OK || !r->fits) continue;
-    const fb_step_stats *w = &r->why;
-    double idle = w->wall - w->compute - w->exposed_comm;
-    char resv[32];
-    if (r->reserved_peak > 0) snprintf(resv, sizeof resv, "%9.2f", gib(r->reserved_peak));
-    else snprintf(resv, sizeof resv, "%9s", "-");
-    fprintf(f, "%4d  %-7s %9.2f %8.2f %8.2f %8.2f %8.2f | %8.2f %8.2f %8.2f %8.2f | %8.2f %8.2f "
-               "%8.2f | %8.2f | %9.2f %s\n",
-            ++k, r->strategy, w->wall * 1e3, w->kind_time[FB_OP_GEMM] * 1e3,
-            w->kind_time[FB_OP_ATTN] * 1e3, w->kind_time[FB_OP_MEM] * 1e3,
-            w->kind_time[FB_OP_OPTIM] * 1e3, w->exposed_coll[FB_COLL_ALL_GATHER] * 1e3,
-            w->exposed_coll[FB_COLL_REDUCE_SCATTER] * 1e3,
-            w->exposed_coll[FB_COLL_ALL_REDUCE] * 1e3,
-            (w->exposed_coll[FB_COLL_BROADCAST] + w->exposed_coll[FB_COLL_REDUCE]) * 1e3,
-            w->host_wait * 1e3, w->alloc_time * 1e3, w->retry_time * 1e3,
-            (idle > 0 ? idle : 0) * 1e3, gib(r->peak_bytes), resv);
+    char label[64], opt[96];
+    abbreviate(r->options, opt, sizeof opt);
+    snprintf(label, sizeof label, "%4d %-7s %.22s", ++k, r->strategy, opt);
+    fb_report_why_row(f, label, &r->why, r->peak_bytes, r->reserved_peak);
   }
 }
 
