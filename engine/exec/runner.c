@@ -57,11 +57,12 @@ static void log_step(const shared *sh, int step, const fb_step_stats *ss, const 
     snprintf(loss, sizeof loss, "%.6f", res->loss[step]);
     snprintf(gn, sizeof gn, "%.4f", res->grad_norm[step]);
   }
-  printf("step %4d/%d | loss %s | gnorm %s | lr %.3e | %s%.1f ms | %.0f tok/s | %.1f GFLOP/s "
-         "(%.1f%% of %.0f) | mem %.1f MiB\n",
+  printf("step %4d/%d | loss %s | gnorm %s | lr %.3e | %s%.1f ms | %.0f tok/s | %.1f %s GFLOP/s "
+         "(%.1f%% of %.0f) | mem %.1f MiB allocated\n",
          step + 1, c->steps, loss, gn, res->lr[step], res->predicted ? "pred " : "",
-         ss->wall * 1e3, tokens / ss->wall, gflops, 100.0 * gflops * 1e9 / res->peak_flops,
-         res->peak_flops / 1e9, (double)dev->mem.peak_total / (1 << 20));
+         ss->wall * 1e3, tokens / ss->wall, gflops, fb_dtype_name(c->param_dtype),
+         100.0 * gflops * 1e9 / res->peak_flops, res->peak_flops / 1e9,
+         (double)dev->mem.peak_total / (1 << 20));
   fflush(stdout);
 }
 

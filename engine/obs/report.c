@@ -369,10 +369,10 @@ void fb_report_print(FILE *f, const fb_run_result *r) {
   fprintf(f, "# fsdpbench report: model %s, strategy %s, backend %s, comm %s, world %d\n",
           c->model, c->strategy, r->backend, r->comm, r->world);
   fprintf(f, "# batch %d x seq %d (%lld tokens/step), micro-batch %d, %d steps, params %s, "
-             "reduce %s, hardware %s, peak %.3f TFLOP/s per rank\n",
+             "reduce %s, hardware %s, peak %.3f TFLOP/s per rank (%s)\n",
           c->batch, c->seq, (long long)r->tokens_per_step, c->micro_batch, r->nsteps,
           fb_dtype_name(c->param_dtype), fb_dtype_name(c->reduce_dtype),
-          r->hardware[0] ? r->hardware : "-", r->peak_flops / 1e12);
+          r->hardware[0] ? r->hardware : "-", r->peak_flops / 1e12, fb_dtype_name(c->param_dtype));
   if (r->predicted)
     fprintf(f, "# PREDICTED: simulated backend; every time, rate and FLOP/s figure below is a "
                "prediction of the cost model (memory is exact by construction)\n");

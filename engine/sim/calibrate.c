@@ -952,9 +952,9 @@ static int check_runs(const fb_hardware *runs, const fb_calib_diag *diags, int n
     int k = fb_calibrate_check_fit(&runs[r], &diags[r], compute, rej, 32);
     for (int i = 0; i < k && i < 32; i++) {
       if (n > 1) {
-        char why[sizeof rej[i].reason];
+        char why[sizeof rej[i].reason + 32];
         snprintf(why, sizeof why, "run %d of %d: %s", r + 1, n, rej[i].reason);
-        snprintf(rej[i].reason, sizeof rej[i].reason, "%s", why);
+        snprintf(rej[i].reason, sizeof rej[i].reason, "%.*s", (int)sizeof rej[i].reason - 1, why);
       }
       char line[512];
       fb_calib_reject_line(&rej[i], line, sizeof line);

@@ -187,7 +187,7 @@ static void print_why(FILE *f, const fb_plan_row *rows, int nrows) {
   for (int i = 0; i < nrows; i++) {
     const fb_plan_row *r = &rows[i];
     if (r->st != FB_OK || !r->fits) continue;
-    char label[64], opt[96];
+    char label[96], opt[96];
     abbreviate(r->options, opt, sizeof opt);
     snprintf(label, sizeof label, "%4d %-7s %.22s", ++k, r->strategy, opt);
     fb_report_why_row(f, label, &r->why, r->peak_bytes, r->reserved_peak);
