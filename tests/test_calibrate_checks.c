@@ -88,7 +88,7 @@ static void m_lat_neg(fb_hardware *h, fb_calib_diag *d) { (void)d; h->intra_lat 
 static void m_lat_stall(fb_hardware *h, fb_calib_diag *d) { (void)d; h->intra_lat = 0.5; }
 static void m_bw_grid(fb_hardware *h, fb_calib_diag *d) { (void)d; h->intra_bw = 1e6; }
 static void m_bw_cache(fb_hardware *h, fb_calib_diag *d) { h->intra_bw = 20 * d->triad; }
-static void m_comm_rms(fb_hardware *h, fb_calib_diag *d) { (void)h; d->comm_rms = 0.32; }
+static void m_comm_rms(fb_hardware *h, fb_calib_diag *d) { (void)h; d->comm_rms = 0.72; }
 
 typedef struct tcase {
   const char *what;
@@ -125,7 +125,7 @@ static const tcase cases[] = {
     {"stalled latency", m_lat_stall, "intra_lat_us", "longer than a stall", true},
     {"bandwidth at the fit's grid end", m_bw_grid, "intra_bw_gbs", "clamp bound", true},
     {"bandwidth above the caches", m_bw_cache, "intra_bw_gbs", "outrun the caches", true},
-    {"communicator residual", m_comm_rms, "intra_bw_gbs", "residual of 32 %", true},
+    {"communicator residual", m_comm_rms, "intra_bw_gbs", "residual of 72 %", true},
 };
 
 static void test_check_fit(void) {
@@ -226,7 +226,7 @@ static void test_load(void) {
   setenv("FSDPBENCH_FAKE_LOADAVG", "3.5", 1);
   CHECK_OK(fb_calib_load_read((int)ncpu, 0, &l));
   fb_calib_load_describe(&l, buf, sizeof buf);
-  CHECK(strstr(buf, "1-minute load average 3.50") && strstr(buf, "allowed") &&
+  CHECK(strstr(buf, "load 3.50") && strstr(buf, "allowed") &&
             strstr(buf, "FSDPBENCH_FAKE_LOADAVG"), "describe: %s", buf);
   setenv("FSDPBENCH_FAKE_LOADAVG", "lots", 1);
   CHECK(fb_calib_load_read(2, 0, &l) == FB_EUSAGE, "malformed fake load accepted");

@@ -53,7 +53,8 @@ typedef struct fb_calib_diag {
 void fb_calib_diag_init(fb_calib_diag *d);
 
 /* Plausibility limits (calibrate_check.c says why each). */
-#define FB_CALIB_MAX_RMS 0.25        /* relative RMS residual of any fit */
+#define FB_CALIB_MAX_RMS 0.25        /* relative RMS residual of any compute fit */
+#define FB_CALIB_MAX_COMM_RMS 0.60   /* ... of the communicator's fit (see calibrate_check.c) */
 #define FB_CALIB_MIN_FRACTION 0.01   /* of a ceiling: slower than this is a stalled run */
 #define FB_CALIB_CEILING_TOL 1.05    /* a rate may exceed its measured ceiling by timing noise */
 #define FB_CALIB_MAX_ADD_OVER_TRIAD 2.0  /* add kernel vs STREAM triad */
@@ -85,6 +86,7 @@ void fb_calib_reject_line(const fb_calib_reject *r, char *buf, size_t n);
 /* ---- the machine's load (calibrate_check.c) ---- */
 
 #define FB_CALIB_MAX_LOAD_SHARE 0.25 /* of the cores calibrate uses, others may keep busy */
+#define FB_CALIB_LOAD_WINDOW_S 1.0   /* how long the other processes' CPU use is sampled */
 #define FB_CALIB_MAX_SPREAD 1.5      /* max / min of a key figure across --repeat runs */
 #define FB_CALIB_RETRY_PAUSE_S 10    /* between attempts on a loaded machine */
 
@@ -97,8 +99,10 @@ typedef struct fb_calib_load {
   bool fake;       /* loadavg came from FSDPBENCH_FAKE_LOADAVG */
 } fb_calib_load;
 
-/* Reads the 1-minute load average from /proc/loadavg and the online CPUs, and fills `out`
- * for a calibration on `threads` threads whose own share of the load is `own`:
+/* Measures what other processes run now: the machine's busy CPU time (/proc/stat) less this
+ * process's (/proc/self/stat) over FB_CALIB_LOAD_WINDOW_S, in cores (`others`; the 1-minute
+ * load average, which lags a minute behind, is kept in `loadavg` for the record), and fills
+ * `out` for a calibration on `threads` threads (`own` is used with the test hook only):
  * allowed = idle cores (ncpu - threads, when fewer threads than cores) + FB_CALIB_MAX_LOAD_SHARE
  * x the cores it uses. Test hook: the environment variable FSDPBENCH_FAKE_LOADAVG (a number
  * >= 0), when set, replaces the value read from /proc/loadavg; it is read only here. A
