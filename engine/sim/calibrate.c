@@ -932,9 +932,10 @@ static fb_status measure_local(const calib_cli *c, load_log *L, fb_hardware *run
     double v[100];
     for (int r = 0; r < c->repeat; r++) v[r] = key_value(&runs[r], k);
     L->spread[k] = fb_calib_spread(v, c->repeat);
-    if (L->spread[k] > FB_CALIB_MAX_SPREAD && !*refused) {
+    const double max = k == NKEYS - 1 ? FB_CALIB_MAX_COMM_SPREAD : FB_CALIB_MAX_SPREAD;
+    if (L->spread[k] > max && !*refused) {
       snprintf(why, nwhy, "%s varied %.2fx (max/min over %d repeats), above the allowed %.2fx",
-               key_names[k], L->spread[k], c->repeat, FB_CALIB_MAX_SPREAD);
+               key_names[k], L->spread[k], c->repeat, max);
       if (c->ignore_load)
         force(L, true, why);
       else
@@ -999,7 +1000,8 @@ static fb_status write_profile(const calib_cli *c, fb_hardware *hw, int world,
       snprintf(part, sizeof part, "%s %s %.3fx", k ? "," : "", key_names[k], L->spread[k]);
       append(load, sizeof load, part);
     }
-    snprintf(part, sizeof part, " (allowed %.2fx).\n", FB_CALIB_MAX_SPREAD);
+    snprintf(part, sizeof part, " (allowed %.2fx, the communicator %.2fx).\n", FB_CALIB_MAX_SPREAD,
+             FB_CALIB_MAX_COMM_SPREAD);
     append(load, sizeof load, part);
   }
   if (L->forced) {

@@ -88,6 +88,9 @@ void fb_calib_reject_line(const fb_calib_reject *r, char *buf, size_t n);
 #define FB_CALIB_MAX_LOAD_SHARE 0.25 /* of the cores calibrate uses, others may keep busy */
 #define FB_CALIB_LOAD_WINDOW_S 1.0   /* how long the other processes' CPU use is sampled */
 #define FB_CALIB_MAX_SPREAD 1.5      /* max / min of a key figure across --repeat runs */
+/* ... of the communicator's bandwidth: its collectives between two threads scatter 1.5-1.8x
+ * across repeats on an idle 2-vCPU VM (the profile takes the median of the repeats) */
+#define FB_CALIB_MAX_COMM_SPREAD 2.5
 #define FB_CALIB_RETRY_PAUSE_S 10    /* between attempts on a loaded machine */
 
 typedef struct fb_calib_load {
