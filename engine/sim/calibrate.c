@@ -945,26 +945,48 @@ static fb_status measure_local(const calib_cli *c, load_log *L, fb_hardware *run
   return FB_OK;
 }
 
-/* Prints each rejected figure; returns how many. */
+/* Prints each rejected figure; returns how many. With several runs the profile keeps the
+ * median of each figure, so a figure is rejected when it fails in more than half the runs
+ * (one disturbed run of three is what the median is for); the first failing run's reason is
+ * printed, with how many runs failed it. */
 static int check_runs(const fb_hardware *runs, const fb_calib_diag *diags, int n, bool compute) {
-  int bad = 0;
+  enum { MAXREJ = 32 };
+  fb_calib_reject first[MAXREJ];
+  int count[MAXREJ] = {0}, nf = 0, more = 0;
   for (int r = 0; r < n; r++) {
-    fb_calib_reject rej[32];
-    int k = fb_calibrate_check_fit(&runs[r], &diags[r], compute, rej, 32);
-    for (int i = 0; i < k && i < 32; i++) {
-      if (n > 1) {
-        char why[sizeof rej[i].reason + 32];
-        snprintf(why, sizeof why, "run %d of %d: %s", r + 1, n, rej[i].reason);
-        snprintf(rej[i].reason, sizeof rej[i].reason, "%.*s", (int)sizeof rej[i].reason - 1, why);
+    fb_calib_reject rej[MAXREJ];
+    int k = fb_calibrate_check_fit(&runs[r], &diags[r], compute, rej, MAXREJ);
+    if (k > MAXREJ) more += k - MAXREJ;
+    for (int i = 0; i < k && i < MAXREJ; i++) {
+      int j = 0;
+      while (j < nf && strcmp(first[j].figure, rej[i].figure)) j++;
+      if (j == nf && nf < MAXREJ) {
+        first[nf] = rej[i];
+        if (n > 1) {
+          char why[sizeof rej[i].reason + 32];
+          snprintf(why, sizeof why, "run %d of %d: %s", r + 1, n, rej[i].reason);
+          snprintf(first[nf].reason, sizeof first[nf].reason, "%.*s",
+                   (int)sizeof first[nf].reason - 1, why);
+        }
+        nf++;
       }
-      char line[512];
-      fb_calib_reject_line(&rej[i], line, sizeof line);
-      fprintf(stderr, "%s\n", line);
+      if (j < MAXREJ) count[j]++;
     }
-    if (k > 32) fprintf(stderr, "calibrate: ... and %d more rejected figure(s)\n", k - 32);
-    bad += k;
   }
-  return bad;
+  int bad = 0;
+  for (int j = 0; j < nf; j++) {
+    if (2 * count[j] <= n) {
+      printf("calibrate: warning: %s failed its check in %d of %d runs; the median keeps the "
+             "others\n", first[j].figure, count[j], n);
+      continue;
+    }
+    char line[512];
+    fb_calib_reject_line(&first[j], line, sizeof line);
+    fprintf(stderr, "%s\n", line);
+    bad++;
+  }
+  if (more) fprintf(stderr, "calibrate: ... and %d more rejected figure(s)\n", more);
+  return bad + (more > 0);
 }
 
 static void append(char *buf, size_t n, const char *s) {
