@@ -101,8 +101,9 @@ static int cmd_run(int argc, char **argv, int first) {
     printf("usage: fsdpbench [train] [flags]      train / simulate one configuration\n"
            "       fsdpbench plan [flags]         rank every strategy in simulation\n"
            "       fsdpbench compare [flags]      run several strategies side by side\n"
-           "       fsdpbench calibrate [--out F]  measure this machine into a hardware profile\n"
+           "       fsdpbench calibrate [--out F] [--force] [--repeat N]  measure this machine into a profile\n"
            "       fsdpbench validate [flags]     executed vs simulated, op by op, side-by-side trace\n"
+           "       fsdpbench validate --dataset F  the simulator against public GPU measurements\n"
            "       fsdpbench selftest --backend cuda   GPU kernels and strategies vs the CPU\n"
            "       fsdpbench prepare TEXT OUT.tok  byte-level tokens from any file\n\n");
     fb_config_print_help(stdout);
