@@ -21,7 +21,6 @@
 #include "ops/blas.h"
 #include "selftest/selftest.h"
 #include "sim/calibrate.h"
-#include "sim/hardware.h"
 #include "sim/plan.h"
 #include "sim/validate.h"
 
@@ -76,18 +75,16 @@ static int cmd_prepare(int argc, char **argv) {
 
 /* A simulated run reports what it predicts even when the peak exceeds the device: then one
  * line says so and the exit code is 3 (does not fit). */
-static int predicted_fit(const fb_run_config *cfg, const fb_run_result *res) {
-  fb_hardware hw;
-  if (!res->predicted || !cfg->hardware[0] || fb_hardware_load(cfg->hardware, &hw) != FB_OK)
-    return 0;
+static int predicted_fit(const fb_run_result *res) {
+  if (!res->predicted) return 0;
   int64_t peak = 0;
   for (int i = 0; i < res->nranks; i++)
     if (res->ranks[i].mem.peak_total > peak) peak = res->ranks[i].mem.peak_total;
-  if (hw.mem_capacity <= 0 || peak <= hw.mem_capacity) return 0;
+  if (res->mem_capacity <= 0 || peak <= res->mem_capacity) return 0;
   fprintf(stderr, "fsdpbench: does not fit: predicted peak %.1f GiB allocated per rank > %.1f "
           "GiB of one %s device (recompute, more ranks, a smaller micro-batch or a sharding "
           "strategy lower it; exit 3)\n", (double)peak / 1073741824.0,
-          (double)hw.mem_capacity / 1073741824.0, hw.name);
+          (double)res->mem_capacity / 1073741824.0, res->hardware);
   return 3;
 }
 
@@ -145,7 +142,7 @@ static int cmd_run(int argc, char **argv, int first) {
 #endif
     return rc;
   }
-  int rc = predicted_fit(&cfg, &res);
+  int rc = predicted_fit(&res);
   fb_run_result_free(&res);
 #ifdef FB_HAVE_MPI
   if (mpi) fb_mpi_finalize();

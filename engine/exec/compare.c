@@ -481,14 +481,13 @@ static fb_status run_one(const cmp_plan *p, cmp_row *row, const cmp_files *files
   collect(row, &res);
   if (res.predicted) {
     /* the simulated device counts bytes without a ceiling: the profile's capacity decides */
-    fb_hardware hw;
-    if (fb_hardware_load(res.hardware, &hw) == FB_OK) row->capacity = hw.mem_capacity;
+    row->capacity = res.mem_capacity;
     if (row->capacity > 0 && row->peak > row->capacity) {
       row->st = FB_ENOMEM;
       snprintf(row->error, sizeof row->error,
                "predicted peak %.2f GiB per rank > %.2f GiB of %s (step would be %.3f ms)",
                (double)row->peak / 1073741824.0, (double)row->capacity / 1073741824.0,
-               hw.name, row->sum.step_s * 1e3);
+               res.hardware, row->sum.step_s * 1e3);
     }
   }
   write_steps(files->steps, row, &res);

@@ -327,6 +327,13 @@ static fb_status resolve_auto(fb_run_config *c, const fb_model *m, char *why, si
   return FB_OK;
 }
 
+fb_dtype fb_resolve_param_dtype(fb_dtype t, const char *backend, const fb_hardware *hw) {
+  if (t != FB_DTYPE_AUTO) return t;
+  bool gpu = !strcmp(backend, "cuda") ||
+             (!strcmp(backend, "sim") && hw && hw->gpu_arch != FB_ARCH_NONE);
+  return gpu ? FB_BF16 : FB_F32;
+}
+
 int fb_auto_batch(int world) {
   return world >= 8 ? world : (8 + world - 1) / world * world;
 }
@@ -398,10 +405,7 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
   }
   /* --param-dtype auto: GPUs (and GPU profiles) train in bf16 with fp32 masters, the cpu
    * backend and its calibrated profiles in fp32 */
-  if (c->param_dtype == FB_DTYPE_AUTO)
-    c->param_dtype = !strcmp(c->backend, "cuda") || (!strcmp(c->backend, "sim") &&
-                                                     hw.gpu_arch != FB_ARCH_NONE)
-                         ? FB_BF16 : FB_F32;
+  c->param_dtype = fb_resolve_param_dtype(c->param_dtype, c->backend, &hw);
   if (!strcmp(c->backend, "cpu") && (c->param_dtype != FB_F32 || c->reduce_dtype != FB_F32)) {
     st = FB_ERR(FB_EUSAGE, "--%s: '%s' is not available on the cpu backend, which computes and "
                 "reduces in fp32 (use --backend sim or cuda for bf16)",
@@ -423,6 +427,7 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
   snprintf(res->backend, sizeof res->backend, "%s", c->backend);
   snprintf(res->comm, sizeof res->comm, "%s", c->comm);
   snprintf(res->hardware, sizeof res->hardware, "%s", hw.name);
+  res->mem_capacity = c->hardware[0] ? hw.mem_capacity : 0;
   res->predicted = !strcmp(c->backend, "sim");
   res->world = c->world;
   res->nsteps = c->steps;

@@ -36,6 +36,7 @@ typedef struct fb_run_result {
   fb_rank_result *ranks;      /* ranks held by this process */
   int nranks;
   double peak_flops;          /* per rank: measured GEMM ceiling (cpu) or profile peak (sim) */
+  int64_t mem_capacity;       /* bytes per device from the hardware profile (0 without one) */
   int64_t tokens_per_step;    /* global */
   double model_flops_per_step;/* global: 3 x forward matmul FLOPs */
   char blas[128];             /* library and kernel actually running */
@@ -46,6 +47,10 @@ fb_status fb_run(const fb_run_config *cfg, fb_run_result *res);
 /* The global batch a run takes when --batch is not given: one sequence per rank, at least 8
  * (rounded up to a multiple of the world). */
 int fb_auto_batch(int world);
+/* What --param-dtype auto means for a backend and its hardware profile: bf16 (with fp32
+ * masters) on cuda and on sim with a GPU profile, fp32 on the cpu backend and cpu profiles.
+ * Any other dtype is returned as it is. */
+fb_dtype fb_resolve_param_dtype(fb_dtype t, const char *backend, const struct fb_hardware *hw);
 void fb_run_result_free(fb_run_result *res);
 
 #endif

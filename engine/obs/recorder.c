@@ -29,6 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/grow.h"
+
 #define FB_REC_MAX_STREAMS 16
 #define FB_REC_NAME 32
 
@@ -74,14 +76,7 @@ struct fb_recorder {
 /* ---- small helpers ------------------------------------------------------------------------ */
 
 static bool grow(void **p, int64_t *cap, int64_t need, size_t elt) {
-  if (need <= *cap) return true;
-  int64_t nc = *cap ? *cap : 64;
-  while (nc < need) nc *= 2;
-  void *q = realloc(*p, (size_t)nc * elt);
-  if (!q) return false;
-  *p = q;
-  *cap = nc;
-  return true;
+  return fb_grow(p, cap, need, elt, 64);
 }
 
 static bool step_traced(const fb_rec_config *c, int step) {

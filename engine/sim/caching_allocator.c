@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/grow.h"
+
 typedef struct blk {
   int64_t addr, size, requested;
   int stream;
@@ -54,14 +56,7 @@ int64_t fb_cca_segment_size(int64_t size) {
 /* ---- growable arrays ---------------------------------------------------------------------- */
 
 static bool reserve(void **v, int64_t *cap, int64_t need, size_t elt) {
-  if (need <= *cap) return true;
-  int64_t nc = *cap ? *cap : 16;
-  while (nc < need) nc *= 2;
-  void *p = realloc(*v, (size_t)nc * elt);
-  if (!p) return false;
-  *v = p;
-  *cap = nc;
-  return true;
+  return fb_grow(v, cap, need, elt, 16);
 }
 
 /* ---- key -> block map ---------------------------------------------------------------------- */

@@ -53,9 +53,6 @@ static double tile_util(double m, double n, double batch, double tm, double tn, 
   return m * n * batch * split / (waves * sm * tm * tn);
 }
 
-/* Bytes per element a GEMM streams its operands in (TF32 reads fp32). */
-static double gemm_esz(fb_dtype t) { return t == FB_BF16 ? 2.0 : 4.0; }
-
 double fb_cost_gemm_shape_efficiency(const fb_hardware *hw, double m, double n, double k,
                                      double batch, fb_dtype t) {
   if (!(m > 0 && n > 0 && k > 0 && batch > 0)) return hw->gemm_max_eff * 1e-3;
@@ -76,7 +73,7 @@ double fb_cost_gemm_shape_efficiency(const fb_hardware *hw, double m, double n, 
   }
   /* operands not 16-byte aligned fall off the tensor-core fast path: mle-swiglu (gemm.csv)
    * measures d_ff 10922 at 272.7 TFLOP/s against ~395 for aligned neighbours (x 0.69) */
-  double esz = gemm_esz(t);
+  double esz = (double)fb_dtype_size(t); /* TF32 reads fp32 operands */
   if (fmod(k * esz, 16) != 0 || fmod(n * esz, 16) != 0 || fmod(m * esz, 16) != 0) best *= 0.69;
   return hw->gemm_max_eff * best;
 }

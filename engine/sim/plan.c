@@ -277,9 +277,7 @@ int fb_plan_main(int argc, char **argv) {
   int batch = cfg.batch > 0 ? cfg.batch : fb_auto_batch(world); /* what the runs will take */
   int per_rank = batch / world;
   int micro_batch = cfg.micro_batch > 0 ? cfg.micro_batch : per_rank;
-  /* what the runs resolve --param-dtype auto to (runner.c): bf16 on a GPU profile */
-  fb_dtype pdt = cfg.param_dtype != FB_DTYPE_AUTO ? cfg.param_dtype
-                 : hw.gpu_arch != FB_ARCH_NONE ? FB_BF16 : FB_F32;
+  fb_dtype pdt = fb_resolve_param_dtype(cfg.param_dtype, "sim", &hw); /* what the runs take */
   printf("plan: model %s, hardware %s (%.1f GiB, %d per node), world %d, batch %d x seq %d "
          "(micro-batch %d, %d micro-step%s per step), params %s, reduce %s — every figure "
          "predicted by the sim backend\n",
