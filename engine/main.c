@@ -128,6 +128,13 @@ static int cmd_run(int argc, char **argv, int first) {
   }
   fb_run_result res;
   st = fb_run(&cfg, &res);
+  if (cfg.dry_run) { /* printed by the run; nothing ran */
+    int rc = st == FB_OK ? 0 : fail(st);
+#ifdef FB_HAVE_MPI
+    if (mpi) fb_mpi_finalize();
+#endif
+    return rc;
+  }
   if (st == FB_OK && rank == 0 && !cfg.quiet) fb_report_print(stdout, &res);
   if (st == FB_OK && cfg.out[0]) {
     st = fb_report_write(cfg.out, &res);

@@ -289,8 +289,8 @@ static fb_status ya_read_params(fb_rank *r, int i, float *host) {
   }
   if (st == FB_OK) st = fb_stream_wait(r->dev, r->commst, s->p_free[0]);
   if (st == FB_OK)
-    st = r->comm->ops->all_gather(r->comm, r->commst, x->sl.p.ptr, full, (size_t)x->sl.shard,
-                                  FB_F32);
+    st = fb_comm_unrecorded(r->comm, r->commst, FB_COLL_ALL_GATHER, x->sl.p.ptr, full,
+                            (size_t)x->sl.shard, FB_F32, 0);
   if (st == FB_OK) st = fb_stream_sync(r->dev, r->commst);
   if (st == FB_OK && host) st = fb_read_range(r, full, r->model->units[i].numel, host);
   fb_free(r->dev, &tmp, NULL);

@@ -374,8 +374,8 @@ static fb_status z3_read_params(fb_rank *r, int i, float *host) {
   }
   for (int p = un->first; p < un->first + un->count && st == FB_OK; p++) {
     const fb_param *pp = &r->model->params[p];
-    st = r->comm->ops->broadcast(r->comm, r->commst, f + pp->offset, (size_t)pp->numel, FB_F32,
-                                 s->owner[p]);
+    st = fb_comm_unrecorded(r->comm, r->commst, FB_COLL_BROADCAST, f + pp->offset,
+                            f + pp->offset, (size_t)pp->numel, FB_F32, s->owner[p]);
   }
   if (st == FB_OK) st = fb_stream_sync(r->dev, r->commst);
   if (st == FB_OK && host) st = fb_copy_d2h(r->dev, r->commst, host, f, full.bytes);

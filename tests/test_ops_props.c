@@ -2,7 +2,8 @@
  * and stream are NULL): exact, shard-independent sum-of-squares bins; results bitwise equal
  * with 1 and 2 OpenMP threads for every op; AdamW and SGD against a scalar reference; zero
  * padding stays zero under AdamW with weight decay; bf16 round trips and rounding; the fp32
- * exp used by the kernels; and the dtype checks of the table. */
+ * exp used by the kernels; and the dtype rule of the table (fp32, bf16 with fp32 math, fp64;
+ * anything else refused). */
 #include <float.h>
 #include <math.h>
 #include <omp.h>
@@ -363,12 +364,27 @@ static void test_exp_and_dtype(void) {
         "fb_exp_f saturation / NaN");
   CHECK(fb_exp_f(0.0f) == 1.0f, "exp(0) = %.9g", fb_exp_f(0.0f));
 
+  /* bf16 activations compute on the cpu: fp32 math, outputs rounded to nearest even (the
+   * whole table in bf16 is checked by test_ops_bf16) */
   fb_kctx kb = K;
   kb.act = FB_BF16;
-  float x[4] = {1, 2, 3, 4}, y[4];
-  fb_status st = KT->gelu_fwd(&kb, y, x, 4);
-  CHECK(st == FB_EUNSUPPORTED, "bf16 compute on the cpu is refused (got %d)", st);
-  CHECK(strstr(fb_error_msg(), "--backend cuda or sim") != NULL, "message: %s", fb_error_msg());
+  float x[4] = {1, 2, 3, 4};
+  uint16_t xh[4], yh[4], sh[4];
+  for (int i = 0; i < 4; i++) xh[i] = fb_f32_to_bf16(-1.5f + 1.25f * (float)i);
+  CHECK_OK(KT->gelu_fwd(&kb, yh, xh, 4));
+  CHECK_OK(KT->add(&kb, sh, xh, yh, 4));
+  for (int i = 0; i < 4; i++) {
+    float xf = fb_bf16_to_f32(xh[i]), g = fb_gelu_f(xf);
+    CHECK(yh[i] == fb_f32_to_bf16(g), "bf16 gelu(%g) = %g, want bf16(%.9g)", xf,
+          fb_bf16_to_f32(yh[i]), g);
+    CHECK(sh[i] == fb_f32_to_bf16(xf + fb_bf16_to_f32(yh[i])), "bf16 add of element %d", i);
+  }
+  /* other compute dtypes are refused, naming the dtype */
+  fb_kctx ki = K;
+  ki.act = FB_I32;
+  fb_status st = KT->gelu_fwd(&ki, yh, xh, 4);
+  CHECK(st == FB_EUNSUPPORTED, "int32 compute on the cpu is refused (got %d)", st);
+  CHECK(strstr(fb_error_msg(), fb_dtype_name(FB_I32)) != NULL, "message: %s", fb_error_msg());
   int32_t bad = 7;
   double loss = 0;
   CHECK(KT->xent_fwd_bwd(&K, x, &loss, &bad, 1, 4, 1.0f) == FB_EUSAGE,

@@ -1,8 +1,10 @@
 /* CUPTI activity capture (see cupti.h). CUPTI hands over filled record buffers on its own
  * thread; each record is copied into a compact process-wide list (kernel names interned) under
- * a mutex, so nothing refers to CUPTI's buffers after they are returned. Runtime API records
- * are kept only when a kernel, memcpy or memset shares their correlation id (the launches).
- * It does not decide which steps are traced (the trace writer filters by time if it wants). */
+ * a mutex, so nothing refers to CUPTI's buffers after they are returned. The list never grows
+ * past the max_records given to start: later records are counted, not kept. Device records of
+ * GPUs other than the traced rank's are skipped. Runtime/driver API records are written only
+ * when a kept kernel, memcpy or memset shares their correlation id (the launches).
+ * It does not decide which steps are traced (the runner brackets them with start/stop). */
 #include "cupti.h"
 
 #include <math.h>
@@ -12,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <cuda_runtime_api.h>
 #include <cupti.h>
 
 #include "../engine/device/device_cpu.h"
@@ -30,15 +33,22 @@ typedef struct rec {
   const char *name;        /* interned (kernels) or static */
 } rec;
 
+#define DEFAULT_MAX_RECORDS ((size_t)1000000)
+
 static struct {
   pthread_mutex_t mu;
   bool enabled;
+  bool registered;         /* callbacks and timestamp source given to CUPTI (once) */
+  int rank;                /* rank given to start, -1 = none since the last clear */
+  int device;              /* CUDA device of that rank, -1 = keep every device */
+  size_t max;              /* records kept at most */
   rec *v;
   size_t n, cap;
   char **names;            /* interned kernel names */
   size_t nnames, capnames;
-  bool dropped;            /* out of host memory or CUPTI dropped records */
-} g = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  size_t dropped;          /* over max, out of host memory, or dropped by CUPTI */
+} g = {.mu = PTHREAD_MUTEX_INITIALIZER, .rank = -1, .device = -1,
+       .max = DEFAULT_MAX_RECORDS};
 
 static uint64_t CUPTIAPI mono_ns(void) {
   struct timespec ts;
@@ -71,12 +81,18 @@ static const char *intern(const char *s) {
   return d;
 }
 
+/* Called with g.mu held. Keeps at most g.max records; the rest are counted. */
 static void push(const rec *r) {
+  if (g.n >= g.max) {
+    g.dropped++;
+    return;
+  }
   if (g.n == g.cap) {
     size_t cap = g.cap ? 2 * g.cap : 65536;
+    if (cap > g.max) cap = g.max;
     rec *p = realloc(g.v, cap * sizeof *p);
     if (!p) {
-      g.dropped = true;
+      g.dropped++;
       return;
     }
     g.v = p;
@@ -103,6 +119,12 @@ static const char *memcpy_name(uint8_t kind) {
   }
 }
 
+/* Called with g.mu held: a device record of another rank's GPU (ranks as threads). CUPTI's
+ * deviceId is the CUDA device ordinal of the process, the one cudaGetDevice returns. */
+static bool other_device(uint32_t device) {
+  return g.device >= 0 && device != (uint32_t)g.device;
+}
+
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer,
                                       size_t size, size_t valid) {
   (void)ctx, (void)stream, (void)size;
@@ -115,6 +137,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
       const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)a;
+      if (other_device(k->deviceId)) break;
       r = (rec){.kind = REC_KERNEL, .start = k->start, .end = k->end, .stream = k->streamId,
                 .device = k->deviceId, .corr = k->correlationId, .name = intern(k->name)};
       push(&r);
@@ -122,6 +145,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)a;
+      if (other_device(m->deviceId)) break;
       r = (rec){.kind = REC_MEMCPY, .start = m->start, .end = m->end, .stream = m->streamId,
                 .device = m->deviceId, .corr = m->correlationId, .bytes = m->bytes,
                 .name = memcpy_name(m->copyKind)};
@@ -130,6 +154,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)a;
+      if (other_device(m->deviceId)) break;
       r = (rec){.kind = REC_MEMSET, .start = m->start, .end = m->end, .stream = m->streamId,
                 .device = m->deviceId, .corr = m->correlationId, .bytes = m->bytes,
                 .name = "memset"};
@@ -154,8 +179,8 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
     }
   }
   size_t dropped = 0;
-  if (cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped)
-    g.dropped = true;
+  if (cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS)
+    g.dropped += dropped;
   pthread_mutex_unlock(&g.mu);
   free(buffer);
 }
@@ -164,15 +189,35 @@ static const CUpti_ActivityKind kinds[] = {
     CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
     CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER};
 
-fb_status fb_cupti_start(void) {
+fb_status fb_cupti_start(int rank, size_t max_records) {
+  int dev = -1;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    dev = -1; /* no current device: keep every device's records */
+  }
   pthread_mutex_lock(&g.mu);
-  bool on = g.enabled;
+  if (g.enabled) {
+    int was = g.rank;
+    pthread_mutex_unlock(&g.mu);
+    if (was == rank) return FB_OK;
+    return FB_ERR(FB_EUSAGE, "rank %d: CUPTI is already collecting for rank %d (one rank of a "
+                  "process is traced)", rank, was);
+  }
+  bool registered = g.registered;
   pthread_mutex_unlock(&g.mu);
-  if (on) return FB_OK;
-  CUptiResult r = cuptiActivityRegisterTimestampCallback(mono_ns);
-  if (r != CUPTI_SUCCESS) return cupti_err("cuptiActivityRegisterTimestampCallback", r);
-  r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
-  if (r != CUPTI_SUCCESS) return cupti_err("cuptiActivityRegisterCallbacks", r);
+  CUptiResult r;
+  if (!registered) {
+    r = cuptiActivityRegisterTimestampCallback(mono_ns);
+    if (r != CUPTI_SUCCESS) return cupti_err("cuptiActivityRegisterTimestampCallback", r);
+    r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+    if (r != CUPTI_SUCCESS) return cupti_err("cuptiActivityRegisterCallbacks", r);
+  }
+  pthread_mutex_lock(&g.mu);
+  g.registered = true;
+  g.rank = rank;
+  g.device = dev;
+  g.max = max_records ? max_records : DEFAULT_MAX_RECORDS;
+  pthread_mutex_unlock(&g.mu);
   size_t i = 0;
   for (; i < sizeof kinds / sizeof kinds[0]; i++) {
     r = cuptiActivityEnable(kinds[i]);
@@ -185,6 +230,20 @@ fb_status fb_cupti_start(void) {
   g.enabled = true;
   pthread_mutex_unlock(&g.mu);
   return FB_OK;
+}
+
+size_t fb_cupti_dropped(void) {
+  pthread_mutex_lock(&g.mu);
+  size_t d = g.dropped;
+  pthread_mutex_unlock(&g.mu);
+  return d;
+}
+
+int fb_cupti_rank(void) {
+  pthread_mutex_lock(&g.mu);
+  int r = g.rank;
+  pthread_mutex_unlock(&g.mu);
+  return r;
 }
 
 fb_status fb_cupti_stop(void) {
@@ -209,7 +268,11 @@ void fb_cupti_clear(void) {
   free(g.names);
   g.names = NULL;
   g.nnames = g.capnames = 0;
-  g.dropped = false;
+  g.dropped = 0;
+  if (!g.enabled) {
+    g.rank = -1;
+    g.device = -1;
+  }
   pthread_mutex_unlock(&g.mu);
 }
 
@@ -301,7 +364,7 @@ fb_status fb_cupti_write_events(FILE *f, int pid, double epoch_offset_us, bool *
     put_ts(f, t0);
     fputs(",\"dur\":", f);
     put_ts(f, t1 - t0);
-    fprintf(f, ",\"args\":{\"correlation\":%u", r->corr);
+    fprintf(f, ",\"args\":{\"rank\":%d,\"correlation\":%u", g.rank, r->corr);
     if (r->kind != REC_API) fprintf(f, ",\"device\":%u,\"stream\":%u", r->device, r->stream);
     if (r->bytes) fprintf(f, ",\"bytes\":%llu", (unsigned long long)r->bytes);
     fputs("}}", f);
@@ -315,7 +378,9 @@ fb_status fb_cupti_write_events(FILE *f, int pid, double epoch_offset_us, bool *
     fputs(r->kind == REC_API ? "}" : ",\"bp\":\"e\"}", f);
   }
   if (g.dropped)
-    fprintf(stderr, "fsdpbench: warning: CUPTI dropped activity records (trace is incomplete)\n");
+    fprintf(stderr, "fsdpbench: warning: rank %d: %zu CUPTI activity records were not kept "
+            "(over the limit of %zu, or dropped by CUPTI): the GPU trace is incomplete\n",
+            g.rank, g.dropped, g.max);
 out:
   free(corr);
   free(streams);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../obs/recorder.h"
+#include "comm_call.h"
 
 extern const fb_comm_ops fb_local_comm_ops;
 #ifdef FB_HAVE_MPI
@@ -32,7 +33,9 @@ const fb_comm_ops *fb_comm_lookup(const char *name) {
 }
 
 void fb_comm_destroy(fb_comm *c) {
-  if (c) c->ops->destroy(c);
+  if (!c) return;
+  fb_comm_stage_free(c);
+  c->ops->destroy(c);
 }
 
 static bool dtype_ok(fb_dtype t) {
@@ -68,17 +71,9 @@ static fb_status check_root(const fb_comm *c, fb_coll op, int root) {
   return FB_OK;
 }
 
-/* The recording shell around one backend call. */
-typedef struct coll_call {
-  fb_coll op;
-  const void *send;
-  void *recv;
-  size_t count;
-  fb_dtype t;
-  int root;
-} coll_call;
+typedef fb_coll_call coll_call;
 
-static fb_status issue(fb_comm *c, fb_stream *s, const coll_call *a) {
+fb_status fb_comm_issue_raw(fb_comm *c, fb_stream *s, const coll_call *a) {
   switch (a->op) {
   case FB_COLL_ALL_GATHER: return c->ops->all_gather(c, s, a->send, a->recv, a->count, a->t);
   case FB_COLL_REDUCE_SCATTER:
@@ -103,8 +98,10 @@ static fb_status recorded(fb_comm *c, fb_stream *s, int unit, const coll_call *a
       .world = c->world,
       .bytes = fb_coll_bytes(a->op, (int64_t)a->count, a->t, c->world),
   };
+  /* a communicator that reads buffers on the host cannot touch this device's memory: stage */
+  c->staged = c->ops->host_memory && !fb_device_caps_of(dev)->host_access;
   uint64_t t0 = dev->ops->mark(dev, s);
-  FB_TRY(issue(c, s, a));
+  FB_TRY(c->staged ? fb_comm_issue_staged(c, s, a) : fb_comm_issue_raw(c, s, a));
   if (dev->ops->account) dev->ops->account(dev, s, &cost);
   uint64_t t1 = dev->ops->mark(dev, s);
   if (dev->rec) fb_recorder_op(dev->rec, s, &cost, unit, t0, t1);
@@ -147,6 +144,28 @@ fb_status fb_reduce(fb_comm *c, fb_stream *s, int unit, const void *send, void *
   FB_TRY(check_root(c, FB_COLL_REDUCE, root));
   const coll_call a = {FB_COLL_REDUCE, send, recv, count, t, root};
   return recorded(c, s, unit, &a);
+}
+
+fb_status fb_comm_unrecorded(fb_comm *c, fb_stream *s, fb_coll op, const void *send, void *recv,
+                             size_t count, fb_dtype t, int root) {
+  FB_TRY(check_args(c, s, op, send, op != FB_COLL_BARRIER, recv,
+                    op != FB_COLL_BARRIER && (op != FB_COLL_REDUCE || c->rank == root), count, t));
+  if (op == FB_COLL_BROADCAST || op == FB_COLL_REDUCE) FB_TRY(check_root(c, op, root));
+  const coll_call a = {op, send, recv, count, t, root};
+  c->staged = c->ops->host_memory && !fb_device_caps_of(c->dev)->host_access;
+  return c->staged ? fb_comm_issue_staged(c, s, &a) : fb_comm_issue_raw(c, s, &a);
+}
+
+bool fb_comm_launched(const char *name) {
+  return name && (!strcmp(name, "mpi") || !strcmp(name, "nccl"));
+}
+
+fb_status fb_comm_group_start(fb_comm *c) {
+  return c->ops->group_start ? c->ops->group_start(c) : FB_OK;
+}
+
+fb_status fb_comm_group_end(fb_comm *c) {
+  return c->ops->group_end ? c->ops->group_end(c) : FB_OK;
 }
 
 fb_status fb_barrier(fb_comm *c, fb_stream *s) {

@@ -20,6 +20,7 @@
  * stream. This header does not record timings: the fb_comm_* wrappers do. */
 #ifndef FB_COMM_H
 #define FB_COMM_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,7 +40,15 @@ typedef struct fb_comm_ops {
   fb_status (*reduce)(fb_comm *c, fb_stream *s, const void *send, void *recv, size_t count,
                       fb_dtype t, int root);
   fb_status (*barrier)(fb_comm *c, fb_stream *s);
+  /* Collectives issued between group_start and group_end form one launch (ncclGroupStart/
+   * End): zero3's per-tensor broadcasts and reduces. NULL = each call launches on its own. */
+  fb_status (*group_start)(fb_comm *c);
+  fb_status (*group_end)(fb_comm *c);
   void (*destroy)(fb_comm *c);
+  /* Its host tasks dereference the buffers (local, mpi): on a device whose memory the host
+   * may not touch (caps.host_access false) every call is staged through pinned host buffers
+   * on the stream (comm_staged.c). */
+  bool host_memory;
 } fb_comm_ops;
 
 struct fb_comm {
@@ -48,6 +57,8 @@ struct fb_comm {
   int rank, world;
   fb_device *dev;    /* this rank's device (streams belong to it) */
   double timeout_s;  /* collective wait limit */
+  bool staged;       /* host_memory comm on a device the host may not touch: stage */
+  struct fb_comm_stage *stage; /* staging buffers (comm_staged.c), NULL until needed */
 };
 
 /* Registry by name: "local", "mpi", "nccl", "sim"; NULL when unknown or not built. */
@@ -89,5 +100,14 @@ fb_status fb_broadcast(fb_comm *c, fb_stream *s, int unit, void *buf, size_t cou
 fb_status fb_reduce(fb_comm *c, fb_stream *s, int unit, const void *send, void *recv,
                     size_t count, fb_dtype t, int root);
 fb_status fb_barrier(fb_comm *c, fb_stream *s);
+/* A collective outside the algorithm (the loss metric, the final parameter readback): staged
+ * like any other where the device needs it, but not recorded, costed or counted. */
+fb_status fb_comm_unrecorded(fb_comm *c, fb_stream *s, fb_coll op, const void *send, void *recv,
+                             size_t count, fb_dtype t, int root);
+/* Whether communicator `name` runs one process per rank started by a launcher (mpi, nccl). */
+bool fb_comm_launched(const char *name);
+/* Brackets a batch of collectives that launch together (no-ops where unsupported). */
+fb_status fb_comm_group_start(fb_comm *c);
+fb_status fb_comm_group_end(fb_comm *c);
 
 #endif

@@ -456,6 +456,7 @@ const fb_comm_ops fb_local_comm_ops = {
     .reduce = l_reduce,
     .barrier = l_barrier,
     .destroy = l_destroy,
+    .host_memory = true,
 };
 
 fb_status fb_comm_local_create(fb_local_group *g, int rank, fb_device *dev, fb_comm **out) {

@@ -359,6 +359,7 @@ const fb_comm_ops fb_mpi_comm_ops = {
     .reduce = m_reduce,
     .barrier = m_barrier,
     .destroy = m_destroy,
+    .host_memory = true,
 };
 
 fb_status fb_comm_mpi_create(fb_device *dev, double timeout_s, fb_comm **out) {

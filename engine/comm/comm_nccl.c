@@ -1,10 +1,24 @@
-/* The nccl communicator: one process per GPU, NCCL collectives enqueued on the caller's CUDA
+/* The nccl communicator: one GPU per rank, NCCL collectives enqueued on the caller's CUDA
  * stream. Bootstrap: under mpirun (OMPI_COMM_WORLD_SIZE set, built with MPI) rank 0's
- * ncclUniqueId is broadcast over MPI_COMM_WORLD; otherwise a TCP rendezvous like torchrun's:
- * RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT, rank 0 listens and sends the id to each peer.
- * A watchdog thread follows every collective with an event; one that has not completed after
- * timeout_s, or an asynchronous NCCL error, aborts the communicator and poisons the stream so
- * the next stream sync fails with a line naming the rank and the collective.
+ * ncclUniqueId is broadcast over MPI_COMM_WORLD; under a torchrun-style launcher (WORLD_SIZE
+ * set) a TCP rendezvous: RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT, rank 0 listens and
+ * sends the id to each peer; with no launcher, the ranks are threads of this process (one GPU
+ * each) and rank 0's id is handed to the others through an in-process rendezvous.
+ * Communicators are NONBLOCKING (ncclConfig_t.blocking = 0): every NCCL call returns at once,
+ * ncclInProgress is polled with ncclCommGetAsyncError under a deadline, so no thread can be
+ * stuck inside NCCL while the communicator has to be torn down.
+ * Abort protocol (one place, one time): call_mu is held by every thread while it calls NCCL
+ * with this communicator (a collective, a whole group from group_start to group_end, the
+ * watchdog's async-error query, finalize, abort). A failure (a collective past timeout_s, an
+ * asynchronous NCCL error, a CUDA error on the tracking event, a failed NCCL call) is first
+ * MARKED under mu (fail(): the first one wins, streams with work in flight are poisoned so the
+ * next stream sync reports it); then whoever holds or next takes call_mu outside a group calls
+ * ncclCommAbort exactly once (abort_locked()) — the watchdog if call_mu is free, else the
+ * holder when it releases it. Every later call fails fast with the recorded status (FB_ETIMEOUT
+ * / FB_ECOMM / FB_EDEVICE) naming the rank, the refused collective and the first failure.
+ * destroy never blocks on a broken communicator: after a failure it aborts; otherwise it
+ * finalizes (nonblocking) and polls with a bound, aborting if the bound passes.
+ * A watchdog thread follows every collective with an event.
  * It does not choose the GPU (the cuda device does) nor record timings (comm.c wrappers). */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -13,6 +27,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,16 +60,32 @@ typedef struct pending {
   uint64_t seq;
 } pending;
 
+/* A collective issued inside a group: tracked once group_end launched the group. */
+typedef struct grp_op {
+  fb_coll op;
+  size_t count;
+  fb_stream *s;
+} grp_op;
+
 typedef struct nccl_impl {
-  ncclComm_t comm;
+  ncclComm_t comm;            /* NULL once aborted or destroyed */
   void *one;                  /* device scalar for barrier */
   pthread_t watchdog;
   bool watchdog_running;
+  /* call_mu (recursive): held while calling NCCL with comm; see the file comment. depth and
+   * group_depth belong to its holder. */
+  pthread_mutex_t call_mu;
+  int depth;
+  int group_depth;
+  grp_op *grp;                /* collectives of the open group */
+  size_t ngrp, cap_grp;
+  bool aborted;               /* ncclCommAbort was called (under call_mu) */
+  /* mu: the failure state, the ring, the watchdog's stop flag */
   pthread_mutex_t mu;
   pthread_cond_t cv;
   bool stop;
-  int aborted;                /* fb_status that aborted the communicator, 0 = healthy */
-  char abort_msg[512];
+  int failed;                 /* fb_status of the first failure, 0 = healthy */
+  char fail_msg[512];
   pending *ring;              /* circular queue of collectives in flight */
   size_t head, len, cap;
   cudaEvent_t *free_ev;       /* recycled events */
@@ -221,13 +252,105 @@ static void finalize_mpi_at_exit(void) {
 }
 #endif
 
+/* ---- in-process rendezvous (ranks as threads, no launcher) -------------------------------------
+ * One slot for the group being created: every rank registers, rank 0 puts its id, and once
+ * all `world` ranks are there each takes the id; the last to take it closes the slot. A rank
+ * that gives up (timeout) unregisters, so a half-created group never leaks into the next run.
+ * Not a cache: the slot is empty between communicator creations. */
+static struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool open;
+  int world, arrived, taken;
+  bool have_id, id_failed;
+  unsigned char *seen;
+  ncclUniqueId id;
+} inproc = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static void inproc_close_locked(void) {
+  free(inproc.seen);
+  inproc.seen = NULL;
+  inproc.open = false;
+  inproc.world = inproc.arrived = inproc.taken = 0;
+  inproc.have_id = inproc.id_failed = false;
+}
+
+static fb_status inproc_rendezvous(int rank, int world, double timeout_s, ncclUniqueId *id) {
+  fb_status st = FB_OK;
+  pthread_mutex_lock(&inproc.mu);
+  if (!inproc.open) {
+    inproc.seen = calloc((size_t)world, 1);
+    if (!inproc.seen) {
+      pthread_mutex_unlock(&inproc.mu);
+      return FB_ERR(FB_ENOMEM, "rank %d: nccl rendezvous: out of host memory", rank);
+    }
+    inproc.open = true;
+    inproc.world = world;
+  } else if (inproc.world != world || inproc.seen[rank]) {
+    int w = inproc.world;
+    pthread_mutex_unlock(&inproc.mu);
+    return FB_ERR(FB_EINTERNAL, "rank %d: nccl: another in-process group (world %d) is being "
+                  "created at the same time as this one (world %d)", rank, w, world);
+  }
+  inproc.seen[rank] = 1;
+  inproc.arrived++;
+  if (rank == 0) {
+    ncclResult_t r = ncclGetUniqueId(&inproc.id);
+    if (r == ncclSuccess) inproc.have_id = true;
+    else {
+      inproc.id_failed = true;
+      st = FB_ERR(FB_ECOMM, "rank 0: ncclGetUniqueId failed: %s", ncclGetErrorString(r));
+    }
+    pthread_cond_broadcast(&inproc.cv);
+  } else {
+    pthread_cond_broadcast(&inproc.cv);
+  }
+  struct timespec dl;
+  clock_gettime(CLOCK_REALTIME, &dl);
+  dl.tv_sec += (time_t)timeout_s;
+  while (st == FB_OK && !inproc.id_failed && !(inproc.have_id && inproc.arrived == world)) {
+    if (pthread_cond_timedwait(&inproc.cv, &inproc.mu, &dl) == ETIMEDOUT) {
+      st = FB_ERR(FB_ETIMEOUT, "rank %d: nccl in-process rendezvous: %d of %d ranks arrived "
+                  "within %.0f s%s", rank, inproc.arrived, world, timeout_s,
+                  inproc.have_id ? "" : " (rank 0 never did)");
+      break;
+    }
+  }
+  if (st == FB_OK && inproc.id_failed)
+    st = FB_ERR(FB_ECOMM, "rank %d: nccl: rank 0 could not create the NCCL id", rank);
+  if (st == FB_OK) {
+    *id = inproc.id;
+    if (++inproc.taken == world) inproc_close_locked();
+  } else if (inproc.open) {
+    inproc.seen[rank] = 0;
+    inproc.arrived--;
+    if (rank == 0) inproc.have_id = false;
+    if (inproc.arrived == 0) inproc_close_locked();
+    pthread_cond_broadcast(&inproc.cv);
+  }
+  pthread_mutex_unlock(&inproc.mu);
+  return st;
+}
+
+/* Whether the ranks are threads of this process: no launcher started them (the runner's test:
+ * neither OMPI_COMM_WORLD_SIZE nor WORLD_SIZE). */
+static bool ranks_are_threads(void) {
+  return env_int("OMPI_COMM_WORLD_SIZE", 0) <= 0 && env_int("WORLD_SIZE", 0) <= 0;
+}
+
 /* Fills id on every rank. */
 static fb_status bootstrap(int rank, int world, double timeout_s, ncclUniqueId *id) {
+  if (world == 1) {
+    ncclResult_t r = ncclGetUniqueId(id);
+    return r == ncclSuccess ? FB_OK : nccl_err(rank, "ncclGetUniqueId", r, NULL);
+  }
+  double t = timeout_s > 0 ? timeout_s : 300;
+  if (t < 30) t = 30; /* ranks start at different times: give them a moment */
+  if (ranks_are_threads()) return inproc_rendezvous(rank, world, t, id);
   if (rank == 0) {
     ncclResult_t r = ncclGetUniqueId(id);
     if (r != ncclSuccess) return nccl_err(rank, "ncclGetUniqueId", r, NULL);
   }
-  if (world == 1) return FB_OK;
 #ifdef FB_HAVE_MPI
   if (getenv("OMPI_COMM_WORLD_SIZE")) {
     int inited = 0;
@@ -256,13 +379,11 @@ static fb_status bootstrap(int rank, int world, double timeout_s, ncclUniqueId *
                   "MASTER_PORT (1..65535) set like torchrun (got MASTER_ADDR=%s MASTER_PORT=%s)",
                   rank, world, addr ? addr : "(unset)",
                   getenv("MASTER_PORT") ? getenv("MASTER_PORT") : "(unset)");
-  double t = timeout_s > 0 ? timeout_s : 300;
-  if (t < 30) t = 30; /* processes start at different times: give them a moment */
   return rank == 0 ? rendezvous_root(port, world, t, id)
                    : rendezvous_peer(addr, port, rank, world, t, id);
 }
 
-/* ---- watchdog -------------------------------------------------------------------------------- */
+/* ---- failure and abort ----------------------------------------------------------------------- */
 static void poison(fb_stream *s, fb_status st, const char *msg) {
   int expected = 0;
   if (__atomic_load_n(&s->poison, __ATOMIC_ACQUIRE) != 0) return;
@@ -272,17 +393,97 @@ static void poison(fb_stream *s, fb_status st, const char *msg) {
                               __ATOMIC_RELAXED);
 }
 
-/* Called with mu held: aborts the communicator and poisons every stream with work in flight. */
-static void abort_locked(fb_comm *c, fb_status st, const char *msg) {
+/* Marks the communicator failed (the first failure wins) and poisons every stream with a
+ * collective in flight. Takes mu; never calls NCCL. */
+static void fail(fb_comm *c, fb_status st, const char *msg) {
   nccl_impl *n = c->impl;
-  if (n->aborted) return;
-  n->aborted = (int)st;
-  snprintf(n->abort_msg, sizeof n->abort_msg, "%s", msg);
-  fprintf(stderr, "fsdpbench: %s\n", msg);
-  ncclCommAbort(n->comm); /* makes the stuck NCCL kernels return */
-  for (size_t i = 0; i < n->len; i++) poison(n->ring[(n->head + i) % n->cap].s, st, msg);
+  pthread_mutex_lock(&n->mu);
+  if (!n->failed) {
+    n->failed = (int)st;
+    snprintf(n->fail_msg, sizeof n->fail_msg, "%s", msg);
+    fprintf(stderr, "fsdpbench: %s\n", msg);
+    for (size_t i = 0; i < n->len; i++) poison(n->ring[(n->head + i) % n->cap].s, st, msg);
+  }
+  pthread_mutex_unlock(&n->mu);
 }
 
+static int failed_status(nccl_impl *n, char *msg, size_t len) {
+  pthread_mutex_lock(&n->mu);
+  int f = n->failed;
+  if (msg) snprintf(msg, len, "%s", n->fail_msg);
+  pthread_mutex_unlock(&n->mu);
+  return f;
+}
+
+/* The one place that aborts: call_mu held, outside a group, at most once. ncclCommAbort makes
+ * the NCCL kernels still running return and frees the communicator. */
+static void abort_locked(fb_comm *c) {
+  nccl_impl *n = c->impl;
+  if (n->aborted || !n->comm || n->group_depth > 0) return;
+  ncclCommAbort(n->comm);
+  n->aborted = true;
+  n->comm = NULL;
+}
+
+static void call_lock(fb_comm *c) {
+  nccl_impl *n = c->impl;
+  pthread_mutex_lock(&n->call_mu);
+  n->depth++;
+}
+
+/* Releases call_mu; the outermost release of a failed communicator performs the abort. */
+static void call_unlock(fb_comm *c) {
+  nccl_impl *n = c->impl;
+  if (--n->depth == 0 && n->group_depth == 0 && failed_status(n, NULL, 0)) abort_locked(c);
+  pthread_mutex_unlock(&n->call_mu);
+}
+
+/* From the watchdog: abort now if nobody is inside NCCL, else leave it to the holder. */
+static void try_abort(fb_comm *c) {
+  nccl_impl *n = c->impl;
+  if (pthread_mutex_trylock(&n->call_mu) != 0) return;
+  if (n->depth == 0) abort_locked(c);
+  pthread_mutex_unlock(&n->call_mu);
+}
+
+/* Marks the failure of an NCCL call made by this thread and returns it as an error. */
+static fb_status fail_call(fb_comm *c, const char *what, ncclResult_t r) {
+  nccl_impl *n = c->impl;
+  fb_status st = nccl_err(c->rank, what, r, n->aborted ? NULL : n->comm);
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s", fb_error_msg());
+  fail(c, st, msg);
+  return st;
+}
+
+/* Polls a nonblocking communicator until its last call completed (ncclSuccess), failed, the
+ * deadline passed or the watchdog marked it failed. call_mu held. */
+static fb_status wait_ready(fb_comm *c, const char *what, double bound_s) {
+  nccl_impl *n = c->impl;
+  const double deadline = mono_s() + bound_s;
+  for (unsigned spin = 0;; spin++) {
+    ncclResult_t ar = ncclSuccess;
+    ncclResult_t r = ncclCommGetAsyncError(n->comm, &ar);
+    if (r != ncclSuccess) return fail_call(c, "ncclCommGetAsyncError", r);
+    if (ar == ncclSuccess) return FB_OK;
+    if (ar != ncclInProgress) return fail_call(c, what, ar);
+    char msg[512];
+    int f = failed_status(n, msg, sizeof msg);
+    if (f) return FB_ERR((fb_status)f, "rank %d: %s: the communicator failed: %s", c->rank, what, msg);
+    if (mono_s() > deadline) {
+      snprintf(msg, sizeof msg, "rank %d: %s: NCCL did not complete the call within %.1f s (a "
+               "peer may have died); NCCL communicator aborted", c->rank, what, bound_s);
+      fail(c, FB_ETIMEOUT, msg);
+      return FB_ERR(FB_ETIMEOUT, "%s", msg);
+    }
+    if (spin > 1000) usleep(100);
+    else sched_yield();
+  }
+}
+
+static double call_bound(const fb_comm *c) { return c->timeout_s > 0 ? c->timeout_s : 300; }
+
+/* ---- watchdog -------------------------------------------------------------------------------- */
 static void *watchdog_main(void *arg) {
   fb_comm *c = arg;
   nccl_impl *n = c->impl;
@@ -297,7 +498,15 @@ static void *watchdog_main(void *arg) {
       ts.tv_nsec -= 1000000000L;
     }
     pthread_cond_timedwait(&n->cv, &n->mu, &ts);
-    if (n->stop || n->aborted) continue;
+    if (n->stop) break;
+    if (n->failed) {
+      pthread_mutex_unlock(&n->mu);
+      try_abort(c);
+      pthread_mutex_lock(&n->mu);
+      continue;
+    }
+    fb_status fst = FB_OK;
+    char msg[512];
     while (n->len > 0) {
       pending *p = &n->ring[n->head];
       cudaError_t e = cudaEventQuery(p->ev);
@@ -308,30 +517,37 @@ static void *watchdog_main(void *arg) {
         continue;
       }
       if (e != cudaErrorNotReady) {
-        char msg[512];
         snprintf(msg, sizeof msg, "rank %d: %s #%llu (%zu elements): cudaEventQuery: %s", c->rank,
                  fb_coll_name(p->op), (unsigned long long)p->seq, p->count,
                  cudaGetErrorString(e));
-        abort_locked(c, FB_EDEVICE, msg);
+        fst = FB_EDEVICE;
       } else if (c->timeout_s > 0 && mono_s() - p->t_enqueued > c->timeout_s) {
-        char msg[512];
         snprintf(msg, sizeof msg, "rank %d: %s #%llu (%zu elements) did not complete within "
                  "%.1f s (a peer may have died or diverged); NCCL communicator aborted", c->rank,
                  fb_coll_name(p->op), (unsigned long long)p->seq, p->count, c->timeout_s);
-        abort_locked(c, FB_ETIMEOUT, msg);
+        fst = FB_ETIMEOUT;
       }
       break;
     }
-    if (!n->aborted) {
-      ncclResult_t ar = ncclSuccess;
-      if (ncclCommGetAsyncError(n->comm, &ar) == ncclSuccess && ar != ncclSuccess &&
-          ar != ncclInProgress) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "rank %d: NCCL asynchronous error: %s", c->rank,
-                 ncclGetErrorString(ar));
-        abort_locked(c, FB_ECOMM, msg);
+    pthread_mutex_unlock(&n->mu);
+    if (fst != FB_OK) {
+      fail(c, fst, msg);
+    } else if (pthread_mutex_trylock(&n->call_mu) == 0) {
+      /* asynchronous NCCL errors (network, remote peer), only while nobody is inside NCCL */
+      if (n->depth == 0 && !n->aborted && n->comm) {
+        ncclResult_t ar = ncclSuccess;
+        if (ncclCommGetAsyncError(n->comm, &ar) == ncclSuccess && ar != ncclSuccess &&
+            ar != ncclInProgress) {
+          const char *last = ncclGetLastError(n->comm);
+          snprintf(msg, sizeof msg, "rank %d: NCCL asynchronous error: %s%s%s", c->rank,
+                   ncclGetErrorString(ar), last && *last ? ": " : "", last && *last ? last : "");
+          fail(c, FB_ECOMM, msg);
+        }
       }
+      pthread_mutex_unlock(&n->call_mu);
     }
+    if (failed_status(n, NULL, 0)) try_abort(c);
+    pthread_mutex_lock(&n->mu);
   }
   pthread_mutex_unlock(&n->mu);
   return NULL;
@@ -392,83 +608,162 @@ static fb_status nccl_type(const fb_comm *c, fb_dtype t, ncclDataType_t *out) {
   }
 }
 
-static fb_status check_alive(fb_comm *c, fb_coll op) {
+/* Takes call_mu for a collective; fails fast (releasing it) when the communicator failed. */
+static fb_status coll_begin(fb_comm *c, fb_coll op) {
   nccl_impl *n = c->impl;
-  pthread_mutex_lock(&n->mu);
-  int a = n->aborted;
+  FB_TRY(fb_cuda_bind(c->dev));
+  call_lock(c);
   char msg[512];
-  snprintf(msg, sizeof msg, "%s", n->abort_msg);
-  pthread_mutex_unlock(&n->mu);
-  if (!a) return fb_cuda_bind(c->dev);
-  return FB_ERR((fb_status)a, "rank %d: %s refused: the communicator was aborted (%s)", c->rank,
-                fb_coll_name(op), msg);
+  int f = failed_status(n, msg, sizeof msg);
+  if (f || !n->comm) {
+    call_unlock(c);
+    return FB_ERR(f ? (fb_status)f : FB_ECOMM, "rank %d: %s refused: the NCCL communicator "
+                  "failed earlier (%s)", c->rank, fb_coll_name(op), f ? msg : "destroyed");
+  }
+  return FB_OK;
 }
 
-#define NCCL_CALL(c, op, count, call)                                                          \
+/* After the NCCL call: waits for a nonblocking enqueue, tracks the collective (at group_end
+ * inside a group) and releases call_mu. */
+static fb_status coll_end(fb_comm *c, fb_stream *s, fb_coll op, size_t count, ncclResult_t r,
+                          const char *call) {
+  nccl_impl *n = c->impl;
+  fb_status st = FB_OK;
+  if (r != ncclSuccess && r != ncclInProgress) {
+    st = fail_call(c, call, r);
+  } else if (n->group_depth > 0) {
+    if (n->ngrp == n->cap_grp) {
+      size_t cap = n->cap_grp ? 2 * n->cap_grp : 64;
+      grp_op *v = realloc(n->grp, cap * sizeof *v);
+      if (!v) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "rank %d: %s: out of host memory tracking a group", c->rank,
+                 fb_coll_name(op));
+        fail(c, FB_ENOMEM, msg);
+        st = FB_ERR(FB_ENOMEM, "%s", msg);
+        goto out;
+      }
+      n->grp = v;
+      n->cap_grp = cap;
+    }
+    n->grp[n->ngrp++] = (grp_op){.op = op, .count = count, .s = s};
+  } else {
+    if (r == ncclInProgress) st = wait_ready(c, call, call_bound(c));
+    if (st == FB_OK) st = track(c, s, op, count);
+  }
+out:
+  call_unlock(c);
+  return st;
+}
+
+#define NCCL_COLL(c, s, op, count, call)                                                       \
   do {                                                                                         \
+    FB_TRY(coll_begin(c, op));                                                                 \
     ncclResult_t r_ = (call);                                                                  \
-    if (r_ != ncclSuccess)                                                                     \
-      return nccl_err((c)->rank, #call, r_, ((nccl_impl *)(c)->impl)->comm);                   \
-    return track(c, s, op, count);                                                             \
+    return coll_end(c, s, op, count, r_, #call);                                               \
   } while (0)
 
 static fb_status nccl_all_gather(fb_comm *c, fb_stream *s, const void *send, void *recv,
                                  size_t count, fb_dtype t) {
   ncclDataType_t dt = ncclFloat32;
-  FB_TRY(check_alive(c, FB_COLL_ALL_GATHER));
   FB_TRY(nccl_type(c, t, &dt));
   nccl_impl *n = c->impl;
-  NCCL_CALL(c, FB_COLL_ALL_GATHER, count, ncclAllGather(send, recv, count, dt, n->comm, s->s));
+  NCCL_COLL(c, s, FB_COLL_ALL_GATHER, count, ncclAllGather(send, recv, count, dt, n->comm, s->s));
 }
 
 static fb_status nccl_reduce_scatter(fb_comm *c, fb_stream *s, const void *send, void *recv,
                                      size_t count, fb_dtype t) {
   ncclDataType_t dt = ncclFloat32;
-  FB_TRY(check_alive(c, FB_COLL_REDUCE_SCATTER));
   FB_TRY(nccl_type(c, t, &dt));
   nccl_impl *n = c->impl;
-  NCCL_CALL(c, FB_COLL_REDUCE_SCATTER, count,
+  NCCL_COLL(c, s, FB_COLL_REDUCE_SCATTER, count,
             ncclReduceScatter(send, recv, count, dt, ncclSum, n->comm, s->s));
 }
 
 static fb_status nccl_all_reduce(fb_comm *c, fb_stream *s, const void *send, void *recv,
                                  size_t count, fb_dtype t) {
   ncclDataType_t dt = ncclFloat32;
-  FB_TRY(check_alive(c, FB_COLL_ALL_REDUCE));
   FB_TRY(nccl_type(c, t, &dt));
   nccl_impl *n = c->impl;
-  NCCL_CALL(c, FB_COLL_ALL_REDUCE, count,
+  NCCL_COLL(c, s, FB_COLL_ALL_REDUCE, count,
             ncclAllReduce(send, recv, count, dt, ncclSum, n->comm, s->s));
 }
 
 static fb_status nccl_broadcast(fb_comm *c, fb_stream *s, void *buf, size_t count, fb_dtype t,
                                 int root) {
   ncclDataType_t dt = ncclFloat32;
-  FB_TRY(check_alive(c, FB_COLL_BROADCAST));
   FB_TRY(nccl_type(c, t, &dt));
   if (root < 0 || root >= c->world)
     return FB_ERR(FB_EINTERNAL, "rank %d: broadcast: root %d out of range", c->rank, root);
   nccl_impl *n = c->impl;
-  NCCL_CALL(c, FB_COLL_BROADCAST, count, ncclBroadcast(buf, buf, count, dt, root, n->comm, s->s));
+  NCCL_COLL(c, s, FB_COLL_BROADCAST, count, ncclBroadcast(buf, buf, count, dt, root, n->comm, s->s));
 }
 
 static fb_status nccl_reduce(fb_comm *c, fb_stream *s, const void *send, void *recv,
                              size_t count, fb_dtype t, int root) {
   ncclDataType_t dt = ncclFloat32;
-  FB_TRY(check_alive(c, FB_COLL_REDUCE));
   FB_TRY(nccl_type(c, t, &dt));
   if (root < 0 || root >= c->world)
     return FB_ERR(FB_EINTERNAL, "rank %d: reduce: root %d out of range", c->rank, root);
   nccl_impl *n = c->impl;
-  NCCL_CALL(c, FB_COLL_REDUCE, count,
+  NCCL_COLL(c, s, FB_COLL_REDUCE, count,
             ncclReduce(send, recv, count, dt, ncclSum, root, n->comm, s->s));
 }
 
 static fb_status nccl_barrier(fb_comm *c, fb_stream *s) {
-  FB_TRY(check_alive(c, FB_COLL_BARRIER));
   nccl_impl *n = c->impl;
-  NCCL_CALL(c, FB_COLL_BARRIER, 1,
+  NCCL_COLL(c, s, FB_COLL_BARRIER, 1,
             ncclAllReduce(n->one, n->one, 1, ncclFloat32, ncclSum, n->comm, s->s));
+}
+
+/* group_start holds call_mu until group_end, so the whole group is issued by one thread
+ * (NCCL's rule for groups) and the communicator cannot be aborted under an open group; the
+ * caller must call group_end after every successful group_start, even after an error in
+ * between (group_end then still closes NCCL's group before anything is aborted). */
+static fb_status nccl_group_start(fb_comm *c) {
+  nccl_impl *n = c->impl;
+  FB_TRY(fb_cuda_bind(c->dev));
+  call_lock(c);
+  char msg[512];
+  int f = failed_status(n, msg, sizeof msg);
+  if (f || !n->comm) {
+    call_unlock(c);
+    return FB_ERR(f ? (fb_status)f : FB_ECOMM, "rank %d: group refused: the NCCL communicator "
+                  "failed earlier (%s)", c->rank, f ? msg : "destroyed");
+  }
+  ncclResult_t r = ncclGroupStart();
+  if (r != ncclSuccess) {
+    fb_status st = fail_call(c, "ncclGroupStart", r);
+    call_unlock(c);
+    return st;
+  }
+  if (n->group_depth++ == 0) n->ngrp = 0;
+  return FB_OK; /* call_mu stays held until group_end */
+}
+
+static fb_status nccl_group_end(fb_comm *c) {
+  nccl_impl *n = c->impl;
+  /* call_mu is recursive: a trylock succeeds on the thread holding it (or when nobody does),
+   * so this tells whether the calling thread is the one that opened the group */
+  if (pthread_mutex_trylock(&n->call_mu) != 0)
+    return FB_ERR(FB_EINTERNAL, "rank %d: nccl group_end on a thread that opened no group",
+                  c->rank);
+  const bool mine = n->depth > 0 && n->group_depth > 0;
+  pthread_mutex_unlock(&n->call_mu);
+  if (!mine) return FB_ERR(FB_EINTERNAL, "rank %d: nccl group_end without group_start", c->rank);
+  fb_status st = FB_OK;
+  ncclResult_t r = ncclGroupEnd();
+  n->group_depth--;
+  if (r != ncclSuccess && r != ncclInProgress) st = fail_call(c, "ncclGroupEnd", r);
+  else if (n->group_depth == 0 && r == ncclInProgress)
+    st = wait_ready(c, "ncclGroupEnd", call_bound(c));
+  if (st == FB_OK && n->group_depth == 0) {
+    for (size_t i = 0; i < n->ngrp && st == FB_OK; i++)
+      st = track(c, n->grp[i].s, n->grp[i].op, n->grp[i].count);
+    n->ngrp = 0;
+  }
+  call_unlock(c); /* the hold taken by group_start; aborts here if anything failed */
+  return st;
 }
 
 static void nccl_destroy(fb_comm *c) {
@@ -482,22 +777,66 @@ static void nccl_destroy(fb_comm *c) {
     pthread_mutex_unlock(&n->mu);
     pthread_join(n->watchdog, NULL);
   }
-  if (n->aborted) {
-    /* ncclCommAbort already released the communicator */
-  } else {
-    ncclResult_t r = ncclCommFinalize(n->comm);
-    if (r != ncclSuccess)
-      fprintf(stderr, "fsdpbench: rank %d: ncclCommFinalize: %s\n", c->rank,
-              ncclGetErrorString(r));
-    ncclCommDestroy(n->comm);
+  call_lock(c);
+  if (n->group_depth > 0) {
+    /* a group left open by an error path: close it so NCCL's group state is clean, then
+     * treat the communicator as failed */
+    while (n->group_depth > 0) {
+      (void)ncclGroupEnd();
+      n->group_depth--;
+      n->depth--;
+      pthread_mutex_unlock(&n->call_mu);
+    }
+    char msg[256];
+    snprintf(msg, sizeof msg, "rank %d: nccl communicator destroyed with a group open", c->rank);
+    fail(c, FB_EINTERNAL, msg);
   }
+  if (n->comm && !n->aborted) {
+    if (failed_status(n, NULL, 0)) {
+      abort_locked(c);
+    } else {
+      /* nonblocking finalize: flushes what was issued; poll with a bound, abort past it */
+      const double bound = c->timeout_s > 0 ? c->timeout_s : 60;
+      ncclResult_t r = ncclCommFinalize(n->comm);
+      bool ok = r == ncclSuccess || r == ncclInProgress;
+      const double deadline = mono_s() + bound;
+      while (ok) {
+        ncclResult_t ar = ncclSuccess;
+        if (ncclCommGetAsyncError(n->comm, &ar) != ncclSuccess || (ar != ncclSuccess &&
+                                                                   ar != ncclInProgress)) {
+          ok = false;
+          r = ar;
+          break;
+        }
+        if (ar == ncclSuccess) break;
+        if (mono_s() > deadline) {
+          ok = false;
+          r = ncclInProgress;
+          break;
+        }
+        usleep(1000);
+      }
+      if (ok) {
+        ncclCommDestroy(n->comm);
+      } else {
+        fprintf(stderr, "fsdpbench: rank %d: ncclCommFinalize %s; aborting the communicator\n",
+                c->rank, r == ncclInProgress ? "did not complete in time" : ncclGetErrorString(r));
+        ncclCommAbort(n->comm);
+      }
+      n->comm = NULL;
+    }
+  }
+  n->depth--;
+  pthread_mutex_unlock(&n->call_mu);
   for (size_t i = 0; i < n->len; i++) cudaEventDestroy(n->ring[(n->head + i) % n->cap].ev);
   for (size_t i = 0; i < n->nfree; i++) cudaEventDestroy(n->free_ev[i]);
   free(n->ring);
   free(n->free_ev);
+  free(n->grp);
   cudaFree(n->one);
   pthread_cond_destroy(&n->cv);
   pthread_mutex_destroy(&n->mu);
+  pthread_mutex_destroy(&n->call_mu);
   free(n);
   free(c);
 }
@@ -510,8 +849,45 @@ const fb_comm_ops fb_nccl_comm_ops = {
     .broadcast = nccl_broadcast,
     .reduce = nccl_reduce,
     .barrier = nccl_barrier,
+    .group_start = nccl_group_start,
+    .group_end = nccl_group_end,
     .destroy = nccl_destroy,
+    .host_memory = false, /* device buffers go straight to NCCL: never staged */
 };
+
+/* Creates a nonblocking communicator and polls its initialisation with a bound. */
+static fb_status init_comm(int rank, int world, const ncclUniqueId *id, double timeout_s,
+                           ncclComm_t *out) {
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  ncclComm_t comm = NULL;
+  ncclResult_t r = ncclCommInitRankConfig(&comm, world, *id, rank, &cfg);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    fb_status st = nccl_err(rank, "ncclCommInitRankConfig", r, NULL);
+    if (comm) ncclCommAbort(comm);
+    return st;
+  }
+  const double bound = timeout_s > 0 ? (timeout_s < 30 ? 30 : timeout_s) : 300;
+  const double deadline = mono_s() + bound;
+  for (;;) {
+    ncclResult_t ar = ncclSuccess;
+    r = ncclCommGetAsyncError(comm, &ar);
+    if (r != ncclSuccess || (ar != ncclSuccess && ar != ncclInProgress)) {
+      fb_status st = nccl_err(rank, "ncclCommInitRankConfig", r != ncclSuccess ? r : ar, comm);
+      ncclCommAbort(comm);
+      return st;
+    }
+    if (ar == ncclSuccess) break;
+    if (mono_s() > deadline) {
+      ncclCommAbort(comm);
+      return FB_ERR(FB_ETIMEOUT, "rank %d: ncclCommInitRankConfig: the %d ranks did not connect "
+                    "within %.0f s", rank, world, bound);
+    }
+    usleep(1000);
+  }
+  *out = comm;
+  return FB_OK;
+}
 
 fb_status fb_comm_nccl_create(fb_device *dev, double timeout_s, fb_comm **out) {
   *out = NULL;
@@ -521,6 +897,14 @@ fb_status fb_comm_nccl_create(fb_device *dev, double timeout_s, fb_comm **out) {
   const int rank = dev->rank, world = dev->world;
   fb_status st = FB_OK;
   FB_TRY(fb_cuda_bind(dev));
+  if (world > 1 && ranks_are_threads()) {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
+    if (world > count)
+      return FB_ERR(FB_EUNSUPPORTED, "rank %d: --comm nccl with %d ranks in one process needs "
+                    "one GPU per rank (%d visible; NCCL cannot put two ranks on one GPU): use "
+                    "fewer ranks or a launcher", rank, world, count);
+  }
   fb_comm *c = calloc(1, sizeof *c);
   nccl_impl *n = calloc(1, sizeof *n);
   if (!c || !n) {
@@ -530,9 +914,18 @@ fb_status fb_comm_nccl_create(fb_device *dev, double timeout_s, fb_comm **out) {
   }
   *c = (fb_comm){.ops = &fb_nccl_comm_ops, .impl = n, .rank = rank, .world = world, .dev = dev,
                  .timeout_s = timeout_s};
-  if (pthread_mutex_init(&n->mu, NULL) != 0 || pthread_cond_init(&n->cv, NULL) != 0) {
+  pthread_mutexattr_t ma;
+  bool mu_ok = false, call_ok = false, cv_ok = false;
+  if (pthread_mutexattr_init(&ma) == 0) {
+    if (pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE) == 0)
+      call_ok = pthread_mutex_init(&n->call_mu, &ma) == 0;
+    pthread_mutexattr_destroy(&ma);
+  }
+  mu_ok = pthread_mutex_init(&n->mu, NULL) == 0;
+  cv_ok = pthread_cond_init(&n->cv, NULL) == 0;
+  if (!mu_ok || !call_ok || !cv_ok) {
     st = FB_ERR(FB_EINTERNAL, "rank %d: pthread init failed", rank);
-    goto fail_free;
+    goto fail_sync;
   }
   cudaError_t e = cudaMalloc(&n->one, sizeof(float));
   if (e == cudaSuccess) e = cudaMemset(n->one, 0, sizeof(float));
@@ -544,11 +937,7 @@ fb_status fb_comm_nccl_create(fb_device *dev, double timeout_s, fb_comm **out) {
   ncclUniqueId id;
   memset(&id, 0, sizeof id);
   FB_CHECK_GOTO(st, bootstrap(rank, world, timeout_s, &id), fail_one);
-  ncclResult_t r = ncclCommInitRank(&n->comm, world, id, rank);
-  if (r != ncclSuccess) {
-    st = nccl_err(rank, "ncclCommInitRank", r, NULL);
-    goto fail_one;
-  }
+  FB_CHECK_GOTO(st, init_comm(rank, world, &id, timeout_s, &n->comm), fail_one);
   if (pthread_create(&n->watchdog, NULL, watchdog_main, c) != 0) {
     st = FB_ERR(FB_EINTERNAL, "rank %d: nccl watchdog: pthread_create failed", rank);
     goto fail_comm;
@@ -558,13 +947,13 @@ fb_status fb_comm_nccl_create(fb_device *dev, double timeout_s, fb_comm **out) {
   return FB_OK;
 
 fail_comm:
-  ncclCommDestroy(n->comm);
+  ncclCommAbort(n->comm); /* never blocks, unlike destroy on a communicator peers still use */
 fail_one:
-  cudaFree(n->one);
+  if (n->one) cudaFree(n->one);
 fail_sync:
-  pthread_cond_destroy(&n->cv);
-  pthread_mutex_destroy(&n->mu);
-fail_free:
+  if (cv_ok) pthread_cond_destroy(&n->cv);
+  if (mu_ok) pthread_mutex_destroy(&n->mu);
+  if (call_ok) pthread_mutex_destroy(&n->call_mu);
   free(n);
   free(c);
   return st;

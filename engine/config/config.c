@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "../../strategies/strategy.h"
+#include "../device/device.h"
 #include "config.h"
 
 void fb_config_defaults(fb_run_config *c) {
@@ -45,7 +46,7 @@ void fb_config_defaults(fb_run_config *c) {
       .recompute_layers = 0,
       .threads = 0,
       .mem_limit = 0,
-      .timeout_s = 60,
+      .timeout_s = 600,
       .out = "",
       .trace = false,
       .trace_wait = 0,
@@ -98,9 +99,17 @@ fb_status fb_config_finalize(fb_run_config *c) {
   if (sim_dev && strcmp(c->comm, "auto") && !sim_comm)
     return FB_ERR(FB_EUSAGE, "--comm: '%s' is not allowed with --backend sim (want sim or auto)",
                   c->comm);
-  if (!strcmp(c->comm, "nccl") && !strcmp(c->backend, "cpu"))
-    return FB_ERR(FB_EUSAGE, "--comm: 'nccl' is not allowed with --backend cpu (want auto, "
-                             "local or mpi)");
+  if (strcmp(c->backend, "auto")) {
+    const fb_device_entry *e = fb_device_entry_lookup(c->backend);
+    char all[160];
+    fb_device_names(all, sizeof all);
+    if (!e)
+      return FB_ERR(FB_EUSAGE, "--backend: '%s' is not allowed (want auto, %s%s)", c->backend,
+                    all, strcmp(c->backend, "cuda") ? "" : "; this build has no CUDA");
+    if (strcmp(c->comm, "auto") && !fb_word_in(c->comm, e->caps->comms))
+      return FB_ERR(FB_EUSAGE, "--comm: '%s' is not allowed with --backend %s (want auto, %s)",
+                    c->comm, c->backend, e->caps->comms);
+  }
   if (c->hardware[0]) {
     char path[4096];
     FB_TRY(fb_resolve_yaml("models/hardware", c->hardware, path, sizeof path));

@@ -57,6 +57,7 @@ typedef struct fb_run_config {
   bool mem_snapshot;
   int log_every;
   bool quiet;
+  bool dry_run;          /* resolve, validate, predict the memory, print; touch no device */
 } fb_run_config;
 
 void fb_config_defaults(fb_run_config *c);

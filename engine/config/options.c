@@ -26,9 +26,11 @@ static const fb_option options[] = {
     {.name = "strategy", .group = G_WHAT, .kind = FB_OPT_STR, FIELD(strategy), .metavar = "NAME",
      .help = "sharding strategy"},
     {.name = "backend", .group = G_WHAT, .kind = FB_OPT_STR, FIELD(backend), .metavar = "NAME",
-     .choices = "auto|cpu|cuda|sim", .help = "device (auto: cuda when built and present, else cpu)"},
+     .help = "device (auto: a GPU when built and present, else cpu or sim by the run's size)"},
     {.name = "comm", .group = G_WHAT, .kind = FB_OPT_STR, FIELD(comm), .metavar = "NAME",
-     .choices = "auto|local|mpi|nccl|sim", .help = "communicator (auto: follows the backend)"},
+     .choices = "auto|local|mpi|nccl|sim",
+     .help = "communicator (auto: the backend's own: nccl on cuda, local or mpi under a "
+             "launcher on cpu, sim on sim; local/mpi on a GPU stage through pinned host memory)"},
     {.name = "hardware", .group = G_WHAT, .kind = FB_OPT_STR, FIELD(hardware), .metavar = "NAME",
      .dflt = "\"\" = backend default", .help = "hardware profile in models/hardware/ or a path"},
     {.name = "world", .group = G_WHAT, .kind = FB_OPT_INT, FIELD(world), .metavar = "N",
@@ -110,7 +112,8 @@ static const fb_option options[] = {
      .metavar = "SIZE", .min = 0, .dflt = "0 = none",
      .help = "device memory per rank: bytes or 512M, 8G, 1.5GiB"},
     {.name = "timeout", .group = G_OUT, .kind = FB_OPT_F64, FIELD(timeout_s), .metavar = "S",
-     .min = 0, .min_open = 1, .max = INFINITY, .help = "collective timeout in seconds"},
+     .min = 0, .min_open = 1, .max = INFINITY,
+     .help = "collective timeout in seconds (as PyTorch's 10-minute default)"},
     {.name = "out", .group = G_OUT, .kind = FB_OPT_STR, FIELD(out), .metavar = "DIR",
      .dflt = "\"\" = none", .help = "output directory (metrics, summary, trace)"},
     {.name = "trace", .group = G_OUT, .kind = FB_OPT_BOOL, FIELD(trace),
@@ -123,6 +126,10 @@ static const fb_option options[] = {
      .min = 1, .max = IMAX, .help = "print a log line every N steps"},
     {.name = "quiet", .group = G_OUT, .kind = FB_OPT_BOOL, FIELD(quiet),
      .help = "no per-step log lines"},
+    {.name = "dry-run", .group = G_OUT, .kind = FB_OPT_BOOL, FIELD(dry_run),
+     .help = "resolve and check the configuration (backend, comm, model, strategy, dtype, "
+             "memory fit), print it as YAML with the predicted peak per rank, run nothing: "
+             "exit 0 runs, 2 invalid, 3 does not fit"},
 
     {.name = "config", .group = G_OTHER, .kind = FB_OPT_CONFIG, .metavar = "FILE",
      .dflt = "none", .help = "YAML file of these keys ('-' or '_'); flags override it"},

@@ -5,6 +5,7 @@
 #ifndef FB_CUDA_IMPL_H
 #define FB_CUDA_IMPL_H
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <cublas_v2.h>
@@ -33,17 +34,43 @@ struct fb_event {
   cudaEvent_t e;        /* created with cudaEventDisableTiming */
 };
 
+/* Pinned staging for copy_h2d / copy_d2h: a ring of page-locked slots, each with an event
+ * recorded after the last copy that used it (a slot is reused once its event completed). */
+#define FB_CUDA_STAGE_SLOTS 4
+#define FB_CUDA_STAGE_BYTES ((size_t)4 << 20)
+
+typedef struct fb_cuda_stage {
+  void *buf;                          /* FB_CUDA_STAGE_BYTES, cudaMallocHost */
+  cudaEvent_t done;                   /* recorded after the copy that last used buf */
+  bool busy;                          /* done was recorded and not yet observed complete */
+} fb_cuda_stage;
+
+/* A block handed out by host_alloc (cudaMallocHost), kept for reuse after host_free. */
+typedef struct fb_cuda_hostblk {
+  void *p;
+  size_t bytes;
+  bool in_use;
+} fb_cuda_hostblk;
+
 typedef struct fb_cuda_dev {
   int ordinal;                        /* CUDA device index this rank uses */
+  char ordinal_src[96];               /* what chose it: "LOCAL_RANK=3", "rank 1 of this process" */
   char gpu_name[256];
   cudaStream_t alloc_stream;          /* where pool allocations are made */
   cudaEvent_t alloc_done;             /* recorded after each allocation; every stream waits */
   pthread_mutex_t streams_mu;
   fb_stream **streams;                /* streams created on this device (for alloc_done) */
   size_t nstreams, cap_streams;
-  cudaMemPool_t pool[FB_MEM_NCAT];    /* one pool per memory category */
+  cudaMemPool_t pool;                 /* one pool for every memory category (see device_cuda.c) */
   cublasHandle_t blas;
   pthread_mutex_t blas_mu;            /* the handle is bound to one stream per call */
+  /* pinned staging for the synchronous copies, and host_alloc's blocks */
+  pthread_mutex_t stage_mu;
+  fb_cuda_stage stage[FB_CUDA_STAGE_SLOTS];
+  int stage_next;
+  pthread_mutex_t host_mu;
+  fb_cuda_hostblk *host;
+  size_t nhost, cap_host;
   /* time: an epoch timing event recorded at init and its host time (fb_cpu_clock seconds) */
   cudaEvent_t epoch;
   double epoch_host;
@@ -58,8 +85,16 @@ static inline fb_cuda_dev *fb_cuda_of(const fb_device *d) { return (fb_cuda_dev 
 #ifdef __cplusplus
 extern "C" {
 #endif
-/* Makes the rank's GPU current on the calling thread (cached per thread). */
+/* Makes the rank's GPU current on the calling thread (cudaGetDevice first: no cache that
+ * another library's cudaSetDevice could make stale). */
 fb_status fb_cuda_bind(const fb_device *d);
+/* The GPU ordinal a rank uses, out of `count` visible devices: the launcher's local rank
+ * (LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID; first set wins)
+ * modulo count, else `rank` modulo count (ranks as threads of one process). src (may be NULL)
+ * receives what chose it. FB_EUSAGE naming the variable when its value is not a rank. */
+fb_status fb_cuda_pick_ordinal(int rank, int count, int *ordinal, char *src, size_t src_len);
+/* Whether a launcher's local-rank variable is set (one rank per process). */
+bool fb_cuda_launched(void);
 #ifdef __cplusplus
 }
 #endif

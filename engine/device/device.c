@@ -16,8 +16,7 @@
 
 extern const fb_device_ops fb_sim_device_ops;
 #ifdef FB_HAVE_CUDA
-extern const fb_device_ops fb_cuda_device_ops;
-bool fb_cuda_present(char *why, size_t n);
+#include "device_cuda.h"
 #endif
 
 /* What fb_device_open really allocates: the public struct plus the allocator's private
@@ -30,43 +29,117 @@ typedef struct device_priv {
 
 static device_priv *priv_of(fb_device *d) { return (device_priv *)d; }
 
-const fb_device_ops *fb_device_lookup(const char *name) {
-  if (!name) return NULL;
-  if (!strcmp(name, "cpu")) return &fb_cpu_device_ops;
-  if (!strcmp(name, "sim")) return &fb_sim_device_ops;
+/* Available host memory (MemAvailable), the cpu devices' capacity. */
+static int64_t host_capacity(int ranks_here) {
+  (void)ranks_here; /* ranks of one process share it: the fit check sums them */
+  FILE *f = fopen("/proc/meminfo", "r");
+  char line[256];
+  long long kb = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
+  if (f) fclose(f);
+  return kb > 0 ? (int64_t)kb * 1024 : -1;
+}
+
+static const fb_device_caps cpu_caps = {
+    .host_access = true, .executes = true, .bf16 = true, .gpu = false, .kernel_trace = false,
+    .checks_order = false, .comm = "local", .comm_launched = "mpi", .comms = "local mpi"};
+static const fb_device_caps opaque_caps = {
+    .host_access = false, .executes = true, .bf16 = true, .gpu = false, .kernel_trace = false,
+    .checks_order = true, .comm = "local", .comm_launched = "mpi", .comms = "local mpi"};
+static const fb_device_caps sim_caps = {
+    .host_access = true, .executes = false, .bf16 = true, .gpu = false, .kernel_trace = false,
+    .checks_order = false, .comm = "sim", .comm_launched = "sim", .comms = "sim"};
 #ifdef FB_HAVE_CUDA
-  if (!strcmp(name, "cuda")) return &fb_cuda_device_ops;
+static const fb_device_caps cuda_caps = {
+    .host_access = false, .executes = true, .bf16 = true, .gpu = true, .kernel_trace = true,
+    .checks_order = false, .comm = "nccl", .comm_launched = "nccl", .comms = "nccl local mpi"};
+static bool cuda_available(char *why, size_t n) { return fb_cuda_present(why, n); }
+static int64_t cuda_capacity(int ranks_here) { return fb_cuda_capacity(ranks_here); }
 #endif
+
+static const fb_device_entry registry[] = {
+    {.name = "cpu", .help = "this CPU: real math in fp32 or bf16, host memory",
+     .ops = &fb_cpu_device_ops, .caps = &cpu_caps, .capacity = host_capacity},
+    {.name = "cpu-opaque",
+     .help = "the cpu kernels behind memory the host cannot touch and a checked stream order "
+             "(the GPU stand-in of the tests)",
+     .ops = &fb_cpu_opaque_device_ops, .caps = &opaque_caps, .capacity = host_capacity},
+#ifdef FB_HAVE_CUDA
+    {.name = "cuda", .help = "NVIDIA GPUs: CUDA kernels, cuBLAS, NCCL",
+     .ops = &fb_cuda_device_ops, .caps = &cuda_caps, .available = cuda_available,
+     .capacity = cuda_capacity},
+#endif
+    {.name = "sim", .help = "no data: every op priced by the cost model of a hardware profile",
+     .ops = &fb_sim_device_ops, .caps = &sim_caps},
+};
+enum { NREG = sizeof registry / sizeof *registry };
+
+const fb_device_entry *fb_device_entry_at(int i) {
+  return i >= 0 && i < NREG ? &registry[i] : NULL;
+}
+
+const fb_device_entry *fb_device_entry_lookup(const char *name) {
+  for (int i = 0; name && i < NREG; i++)
+    if (!strcmp(registry[i].name, name)) return &registry[i];
   return NULL;
+}
+
+const fb_device_ops *fb_device_lookup(const char *name) {
+  const fb_device_entry *e = fb_device_entry_lookup(name);
+  return e ? e->ops : NULL;
+}
+
+/* A device built outside the registry (tests' fakes) executes nothing the host cannot see. */
+static const fb_device_caps unregistered_caps = {.host_access = true, .executes = true};
+
+const fb_device_caps *fb_device_caps_of(const fb_device *d) {
+  for (int i = 0; i < NREG; i++)
+    if (registry[i].ops == d->ops) return registry[i].caps;
+  return &unregistered_caps;
 }
 
 static void set_why(char *why, size_t n, const char *msg) {
   if (why && n) snprintf(why, n, "%s", msg);
 }
 
-bool fb_device_available(const char *name, char *why, size_t why_len) {
-  if (!name) {
-    set_why(why, why_len, "no device name given (allowed: cpu, cuda, sim)");
-    return false;
+bool fb_word_in(const char *word, const char *list) {
+  const size_t n = strlen(word);
+  for (const char *p = list; p && *p;) {
+    while (*p == ' ') p++;
+    const char *e = strchr(p, ' ');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    if (len == n && n && !strncmp(p, word, n)) return true;
+    p += len;
   }
-  if (!strcmp(name, "cpu") || !strcmp(name, "sim")) return true;
-  if (!strcmp(name, "cuda")) {
-#ifdef FB_HAVE_CUDA
-    return fb_cuda_present(why, why_len);
-#else
-    set_why(why, why_len,
-            "this build has no CUDA (configure with nvcc present or -DFSDPB_CUDA=ON)");
-    return false;
-#endif
-  }
-  if (why && why_len) snprintf(why, why_len, "unknown device '%s' (allowed: cpu, cuda, sim)", name);
   return false;
+}
+
+void fb_device_names(char *buf, size_t n) {
+  size_t o = 0;
+  buf[0] = 0;
+  for (int i = 0; i < NREG && o < n; i++)
+    o += (size_t)snprintf(buf + o, n - o, "%s%s", i ? ", " : "", registry[i].name);
+}
+
+bool fb_device_available(const char *name, char *why, size_t why_len) {
+  const fb_device_entry *e = fb_device_entry_lookup(name);
+  if (!e) {
+    char all[128];
+    fb_device_names(all, sizeof all);
+    if (name && !strcmp(name, "cuda"))
+      set_why(why, why_len, "this build has no CUDA (configure with nvcc present or -DFSDPB_CUDA=ON)");
+    else if (why && why_len)
+      snprintf(why, why_len, "unknown device '%s' (allowed: %s)", name ? name : "", all);
+    return false;
+  }
+  return !e->available || e->available(why, why_len);
 }
 
 fb_status fb_device_open(const fb_device_ops *ops, int rank, int world, int threads,
                          int64_t mem_limit, const struct fb_hardware *hw, fb_device **out) {
   *out = NULL;
-  if (!ops) return FB_ERR(FB_EUSAGE, "device: no backend given (allowed: cpu, cuda, sim)");
+  if (!ops) return FB_ERR(FB_EUSAGE, "device: no backend given");
   if (world < 1) return FB_ERR(FB_EUSAGE, "device %s: world %d must be >= 1", ops->name, world);
   if (rank < 0 || rank >= world)
     return FB_ERR(FB_EUSAGE, "device %s: rank %d out of range 0..%d", ops->name, rank, world - 1);
@@ -89,7 +162,7 @@ fb_status fb_device_open(const fb_device_ops *ops, int rank, int world, int thre
   d->threads = threads;
   d->mem_limit = mem_limit;
   d->hw = hw;
-  d->simulated = !strcmp(ops->name, "sim"); /* the backend's init may say otherwise */
+  d->simulated = !fb_device_caps_of(d)->executes;
   if (ops->init) FB_CHECK_GOTO(st, ops->init(d), fail_mutex);
   *out = d;
   return FB_OK;

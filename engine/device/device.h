@@ -67,6 +67,32 @@ typedef struct fb_dev_model {
   int64_t device_allocs, device_frees, alloc_retries, ooms;
 } fb_dev_model;
 
+/* What a backend lets the host and the communicators do with its memory, declared once per
+ * backend and checked by the configuration before anything starts (engine/exec/resolve.c).
+ * Nothing outside engine/device/ names a backend: callers ask these fields. */
+typedef struct fb_device_caps {
+  bool host_access;     /* host code may dereference its pointers (cpu); false: only device
+                           ops (kernels, copies) touch them, as on a GPU */
+  bool executes;        /* runs the math (false: sim, which only prices it) */
+  bool bf16;            /* executes bf16 parameters and compute from fp32 masters */
+  bool gpu;             /* a GPU: --param-dtype auto picks bf16, memory is the GPU's */
+  bool kernel_trace;    /* can capture device kernels into the trace (CUPTI) */
+  bool checks_order;    /* checks every op's operands against the stream/event order */
+  const char *comm;     /* communicator for --comm auto in one process */
+  const char *comm_launched; /* --comm auto under a launcher (mpirun, torchrun, srun) */
+  const char *comms;    /* every communicator that can move its buffers, space separated;
+                           one that needs host memory is staged when !host_access */
+} fb_device_caps;
+
+/* How an op uses one operand (for devices that check order, caps.checks_order). */
+typedef enum fb_access { FB_ACC_READ = 1, FB_ACC_WRITE = 2, FB_ACC_RW = 3 } fb_access;
+#define FB_OPND_REST ((size_t)-1) /* bytes: from p to the end of its allocation */
+typedef struct fb_operand {
+  const void *p;      /* device pointer (may be interior to an allocation); NULL = unused */
+  size_t bytes;       /* or FB_OPND_REST when the op does not know the extent */
+  fb_access mode;
+} fb_operand;
+
 typedef struct fb_op_cost {
   const char *name;   /* static string: "matmul_fwd", "all_gather", ... */
   fb_op_kind kind;
@@ -129,8 +155,37 @@ typedef struct fb_device_ops {
    * the device opened; false when the device models neither. */
   bool (*model_stats)(fb_device *d, struct fb_dev_model *out);
 
+  /* Devices that check order (opaque; NULL elsewhere): an op named `name` on stream s is
+   * about to use these operands (begin: checks them against the stream and event order,
+   * waits for the stream's earlier work, makes them accessible) or has used them (end). */
+  fb_status (*op_begin)(fb_device *d, fb_stream *s, const char *name, const fb_operand *v,
+                        int n);
+  void (*op_end)(fb_device *d, fb_stream *s, const fb_operand *v, int n);
+  /* Pinned host memory for staging (cudaMallocHost on cuda, malloc elsewhere), and copies
+   * between it and device memory enqueued on a stream: copy_async returns at once, the host
+   * buffer must stay alive and untouched until the stream passes the copy (free it from a
+   * host_task after it). */
+  fb_status (*host_alloc)(fb_device *d, size_t bytes, void **out);
+  void (*host_free)(fb_device *d, void *p);
+  fb_status (*copy_async)(fb_device *d, fb_stream *s, void *dst, const void *src, size_t bytes,
+                          bool to_host);
+
   const struct fb_kernels *kernels; /* all entries NULL on sim */
 } fb_device_ops;
+
+/* A backend in the device registry (device.c). */
+typedef struct fb_device_entry {
+  const char *name;               /* --backend value */
+  const char *help;               /* one line for --help */
+  const fb_device_ops *ops;
+  const fb_device_caps *caps;
+  /* Whether it can run here; fills why when not (NULL = always). */
+  bool (*available)(char *why, size_t why_len);
+  /* Bytes a rank may use on this machine before anything is opened: the GPU's free memory
+   * less the CUDA context, cuBLAS workspaces and NCCL buffers it will need; the host's
+   * available memory on cpu. NULL = no limit known. */
+  int64_t (*capacity)(int ranks_here);
+} fb_device_entry;
 
 struct fb_device {
   const fb_device_ops *ops;
@@ -144,8 +199,17 @@ struct fb_device {
   bool simulated;              /* true for sim: no data anywhere */
 };
 
-/* Registry: "cpu", "cuda", "sim". Returns NULL when the name is unknown or not built. */
+/* Registry: "cpu", "cpu-opaque", "cuda", "sim". NULL when the name is unknown or not built. */
 const fb_device_ops *fb_device_lookup(const char *name);
+const fb_device_entry *fb_device_entry_lookup(const char *name);
+/* The i-th registered backend (built into this binary), NULL past the end. */
+const fb_device_entry *fb_device_entry_at(int i);
+/* "cpu, cpu-opaque, ..." (the registered backends) into buf. */
+void fb_device_names(char *buf, size_t n);
+/* Whether `word` is one of the space-separated words of `list`. */
+bool fb_word_in(const char *word, const char *list);
+/* The capabilities of the device a rank holds (from the registry, by its ops). */
+const fb_device_caps *fb_device_caps_of(const fb_device *d);
 /* Whether a backend can run here (cuda: a GPU is present). Fills why when it cannot. */
 bool fb_device_available(const char *name, char *why, size_t why_len);
 
@@ -171,8 +235,9 @@ fb_status fb_alloc(fb_device *d, size_t bytes, fb_mem_cat cat, const char *label
  * fb_alloc_on the primary compute stream (s == NULL). The ledger is the same either way. */
 fb_status fb_alloc_on(fb_device *d, fb_stream *s, size_t bytes, fb_mem_cat cat, const char *label,
                       fb_buf *out);
-/* Uncounts now; physically releases after `after` (NULL = immediately) drains. Idempotent on
- * an empty buffer. */
+/* Uncounts now; physically releases after `after` drains (NULL = the primary compute stream,
+ * the one fb_alloc allocates for), as a stream-ordered caching allocator would. Idempotent
+ * on an empty buffer. */
 void fb_free(fb_device *d, fb_buf *b, fb_stream *after);
 
 /* Thin wrappers over the ops table. */

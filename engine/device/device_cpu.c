@@ -8,6 +8,10 @@
  *    are skipped, later syncs and waits return the first failure with its message.
  *  - Memory comes from a caching pool (host_pool.h): freed blocks are kept for the next
  *    request of the same size, so a step's buffers are not faulted in again every step.
+ * The same code is the opaque device (cpu-opaque) when a guard (opaque.h) is attached: memory
+ * is protected from the host between device ops, every op declares its operands and is
+ * checked against the stream and event order, frees are checked to be stream-safe, and a
+ * kernel on a worker stream first waits for that stream's earlier work.
  * Kernels are fb_cpu_kernels (engine/ops). This file does no math and no accounting. */
 #define _GNU_SOURCE
 #include "device_cpu.h"
@@ -25,6 +29,7 @@
 
 #include "../ops/cpu_kernels.h"
 #include "host_pool.h"
+#include "opaque.h"
 
 /* ---- clock ------------------------------------------------------------------------------ */
 
@@ -72,6 +77,8 @@ typedef struct task {
   void *dst;
   const void *src;
   size_t n;
+  fb_operand opnd[2]; /* opaque: the device operands of a memset or copy */
+  int nopnd;
 } task;
 
 struct fb_stream {
@@ -86,6 +93,7 @@ struct fb_stream {
   uint64_t n_enq, n_done;
   bool stop;
   err_box err; /* first failure; err.st == FB_OK while healthy */
+  int slot;    /* opaque: the stream's slot in the guard's clocks */
 };
 
 struct fb_event {
@@ -94,6 +102,7 @@ struct fb_event {
   uint64_t rec_gen;  /* generation of the latest record */
   uint64_t done_gen; /* latest generation that completed */
   err_box err;       /* status of the stream at the completed record */
+  fb_opq_clock vc;   /* opaque: the recording stream's clock at the latest record */
 };
 
 /* Timing marks: a fixed table of lazily allocated chunks, so a slot never moves and the
@@ -102,6 +111,8 @@ struct fb_event {
 #define MARK_NCHUNK 4096
 typedef struct cpu_impl {
   fb_host_pool *pool;
+  fb_opq *guard;        /* opaque device only */
+  fb_stream *primary;   /* the first compute stream: where a free without a stream is ordered */
   pthread_mutex_t mark_mu;
   uint64_t n_marks;
   _Atomic(double) *chunks[MARK_NCHUNK];
@@ -145,6 +156,13 @@ static void event_wait_gen(fb_event *e, uint64_t gen, err_box *err) {
 
 static cpu_impl *impl_of(fb_device *d) { return d->impl; }
 
+/* Gives a block back: to the host pool, or (opaque) unmaps it. */
+static void release(fb_device *d, void *p, size_t bytes) {
+  cpu_impl *c = impl_of(d);
+  if (c->guard) fb_opq_release(c->guard, p);
+  else fb_host_pool_put(c->pool, p, bytes);
+}
+
 /* ---- worker streams ---------------------------------------------------------------------- */
 
 /* Runs one task on the worker (s->mu not held). */
@@ -175,12 +193,22 @@ static void run_task(fb_stream *s, task *t) {
     break;
   }
   case T_STAMP: atomic_store_explicit(t->slot, fb_cpu_clock(), memory_order_relaxed); break;
-  case T_FREE: fb_host_pool_put(impl_of(s->dev)->pool, t->dst, t->n); break;
+  case T_FREE: release(s->dev, t->dst, t->n); break;
   case T_MEMSET:
-    if (healthy) memset(t->dst, 0, t->n);
-    break;
   case T_COPY:
-    if (healthy) memcpy(t->dst, t->src, t->n);
+    if (healthy) {
+      cpu_impl *c = impl_of(s->dev);
+      fb_status st = c->guard ? fb_opq_open(c->guard, t->opnd, t->nopnd) : FB_OK;
+      if (st == FB_OK) {
+        if (t->kind == T_MEMSET) memset(t->dst, 0, t->n);
+        else memcpy(t->dst, t->src, t->n);
+        if (c->guard) fb_opq_close(c->guard, t->opnd, t->nopnd);
+      } else {
+        pthread_mutex_lock(&s->mu);
+        poison(s, st, fb_error_msg(), fb_error_where());
+        pthread_mutex_unlock(&s->mu);
+      }
+    }
     break;
   }
 }
@@ -245,6 +273,8 @@ static fb_status stream_status(fb_stream *s) {
 
 /* ---- device ops ------------------------------------------------------------------------- */
 
+static fb_status cpu_stream_sync(fb_device *d, fb_stream *s);
+
 static fb_status cpu_init(fb_device *d) {
   fb_status st = FB_OK;
   cpu_impl *c = calloc(1, sizeof *c);
@@ -271,6 +301,7 @@ fail_impl:
 static void cpu_fini(fb_device *d) {
   cpu_impl *c = impl_of(d);
   if (!c) return;
+  fb_opq_destroy(c->guard);
   for (int i = 0; i < MARK_NCHUNK; i++) free(c->chunks[i]);
   pthread_mutex_destroy(&c->mark_mu);
   fb_host_pool_destroy(c->pool);
@@ -281,6 +312,7 @@ static void cpu_fini(fb_device *d) {
 static fb_status cpu_alloc(fb_device *d, fb_stream *s, size_t bytes, fb_mem_cat cat,
                            void **out) {
   (void)s; /* one host pool: the stream hint does not matter here */
+  if (impl_of(d)->guard) return fb_opq_alloc(impl_of(d)->guard, bytes, cat, out);
   void *p = fb_host_pool_get(impl_of(d)->pool, bytes);
   if (!p)
     return FB_ERR(FB_ENOMEM, "rank %d: host memory exhausted allocating %.2f MiB for %s",
@@ -291,9 +323,13 @@ static fb_status cpu_alloc(fb_device *d, fb_stream *s, size_t bytes, fb_mem_cat 
 
 static void cpu_free(fb_device *d, void *p, size_t bytes, fb_mem_cat cat, fb_stream *s) {
   if (!p) return;
-  fb_host_pool *pool = impl_of(d)->pool;
+  cpu_impl *c = impl_of(d);
+  if (c->guard) {
+    if (!s) s = c->primary; /* no stream: ordered on the primary compute stream */
+    if (!fb_opq_free_check(c->guard, p, s ? s->slot : -1)) return; /* quarantined */
+  }
   if (!s || !s->worker) {
-    fb_host_pool_put(pool, p, bytes);
+    release(d, p, bytes);
     return;
   }
   task *t = calloc(1, sizeof *t);
@@ -302,7 +338,7 @@ static void cpu_free(fb_device *d, void *p, size_t bytes, fb_mem_cat cat, fb_str
     uint64_t seq = s->n_enq;
     pthread_mutex_unlock(&s->mu);
     (void)wait_seq(s, seq);
-    fb_host_pool_put(pool, p, bytes);
+    release(d, p, bytes);
     return;
   }
   t->kind = T_FREE;
@@ -327,49 +363,74 @@ static void zero_fill(void *dst, size_t n) {
   }
 }
 
-static fb_status cpu_memset0(fb_device *d, fb_stream *s, void *dst, size_t n) {
+/* A memset (src NULL) or copy on stream s, with its device operands (what the guard checks
+ * and opens: dst when dst_dev, src when src_dev). On a worker stream it is queued; `wait`
+ * makes the caller wait for it. Returns the task's sequence number in *seq (0 = done). */
+static fb_status mem_op(fb_device *d, fb_stream *s, const char *name, void *dst, bool dst_dev,
+                        const void *src, bool src_dev, size_t n) {
+  fb_opq *g = impl_of(d)->guard;
+  fb_operand v[2];
+  int nv = 0;
+  if (dst_dev) v[nv++] = (fb_operand){.p = dst, .bytes = n, .mode = FB_ACC_WRITE};
+  if (src && src_dev) v[nv++] = (fb_operand){.p = src, .bytes = n, .mode = FB_ACC_READ};
+  if (g) FB_TRY(fb_opq_access(g, s ? s->slot : 0, name, v, nv));
   if (s && s->worker) {
     task *t = NULL;
-    FB_TRY(new_task(T_MEMSET, &t));
+    FB_TRY(new_task(src ? T_COPY : T_MEMSET, &t));
     t->dst = dst;
+    t->src = src;
     t->n = n;
+    memcpy(t->opnd, v, sizeof v);
+    t->nopnd = nv;
     enqueue(s, t);
     return FB_OK;
   }
   if (s) FB_TRY(stream_status(s));
-  zero_fill(dst, n);
+  if (g) FB_TRY(fb_opq_open(g, v, nv));
+  if (src) memmove(dst, src, n);
+  else zero_fill(dst, n);
+  if (g) fb_opq_close(g, v, nv);
   return FB_OK;
+}
+
+static fb_status cpu_memset0(fb_device *d, fb_stream *s, void *dst, size_t n) {
+  return mem_op(d, s, "memset", dst, true, NULL, false, n);
 }
 
 static fb_status cpu_copy_d2d(fb_device *d, fb_stream *s, void *dst, const void *src, size_t n) {
-  if (s && s->worker) {
-    task *t = NULL;
-    FB_TRY(new_task(T_COPY, &t));
-    t->dst = dst;
-    t->src = src;
-    t->n = n;
-    enqueue(s, t);
-    return FB_OK;
-  }
-  if (s) FB_TRY(stream_status(s));
-  memmove(dst, src, n);
-  return FB_OK;
+  return mem_op(d, s, "copy_d2d", dst, true, src, true, n);
 }
 
 /* Host <-> device copies return once the copy happened (the caller's buffer may be reused or
- * read), so on a worker stream they wait for their own task. */
-static fb_status cpu_copy_sync(fb_device *d, fb_stream *s, void *dst, const void *src, size_t n) {
-  if (s && s->worker) {
-    task *t = NULL;
-    FB_TRY(new_task(T_COPY, &t));
-    t->dst = dst;
-    t->src = src;
-    t->n = n;
-    return wait_seq(s, enqueue(s, t));
-  }
-  if (s) FB_TRY(stream_status(s));
-  memmove(dst, src, n);
+ * read), so on a worker stream they wait for the stream. A device-to-host copy tells the
+ * host everything the stream did up to it. */
+static fb_status cpu_copy_h2d(fb_device *d, fb_stream *s, void *dst, const void *src, size_t n) {
+  FB_TRY(mem_op(d, s, "copy_h2d", dst, true, src, false, n));
+  return s && s->worker ? cpu_stream_sync(d, s) : FB_OK;
+}
+
+static fb_status cpu_copy_d2h(fb_device *d, fb_stream *s, void *dst, const void *src, size_t n) {
+  FB_TRY(mem_op(d, s, "copy_d2h", dst, false, src, true, n));
+  return s ? cpu_stream_sync(d, s) : FB_OK;
+}
+
+/* Staging copies between pinned host memory and the device, in stream order. */
+static fb_status cpu_copy_async(fb_device *d, fb_stream *s, void *dst, const void *src,
+                                size_t n, bool to_host) {
+  return mem_op(d, s, to_host ? "copy_d2h_async" : "copy_h2d_async", dst, !to_host, src,
+                to_host, n);
+}
+
+static fb_status cpu_host_alloc(fb_device *d, size_t bytes, void **out) {
+  *out = malloc(bytes ? bytes : 1);
+  if (!*out) return FB_ERR(FB_ENOMEM, "rank %d: out of host memory for %zu staging bytes",
+                           d->rank, bytes);
   return FB_OK;
+}
+
+static void cpu_host_free(fb_device *d, void *p) {
+  (void)d;
+  free(p);
 }
 
 static fb_status cpu_stream_create(fb_device *d, fb_stream_kind kind, fb_stream **out) {
@@ -380,6 +441,11 @@ static fb_status cpu_stream_create(fb_device *d, fb_stream_kind kind, fb_stream 
   s->dev = d;
   s->kind = kind;
   s->worker = kind == FB_STREAM_COMM;
+  cpu_impl *c = impl_of(d);
+  if (c->guard) {
+    st = fb_opq_stream_add(c->guard, kind == FB_STREAM_COMM ? "comm" : "compute", &s->slot);
+    if (st != FB_OK) goto fail_free;
+  }
   if (pthread_mutex_init(&s->mu, NULL) != 0) {
     st = FB_ERR(FB_EINTERNAL, "cpu device: pthread_mutex_init failed");
     goto fail_free;
@@ -396,6 +462,7 @@ static fb_status cpu_stream_create(fb_device *d, fb_stream_kind kind, fb_stream 
     st = FB_ERR(FB_EINTERNAL, "rank %d: cannot start the comm stream's worker thread", d->rank);
     goto fail_cv_done;
   }
+  if (c->guard && kind == FB_STREAM_COMPUTE && !c->primary) c->primary = s;
   *out = s;
   return FB_OK;
 
@@ -426,11 +493,21 @@ static void cpu_stream_destroy(fb_device *d, fb_stream *s) {
 }
 
 static fb_status cpu_stream_sync(fb_device *d, fb_stream *s) {
-  if (!s->worker) return stream_status(s);
-  pthread_mutex_lock(&s->mu);
-  uint64_t seq = s->n_enq;
-  pthread_mutex_unlock(&s->mu);
-  return wait_seq(s, seq);
+  fb_opq *g = impl_of(d)->guard;
+  fb_status st;
+  if (!s->worker) {
+    st = stream_status(s);
+  } else {
+    pthread_mutex_lock(&s->mu);
+    uint64_t seq = s->n_enq;
+    pthread_mutex_unlock(&s->mu);
+    st = wait_seq(s, seq);
+  }
+  if (g && st == FB_OK) {
+    fb_opq_host_stream(g, s->slot);
+    st = fb_opq_error(g);
+  }
+  return st;
 }
 
 static fb_status cpu_event_create(fb_device *d, fb_event **out) {
@@ -457,8 +534,10 @@ static void cpu_event_destroy(fb_device *d, fb_event *e) {
 }
 
 static fb_status cpu_event_record(fb_device *d, fb_event *e, fb_stream *s) {
+  fb_opq *g = impl_of(d)->guard;
   pthread_mutex_lock(&e->mu);
   uint64_t gen = ++e->rec_gen;
+  if (g) fb_opq_record(g, s->slot, &e->vc);
   pthread_mutex_unlock(&e->mu);
   if (!s->worker) {
     event_complete(e, gen, &s->err);
@@ -479,8 +558,10 @@ static fb_status cpu_event_record(fb_device *d, fb_event *e, fb_stream *s) {
 }
 
 static fb_status cpu_stream_wait(fb_device *d, fb_stream *s, fb_event *e) {
+  fb_opq *g = impl_of(d)->guard;
   pthread_mutex_lock(&e->mu);
   uint64_t gen = e->rec_gen; /* waits for the latest record, like cudaStreamWaitEvent */
+  if (g) fb_opq_wait(g, s->slot, &e->vc);
   pthread_mutex_unlock(&e->mu);
   if (!s->worker) {
     err_box eb;
@@ -497,11 +578,17 @@ static fb_status cpu_stream_wait(fb_device *d, fb_stream *s, fb_event *e) {
 }
 
 static fb_status cpu_event_sync(fb_device *d, fb_event *e) {
+  fb_opq *g = impl_of(d)->guard;
   pthread_mutex_lock(&e->mu);
   uint64_t gen = e->rec_gen;
+  fb_opq_clock vc = e->vc;
   pthread_mutex_unlock(&e->mu);
   err_box eb;
   event_wait_gen(e, gen, &eb);
+  if (g && eb.st == FB_OK) {
+    fb_opq_host_event(g, &vc);
+    return fb_opq_error(g);
+  }
   return box_raise(&eb);
 }
 
@@ -584,31 +671,61 @@ static void cpu_host_work(fb_device *d, double seconds, const char *name) {
   (void)d, (void)seconds, (void)name;
 }
 
+/* ---- the opaque device ---------------------------------------------------------------------- */
+
+static fb_status opaque_init(fb_device *d) {
+  FB_TRY(cpu_init(d));
+  fb_status st = fb_opq_create(d->rank, &impl_of(d)->guard);
+  if (st != FB_OK) cpu_fini(d);
+  return st;
+}
+
+/* Checks the operands, waits for the stream's earlier work (a kernel runs on the issuing
+ * thread), then opens them for the kernel. */
+static fb_status opaque_op_begin(fb_device *d, fb_stream *s, const char *name,
+                                 const fb_operand *v, int n) {
+  fb_opq *g = impl_of(d)->guard;
+  FB_TRY(fb_opq_access(g, s->slot, name, v, n));
+  if (s->worker) {
+    pthread_mutex_lock(&s->mu);
+    uint64_t seq = s->n_enq;
+    pthread_mutex_unlock(&s->mu);
+    FB_TRY(wait_seq(s, seq));
+  } else {
+    FB_TRY(stream_status(s));
+  }
+  return fb_opq_open(g, v, n);
+}
+
+static void opaque_op_end(fb_device *d, fb_stream *s, const fb_operand *v, int n) {
+  (void)s;
+  fb_opq_close(impl_of(d)->guard, v, n);
+}
+
+#define CPU_OPS_COMMON                                                                         \
+  .fini = cpu_fini, .alloc = cpu_alloc, .free = cpu_free, .memset0 = cpu_memset0,             \
+  .copy_d2d = cpu_copy_d2d, .copy_h2d = cpu_copy_h2d, .copy_d2h = cpu_copy_d2h,               \
+  .stream_create = cpu_stream_create, .stream_destroy = cpu_stream_destroy,                   \
+  .stream_sync = cpu_stream_sync, .event_create = cpu_event_create,                           \
+  .event_destroy = cpu_event_destroy, .event_record = cpu_event_record,                       \
+  .stream_wait = cpu_stream_wait, .event_sync = cpu_event_sync, .host_task = cpu_host_task,   \
+  .now = cpu_now, .mark = cpu_mark, .mark_time = cpu_mark_time,                               \
+  .marks_reset = cpu_marks_reset, .account = NULL, .host_work = cpu_host_work,                \
+  .model_stats = NULL, .host_alloc = cpu_host_alloc, .host_free = cpu_host_free,              \
+  .copy_async = cpu_copy_async, .kernels = &fb_cpu_kernels
+
 const fb_device_ops fb_cpu_device_ops = {
     .name = "cpu",
     .init = cpu_init,
-    .fini = cpu_fini,
-    .alloc = cpu_alloc,
-    .free = cpu_free,
-    .memset0 = cpu_memset0,
-    .copy_d2d = cpu_copy_d2d,
-    .copy_h2d = cpu_copy_sync,
-    .copy_d2h = cpu_copy_sync,
-    .stream_create = cpu_stream_create,
-    .stream_destroy = cpu_stream_destroy,
-    .stream_sync = cpu_stream_sync,
-    .event_create = cpu_event_create,
-    .event_destroy = cpu_event_destroy,
-    .event_record = cpu_event_record,
-    .stream_wait = cpu_stream_wait,
-    .event_sync = cpu_event_sync,
-    .host_task = cpu_host_task,
-    .now = cpu_now,
-    .mark = cpu_mark,
-    .mark_time = cpu_mark_time,
-    .marks_reset = cpu_marks_reset,
-    .account = NULL,
-    .host_work = cpu_host_work,
-    .model_stats = NULL,
-    .kernels = &fb_cpu_kernels,
+    .op_begin = NULL,
+    .op_end = NULL,
+    CPU_OPS_COMMON,
+};
+
+const fb_device_ops fb_cpu_opaque_device_ops = {
+    .name = "cpu-opaque",
+    .init = opaque_init,
+    .op_begin = opaque_op_begin,
+    .op_end = opaque_op_end,
+    CPU_OPS_COMMON,
 };

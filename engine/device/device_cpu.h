@@ -6,6 +6,9 @@
 #include "device.h"
 
 extern const fb_device_ops fb_cpu_device_ops;
+/* The same kernels behind memory the host cannot touch and a checked stream order (opaque.h):
+ * the stand-in that fails where a GPU would. */
+extern const fb_device_ops fb_cpu_opaque_device_ops;
 
 /* Seconds since the process-wide epoch (set by the first call). */
 double fb_cpu_clock(void);

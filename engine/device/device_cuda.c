@@ -1,17 +1,34 @@
-/* The cuda device: one GPU per rank. Memory comes from one CUDA memory pool per category
- * (release threshold = unlimited, so after warm-up nothing reaches cudaMalloc), allocated on a
- * private stream that every stream of the device then waits for (an event, no host stall): a
- * block the pool hands out again while another stream's work on it is still queued is safe,
- * because the pool orders the allocation after that free and every user after the allocation.
- * Streams are
- * non-blocking cudaStream_t (the communication stream at the highest priority); events are
- * cudaEvent_t without timing; host tasks are cudaLaunchHostFunc; timing marks are timing
- * events resolved against an epoch event recorded at init, shifted onto the host clock
+/* The cuda device: one GPU per rank.
+ * Memory: ONE stream-ordered CUDA memory pool per device for every category (parameters,
+ * gradients, optimizer state, activations, temporaries). One pool rather than one per category
+ * because reserved memory then follows the peak of the SUM of live bytes (what the ledger's
+ * peak_total and PyTorch's caching allocator report), whereas a pool per category reserves the
+ * sum of each category's own peak, which never shrinks and can exceed the GPU even when the
+ * ledger fits. The release threshold is unlimited (after warm-up no allocation reaches the
+ * driver), and the pool is trimmed with cudaMemPoolTrimTo at stream_sync (the host waits
+ * there anyway) down to a bound of the ledger's peak_total + 1/8 + 64 MiB: what a step needs
+ * stays, fragmentation from cross-stream reuse goes back to the driver.
+ * Allocations are made on a private stream that every stream of the device then waits for (an
+ * event, no host stall): a block the pool hands out again while another stream's work on it
+ * is still queued is safe, because the pool orders the allocation after that free
+ * (cudaMemPoolReuseFollowEventDependencies / AllowInternalDependencies) and every user after
+ * the allocation. Frees are cudaFreeAsync on the stream given to free; with none, on the
+ * allocation stream after it waited for every stream of the device (never a device-wide sync).
+ * Host copies: copy_h2d goes through a ring of pinned staging slots (the host copies src into
+ * a slot and returns; the DMA runs in stream order), copy_d2h through the same slots and waits
+ * only for its own copy's event; host_alloc / copy_async give callers pinned memory and
+ * stream-ordered copies without any wait.
+ * Streams are non-blocking cudaStream_t (the communication stream at the highest priority);
+ * events are cudaEvent_t without timing; host tasks are cudaLaunchHostFunc; timing marks are
+ * timing events resolved against an epoch event recorded at init, shifted onto the host clock
  * (fb_cpu_clock), so device and host times share one axis.
+ * Nothing is cached in statics: every fb_device_open creates its own pool, handles and
+ * staging, and fb_device_close releases them.
  * Every CUDA failure returns FB_EDEVICE naming the call, CUDA's message and the rank.
  * It does not run kernels (kernels_cuda.cu) nor talk to other GPUs (comm_nccl.c). */
 #include <assert.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,29 +62,63 @@ bool fb_cuda_present(char *why, size_t n) {
 }
 
 fb_status fb_cuda_bind(const fb_device *d) {
-  static _Thread_local int bound = -1;
   const fb_cuda_dev *c = fb_cuda_of(d);
-  if (bound == c->ordinal) return FB_OK;
-  cudaError_t e = cudaSetDevice(c->ordinal);
-  if (e != cudaSuccess) return CU_ERR(d, "cudaSetDevice", e);
-  bound = c->ordinal;
+  int cur = -1;
+  cudaError_t e = cudaGetDevice(&cur);
+  if (e == cudaSuccess && cur == c->ordinal) return FB_OK;
+  e = cudaSetDevice(c->ordinal);
+  if (e != cudaSuccess)
+    return FB_ERR(FB_EDEVICE, "rank %d: cudaSetDevice(%d) (chosen by %s) failed: %s (%s)", d->rank,
+                  c->ordinal, c->ordinal_src, cudaGetErrorString(e), cudaGetErrorName(e));
   return FB_OK;
 }
 
-/* The GPU of this rank: LOCAL_RANK (torchrun) or OMPI_COMM_WORLD_LOCAL_RANK (mpirun) when the
- * launcher set one, else the rank itself (ranks as threads of one process), modulo the count. */
-static int pick_ordinal(const fb_device *d, int count) {
-  const char *env[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                       "SLURM_LOCALID"};
-  for (size_t i = 0; i < sizeof env / sizeof env[0]; i++) {
-    const char *v = getenv(env[i]);
-    if (v && *v) {
-      char *end;
-      long r = strtol(v, &end, 10);
-      if (*end == '\0' && r >= 0) return (int)(r % count);
-    }
+/* The launchers' local-rank variables, in the order they are trusted. */
+static const char *const local_rank_env[] = {"LOCAL_RANK", "SLURM_LOCALID",
+                                             "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"};
+
+bool fb_cuda_launched(void) {
+  for (size_t i = 0; i < sizeof local_rank_env / sizeof local_rank_env[0]; i++) {
+    const char *v = getenv(local_rank_env[i]);
+    if (v && *v) return true;
   }
-  return d->rank % count;
+  return false;
+}
+
+fb_status fb_cuda_pick_ordinal(int rank, int count, int *ordinal, char *src, size_t src_len) {
+  if (count <= 0)
+    return FB_ERR(FB_EDEVICE, "rank %d: no CUDA device is visible", rank);
+  for (size_t i = 0; i < sizeof local_rank_env / sizeof local_rank_env[0]; i++) {
+    const char *v = getenv(local_rank_env[i]);
+    if (!v || !*v) continue;
+    char *end;
+    long r = strtol(v, &end, 10);
+    if (*end != '\0' || r < 0 || r > 1000000)
+      return FB_ERR(FB_EUSAGE, "rank %d: %s=%s is not a local rank (a non-negative integer); "
+                    "cannot choose a GPU out of %d", rank, local_rank_env[i], v, count);
+    *ordinal = (int)(r % count);
+    if (src && src_len) snprintf(src, src_len, "%s=%ld mod %d GPUs", local_rank_env[i], r, count);
+    return FB_OK;
+  }
+  if (rank < 0)
+    return FB_ERR(FB_EINTERNAL, "rank %d: negative rank, cannot choose a GPU", rank);
+  *ordinal = rank % count;
+  if (src && src_len)
+    snprintf(src, src_len, "rank %d of this process mod %d GPUs (no launcher local rank set)",
+             rank, count);
+  return FB_OK;
+}
+
+static void stage_release(fb_cuda_dev *c) {
+  for (int i = 0; i < FB_CUDA_STAGE_SLOTS; i++) {
+    fb_cuda_stage *sl = &c->stage[i];
+    if (sl->done) {
+      if (sl->busy) (void)cudaEventSynchronize(sl->done);
+      cudaEventDestroy(sl->done);
+    }
+    if (sl->buf) cudaFreeHost(sl->buf);
+    memset(sl, 0, sizeof *sl);
+  }
 }
 
 static fb_status cuda_init(fb_device *d) {
@@ -80,67 +131,87 @@ static fb_status cuda_init(fb_device *d) {
                   d->rank);
   fb_cuda_dev *c = calloc(1, sizeof *c);
   if (!c) return FB_ERR(FB_ENOMEM, "rank %d: cuda device: out of host memory", d->rank);
-  c->ordinal = pick_ordinal(d, count);
+  st = fb_cuda_pick_ordinal(d->rank, count, &c->ordinal, c->ordinal_src, sizeof c->ordinal_src);
+  if (st != FB_OK) {
+    free(c);
+    return st;
+  }
+  if (c->ordinal < 0 || c->ordinal >= count) {
+    st = FB_ERR(FB_EUSAGE, "rank %d: GPU ordinal %d (chosen by %s) is out of range: %d visible",
+                d->rank, c->ordinal, c->ordinal_src, count);
+    free(c);
+    return st;
+  }
   d->impl = c;
   d->simulated = false;
-  if (pthread_mutex_init(&c->blas_mu, NULL) != 0) {
+  bool blas_mu = false, mark_mu = false, streams_mu = false, stage_mu = false, host_mu = false;
+  if (pthread_mutex_init(&c->blas_mu, NULL) != 0 ||
+      !(blas_mu = true, pthread_mutex_init(&c->mark_mu, NULL) == 0) ||
+      !(mark_mu = true, pthread_mutex_init(&c->streams_mu, NULL) == 0) ||
+      !(streams_mu = true, pthread_mutex_init(&c->stage_mu, NULL) == 0) ||
+      !(stage_mu = true, pthread_mutex_init(&c->host_mu, NULL) == 0)) {
     st = FB_ERR(FB_EINTERNAL, "rank %d: pthread_mutex_init failed", d->rank);
-    goto fail_free;
+    goto fail_mutexes;
   }
-  if (pthread_mutex_init(&c->mark_mu, NULL) != 0) {
-    st = FB_ERR(FB_EINTERNAL, "rank %d: pthread_mutex_init failed", d->rank);
-    goto fail_blas_mu;
-  }
-  FB_CHECK_GOTO(st, fb_cuda_bind(d), fail_mark_mu);
+  host_mu = true;
+  FB_CHECK_GOTO(st, fb_cuda_bind(d), fail_mutexes);
   struct cudaDeviceProp prop;
   if ((e = cudaGetDeviceProperties(&prop, c->ordinal)) != cudaSuccess) {
     st = CU_ERR(d, "cudaGetDeviceProperties", e);
-    goto fail_mark_mu;
+    goto fail_mutexes;
   }
   snprintf(c->gpu_name, sizeof c->gpu_name, "%s", prop.name);
   if (prop.major < 8) {
     st = FB_ERR(FB_EUNSUPPORTED,
-                "rank %d: GPU %d (%s) has compute capability %d.%d; fsdpbench needs 8.0 or newer "
-                "(bf16 and the sm_80/sm_90 build)",
-                d->rank, c->ordinal, prop.name, prop.major, prop.minor);
-    goto fail_mark_mu;
-  }
-  if (pthread_mutex_init(&c->streams_mu, NULL) != 0) {
-    st = FB_ERR(FB_EINTERNAL, "rank %d: pthread_mutex_init failed", d->rank);
-    goto fail_mark_mu;
+                "rank %d: GPU %d (%s, chosen by %s) has compute capability %d.%d; fsdpbench needs "
+                "8.0 or newer (bf16 and the sm_80/sm_90 build)",
+                d->rank, c->ordinal, prop.name, c->ordinal_src, prop.major, prop.minor);
+    goto fail_mutexes;
   }
   if ((e = cudaStreamCreateWithFlags(&c->alloc_stream, cudaStreamNonBlocking)) != cudaSuccess) {
     st = CU_ERR(d, "cudaStreamCreateWithFlags", e);
-    goto fail_streams_mu;
+    goto fail_mutexes;
   }
   if ((e = cudaEventCreateWithFlags(&c->alloc_done, cudaEventDisableTiming)) != cudaSuccess) {
     st = CU_ERR(d, "cudaEventCreateWithFlags(alloc)", e);
     goto fail_alloc_stream;
   }
-  int npool = 0;
-  for (; npool < FB_MEM_NCAT; npool++) {
+  {
     struct cudaMemPoolProps pp;
     memset(&pp, 0, sizeof pp);
     pp.allocType = cudaMemAllocationTypePinned;
     pp.handleTypes = cudaMemHandleTypeNone;
     pp.location.type = cudaMemLocationTypeDevice;
     pp.location.id = c->ordinal;
-    if ((e = cudaMemPoolCreate(&c->pool[npool], &pp)) != cudaSuccess) {
+    if ((e = cudaMemPoolCreate(&c->pool, &pp)) != cudaSuccess) {
       st = CU_ERR(d, "cudaMemPoolCreate", e);
-      goto fail_pools;
+      goto fail_alloc_done;
     }
-    uint64_t keep = UINT64_MAX; /* keep freed memory cached: no cudaMalloc after warm-up */
-    if ((e = cudaMemPoolSetAttribute(c->pool[npool], cudaMemPoolAttrReleaseThreshold, &keep)) !=
+    /* the driver never releases on its own at syncs; stream_sync trims to a bound instead */
+    uint64_t keep = UINT64_MAX;
+    if ((e = cudaMemPoolSetAttribute(c->pool, cudaMemPoolAttrReleaseThreshold, &keep)) !=
         cudaSuccess) {
       st = CU_ERR(d, "cudaMemPoolSetAttribute(ReleaseThreshold)", e);
-      npool++;
-      goto fail_pools;
+      goto fail_pool;
+    }
+  }
+  for (int i = 0; i < FB_CUDA_STAGE_SLOTS; i++) {
+    if ((e = cudaMallocHost(&c->stage[i].buf, FB_CUDA_STAGE_BYTES)) != cudaSuccess) {
+      c->stage[i].buf = NULL;
+      st = CU_ERR(d, "cudaMallocHost(staging)", e);
+      goto fail_stage;
+    }
+    if ((e = cudaEventCreateWithFlags(&c->stage[i].done, cudaEventDisableTiming)) !=
+        cudaSuccess) {
+      c->stage[i].done = NULL;
+      st = CU_ERR(d, "cudaEventCreateWithFlags(staging)", e);
+      goto fail_stage;
     }
   }
   cublasStatus_t bs = cublasCreate(&c->blas);
   if (bs != CUBLAS_STATUS_SUCCESS) {
     st = FB_ERR(FB_EDEVICE, "rank %d: cublasCreate failed: %s", d->rank, cublasGetStatusString(bs));
-    goto fail_pools;
+    goto fail_stage;
   }
   /* fp32 products stay fp32 (no TF32) so the cuda device matches the cpu one. */
   bs = cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH);
@@ -167,36 +238,49 @@ fail_epoch:
   cudaEventDestroy(c->epoch);
 fail_blas:
   cublasDestroy(c->blas);
-fail_pools:
-  while (npool-- > 0) cudaMemPoolDestroy(c->pool[npool]);
+fail_stage:
+  stage_release(c);
+fail_pool:
+  cudaMemPoolDestroy(c->pool);
+fail_alloc_done:
   cudaEventDestroy(c->alloc_done);
 fail_alloc_stream:
   cudaStreamDestroy(c->alloc_stream);
-fail_streams_mu:
-  pthread_mutex_destroy(&c->streams_mu);
-fail_mark_mu:
-  pthread_mutex_destroy(&c->mark_mu);
-fail_blas_mu:
-  pthread_mutex_destroy(&c->blas_mu);
-fail_free:
+fail_mutexes:
+  if (host_mu) pthread_mutex_destroy(&c->host_mu);
+  if (stage_mu) pthread_mutex_destroy(&c->stage_mu);
+  if (streams_mu) pthread_mutex_destroy(&c->streams_mu);
+  if (mark_mu) pthread_mutex_destroy(&c->mark_mu);
+  if (blas_mu) pthread_mutex_destroy(&c->blas_mu);
   free(c);
   d->impl = NULL;
   return st;
 }
 
+/* Waits for this device's own streams (not the whole GPU, which other ranks may share) and
+ * releases everything init and the ops created. */
 static void cuda_fini(fb_device *d) {
   fb_cuda_dev *c = fb_cuda_of(d);
   if (!c) return;
   (void)fb_cuda_bind(d);
-  (void)cudaDeviceSynchronize();
-  for (size_t i = 0; i < c->nmarks; i++) cudaEventDestroy(c->marks[i]);
+  pthread_mutex_lock(&c->streams_mu);
+  for (size_t i = 0; i < c->nstreams; i++) (void)cudaStreamSynchronize(c->streams[i]->s);
+  pthread_mutex_unlock(&c->streams_mu);
+  (void)cudaStreamSynchronize(c->alloc_stream);
+  for (size_t i = 0; i < c->created; i++) cudaEventDestroy(c->marks[i]);
   free(c->marks);
   cudaEventDestroy(c->epoch);
   cublasDestroy(c->blas);
-  for (int i = 0; i < FB_MEM_NCAT; i++) cudaMemPoolDestroy(c->pool[i]);
+  stage_release(c);
+  for (size_t i = 0; i < c->nhost; i++) cudaFreeHost(c->host[i].p);
+  free(c->host);
+  /* blocks still allocated (a leak elsewhere) are released when their last free completes */
+  cudaMemPoolDestroy(c->pool);
   cudaEventDestroy(c->alloc_done);
   cudaStreamDestroy(c->alloc_stream);
   free(c->streams);
+  pthread_mutex_destroy(&c->host_mu);
+  pthread_mutex_destroy(&c->stage_mu);
   pthread_mutex_destroy(&c->streams_mu);
   pthread_mutex_destroy(&c->mark_mu);
   pthread_mutex_destroy(&c->blas_mu);
@@ -207,15 +291,16 @@ static void cuda_fini(fb_device *d) {
 /* ---- memory ----------------------------------------------------------------------------- */
 static fb_status cuda_alloc(fb_device *d, fb_stream *s, size_t bytes, fb_mem_cat cat,
                             void **out) {
-  (void)s; /* stream-ordered pools per category; the stream hint is for the sim model */
+  (void)s; /* one stream-ordered pool; the stream hint is for the sim model */
   fb_cuda_dev *c = fb_cuda_of(d);
   FB_TRY(fb_cuda_bind(d));
   void *p = NULL;
-  cudaError_t e = cudaMallocFromPoolAsync(&p, bytes, c->pool[cat], c->alloc_stream);
+  cudaError_t e = cudaMallocFromPoolAsync(&p, bytes, c->pool, c->alloc_stream);
   if (e == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();
     return FB_ERR(FB_ENOMEM, "rank %d: cudaMallocFromPoolAsync: out of GPU memory allocating "
-                  "%.2f MiB for %s", d->rank, (double)bytes / 1048576.0, fb_mem_cat_name(cat));
+                  "%.2f MiB for %s (GPU %d)", d->rank, (double)bytes / 1048576.0,
+                  fb_mem_cat_name(cat), c->ordinal);
   }
   if (e != cudaSuccess) return CU_ERR(d, "cudaMallocFromPoolAsync", e);
   /* Order every stream after the allocation (the host does not wait). */
@@ -228,30 +313,52 @@ static fb_status cuda_alloc(fb_device *d, fb_stream *s, size_t bytes, fb_mem_cat
       st = CU_ERR(d, "cudaStreamWaitEvent(alloc)", e);
   pthread_mutex_unlock(&c->streams_mu);
   if (st != FB_OK) {
-    cudaFreeAsync(p, c->alloc_stream);
+    (void)cudaFreeAsync(p, c->alloc_stream);
     return st;
   }
   *out = p;
   return FB_OK;
 }
 
+/* Stream-ordered: the block returns to the pool once `s` has finished the work issued before
+ * the free. With no stream, once every stream of the device has: the allocation stream waits
+ * for each (events, no host wait) and the free is enqueued there. */
 static void cuda_free(fb_device *d, void *p, size_t bytes, fb_mem_cat cat, fb_stream *s) {
   fb_cuda_dev *c = fb_cuda_of(d);
   if (!p) return;
   if (fb_cuda_bind(d) != FB_OK) return;
-  /* Stream-ordered: the block returns to its pool once `s` has finished earlier work. With no
-   * stream, once every stream of the device has (cheap insurance for teardown paths). */
-  if (!s) {
+  cudaError_t e = cudaSuccess;
+  if (s) {
+    e = cudaFreeAsync(p, s->s);
+  } else {
     pthread_mutex_lock(&c->streams_mu);
-    for (size_t i = 0; i < c->nstreams; i++)
-      if (cudaEventRecord(c->alloc_done, c->streams[i]->s) == cudaSuccess)
-        (void)cudaStreamWaitEvent(c->alloc_stream, c->alloc_done, 0);
+    for (size_t i = 0; e == cudaSuccess && i < c->nstreams; i++) {
+      e = cudaEventRecord(c->alloc_done, c->streams[i]->s);
+      if (e == cudaSuccess) e = cudaStreamWaitEvent(c->alloc_stream, c->alloc_done, 0);
+    }
+    if (e == cudaSuccess) e = cudaFreeAsync(p, c->alloc_stream);
     pthread_mutex_unlock(&c->streams_mu);
   }
-  cudaError_t e = cudaFreeAsync(p, s ? s->s : c->alloc_stream);
   if (e != cudaSuccess)
     fprintf(stderr, "fsdpbench: rank %d: cudaFreeAsync(%zu bytes, %s) failed: %s\n", d->rank,
             bytes, fb_mem_cat_name(cat), cudaGetErrorString(e));
+}
+
+/* Gives the pool's unused memory above the bound back to the driver. Called after a stream
+ * sync: blocks whose frees that stream has now executed are releasable. Only unused memory is
+ * released (cudaMemPoolTrimTo never touches live allocations), so this is always safe. */
+static void pool_trim(fb_device *d) {
+  fb_cuda_dev *c = fb_cuda_of(d);
+  const uint64_t peak = d->mem.peak_total > 0 ? (uint64_t)d->mem.peak_total : 0;
+  const uint64_t bound = peak + peak / 8 + ((uint64_t)64 << 20);
+  uint64_t reserved = 0;
+  if (cudaMemPoolGetAttribute(c->pool, cudaMemPoolAttrReservedMemCurrent, &reserved) !=
+      cudaSuccess) {
+    (void)cudaGetLastError();
+    return;
+  }
+  if (reserved > bound && cudaMemPoolTrimTo(c->pool, (size_t)bound) != cudaSuccess)
+    (void)cudaGetLastError();
 }
 
 static fb_status cuda_memset0(fb_device *d, fb_stream *s, void *dst, size_t bytes) {
@@ -267,24 +374,175 @@ static fb_status cuda_copy_d2d(fb_device *d, fb_stream *s, void *dst, const void
   return FB_OK;
 }
 
-static fb_status cuda_copy_h2d(fb_device *d, fb_stream *s, void *dst, const void *src,
-                               size_t bytes) {
-  FB_TRY(fb_cuda_bind(d));
-  CU_TRY(d, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s->s));
-  /* From pageable memory the call returns once src was staged; from page-locked memory the
-   * DMA reads src later, so wait for it: the contract is that src is reusable on return. */
-  struct cudaPointerAttributes at;
-  cudaError_t e = cudaPointerGetAttributes(&at, src);
-  if (e != cudaSuccess) return CU_ERR(d, "cudaPointerGetAttributes", e);
-  if (at.type == cudaMemoryTypeHost) CU_TRY(d, cudaStreamSynchronize(s->s));
+/* The next staging slot, once the copy that last used it has completed (a wait on that one
+ * copy's event, never on the device). Called with stage_mu held. */
+static fb_status stage_take(fb_device *d, fb_cuda_stage **out) {
+  fb_cuda_dev *c = fb_cuda_of(d);
+  fb_cuda_stage *sl = &c->stage[c->stage_next];
+  c->stage_next = (c->stage_next + 1) % FB_CUDA_STAGE_SLOTS;
+  if (sl->busy) {
+    cudaError_t e = cudaEventSynchronize(sl->done);
+    if (e != cudaSuccess) return CU_ERR(d, "cudaEventSynchronize(staging)", e);
+    sl->busy = false;
+  }
+  *out = sl;
   return FB_OK;
 }
 
+/* Host -> device through pinned staging: the host copies src into a slot and the DMA runs in
+ * stream order, so src is reusable on return and the host waits for nothing but a slot's
+ * previous copy (4 slots of 4 MiB in flight). */
+static fb_status cuda_copy_h2d(fb_device *d, fb_stream *s, void *dst, const void *src,
+                               size_t bytes) {
+  fb_cuda_dev *c = fb_cuda_of(d);
+  FB_TRY(fb_cuda_bind(d));
+  fb_status st = FB_OK;
+  pthread_mutex_lock(&c->stage_mu);
+  for (size_t off = 0; off < bytes && st == FB_OK;) {
+    size_t n = bytes - off < FB_CUDA_STAGE_BYTES ? bytes - off : FB_CUDA_STAGE_BYTES;
+    fb_cuda_stage *sl = NULL;
+    if ((st = stage_take(d, &sl)) != FB_OK) break;
+    memcpy(sl->buf, (const char *)src + off, n);
+    cudaError_t e = cudaMemcpyAsync((char *)dst + off, sl->buf, n, cudaMemcpyHostToDevice, s->s);
+    if (e == cudaSuccess) e = cudaEventRecord(sl->done, s->s);
+    if (e != cudaSuccess) {
+      st = CU_ERR(d, "cudaMemcpyAsync(host to device, staged)", e);
+      break;
+    }
+    sl->busy = true;
+    off += n;
+  }
+  pthread_mutex_unlock(&c->stage_mu);
+  return st;
+}
+
+/* Device -> host through pinned staging: up to FB_CUDA_STAGE_SLOTS chunks are enqueued, then
+ * each chunk's own event is waited for and the slot copied out. Returns once dst holds the
+ * data; the wait covers the stream up to this copy only (the contract of copy_d2h: use it for
+ * figures the host prints, and copy_async into host_alloc memory otherwise). */
 static fb_status cuda_copy_d2h(fb_device *d, fb_stream *s, void *dst, const void *src,
                                size_t bytes) {
+  fb_cuda_dev *c = fb_cuda_of(d);
   FB_TRY(fb_cuda_bind(d));
-  CU_TRY(d, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s->s));
-  CU_TRY(d, cudaStreamSynchronize(s->s));
+  fb_status st = FB_OK;
+  pthread_mutex_lock(&c->stage_mu);
+  size_t off = 0;
+  while (off < bytes && st == FB_OK) {
+    fb_cuda_stage *batch[FB_CUDA_STAGE_SLOTS];
+    size_t at[FB_CUDA_STAGE_SLOTS], len[FB_CUDA_STAGE_SLOTS];
+    int nb = 0;
+    for (; nb < FB_CUDA_STAGE_SLOTS && off < bytes; nb++) {
+      size_t n = bytes - off < FB_CUDA_STAGE_BYTES ? bytes - off : FB_CUDA_STAGE_BYTES;
+      if ((st = stage_take(d, &batch[nb])) != FB_OK) break;
+      cudaError_t e = cudaMemcpyAsync(batch[nb]->buf, (const char *)src + off, n,
+                                      cudaMemcpyDeviceToHost, s->s);
+      if (e == cudaSuccess) e = cudaEventRecord(batch[nb]->done, s->s);
+      if (e != cudaSuccess) {
+        st = CU_ERR(d, "cudaMemcpyAsync(device to host, staged)", e);
+        break;
+      }
+      batch[nb]->busy = true;
+      at[nb] = off;
+      len[nb] = n;
+      off += n;
+    }
+    for (int i = 0; i < nb; i++) {
+      cudaError_t e = cudaEventSynchronize(batch[i]->done);
+      if (e != cudaSuccess) {
+        if (st == FB_OK) st = CU_ERR(d, "cudaEventSynchronize(device to host copy)", e);
+        continue;
+      }
+      batch[i]->busy = false;
+      if (st == FB_OK) memcpy((char *)dst + at[i], batch[i]->buf, len[i]);
+    }
+  }
+  pthread_mutex_unlock(&c->stage_mu);
+  return st;
+}
+
+/* Pinned host memory for callers that stage themselves (comm_staged.c). Freed blocks are kept
+ * and handed out again (a block of the same size or up to twice as large), so a steady step
+ * loop calls cudaMallocHost only while warming up. host_free makes no CUDA call, so it may run
+ * inside a host task (cudaLaunchHostFunc callbacks must not call CUDA). */
+#define FB_CUDA_HOST_CACHE_BYTES ((size_t)256 << 20)
+
+static fb_status cuda_host_alloc(fb_device *d, size_t bytes, void **out) {
+  fb_cuda_dev *c = fb_cuda_of(d);
+  *out = NULL;
+  if (bytes == 0) return FB_OK;
+  FB_TRY(fb_cuda_bind(d));
+  fb_status st = FB_OK;
+  pthread_mutex_lock(&c->host_mu);
+  size_t best = SIZE_MAX, cached = 0;
+  for (size_t i = 0; i < c->nhost; i++) {
+    const fb_cuda_hostblk *b = &c->host[i];
+    if (b->in_use) continue;
+    cached += b->bytes;
+    if (b->bytes >= bytes && b->bytes / 2 <= bytes &&
+        (best == SIZE_MAX || b->bytes < c->host[best].bytes))
+      best = i;
+  }
+  if (best != SIZE_MAX) {
+    c->host[best].in_use = true;
+    *out = c->host[best].p;
+    goto out;
+  }
+  /* bound the cache: free blocks no request fits any more go back before growing */
+  if (cached > FB_CUDA_HOST_CACHE_BYTES) {
+    size_t w = 0;
+    for (size_t i = 0; i < c->nhost; i++) {
+      if (!c->host[i].in_use) cudaFreeHost(c->host[i].p);
+      else c->host[w++] = c->host[i];
+    }
+    c->nhost = w;
+  }
+  if (c->nhost == c->cap_host) {
+    size_t cap = c->cap_host ? 2 * c->cap_host : 16;
+    fb_cuda_hostblk *v = realloc(c->host, cap * sizeof *v);
+    if (!v) {
+      st = FB_ERR(FB_ENOMEM, "rank %d: host_alloc: out of host memory", d->rank);
+      goto out;
+    }
+    c->host = v;
+    c->cap_host = cap;
+  }
+  void *p = NULL;
+  cudaError_t e = cudaMallocHost(&p, bytes);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    st = FB_ERR(e == cudaErrorMemoryAllocation ? FB_ENOMEM : FB_EDEVICE,
+                "rank %d: cudaMallocHost(%.2f MiB of pinned staging) failed: %s", d->rank,
+                (double)bytes / 1048576.0, cudaGetErrorString(e));
+    goto out;
+  }
+  c->host[c->nhost++] = (fb_cuda_hostblk){.p = p, .bytes = bytes, .in_use = true};
+  *out = p;
+out:
+  pthread_mutex_unlock(&c->host_mu);
+  return st;
+}
+
+static void cuda_host_free(fb_device *d, void *p) {
+  fb_cuda_dev *c = fb_cuda_of(d);
+  if (!p || !c) return;
+  pthread_mutex_lock(&c->host_mu);
+  size_t i = 0;
+  while (i < c->nhost && c->host[i].p != p) i++;
+  if (i < c->nhost) c->host[i].in_use = false;
+  pthread_mutex_unlock(&c->host_mu);
+  if (i == c->nhost)
+    fprintf(stderr, "fsdpbench: rank %d: host_free of %p, which host_alloc did not hand out\n",
+            d->rank, p);
+}
+
+/* Enqueued on the stream, returns at once: the host buffer (host_alloc memory) must stay
+ * untouched until the stream passes the copy. */
+static fb_status cuda_copy_async(fb_device *d, fb_stream *s, void *dst, const void *src,
+                                 size_t bytes, bool to_host) {
+  if (bytes == 0) return FB_OK;
+  FB_TRY(fb_cuda_bind(d));
+  CU_TRY(d, cudaMemcpyAsync(dst, src, bytes,
+                            to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, s->s));
   return FB_OK;
 }
 
@@ -373,6 +631,7 @@ static fb_status take_poison(fb_device *d, fb_stream *s) {
 static fb_status cuda_stream_sync(fb_device *d, fb_stream *s) {
   FB_TRY(fb_cuda_bind(d));
   CU_TRY(d, cudaStreamSynchronize(s->s));
+  pool_trim(d);
   return take_poison(d, s);
 }
 
@@ -539,5 +798,10 @@ const fb_device_ops fb_cuda_device_ops = {
     .account = NULL,
     .host_work = cuda_host_work,
     .model_stats = NULL,
+    .op_begin = NULL,
+    .op_end = NULL,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
+    .copy_async = cuda_copy_async,
     .kernels = &fb_cuda_kernels,
 };

@@ -116,19 +116,72 @@ __global__ void encoder_fwd_k(E *out, const int32_t *tok, const E *wte, const E 
   }
 }
 
-/* Thread (c, g) owns every vocabulary row v with v % G == g: it walks the tokens in order,
- * so each element of dwte receives its additions in token order, as on the cpu. */
-#define ENC_GROUPS 32
+/* dwte: one block per token position n whose token t = tok[n] does not occur earlier (the
+ * first occurrence owns row t; later occurrences exit after a scan of tok[0..n)). The block
+ * walks tok[n..N) in chunks of its size, compacts the positions holding t in token order
+ * (warp ballots, so the order is exactly the token order), and each thread adds those rows of
+ * dout for its columns into fp32 registers starting from dwte's current value. dwte is written
+ * once per element: a single rounding to bf16 however many tokens share a row, and the sum is
+ * the cpu kernel's (dwte + d_first + ... + d_last in token order), so the result is
+ * deterministic and matches the cpu in fp32. Columns are processed ENC_COLS_PER_THREAD per
+ * thread per pass (more passes for wider rows). */
+#define ENC_THREADS 256
+#define ENC_COLS_PER_THREAD 8
 template <typename E>
-__global__ void encoder_bwd_wte_k(E *dwte, const E *dout, const int32_t *tok, int64_t N, int C) {
-  int c = blockIdx.x * blockDim.x + threadIdx.x;
-  int g = blockIdx.y;
-  if (c >= C) return;
-  for (int64_t n = 0; n < N; n++) {
-    int t = tok[n];
-    if (t % ENC_GROUPS != g) continue;
-    int64_t o = (int64_t)t * C + c;
-    st(dwte, o, ld(dwte, o) + ld(dout, n * C + c));
+__global__ void __launch_bounds__(ENC_THREADS)
+encoder_bwd_wte_k(E *dwte, const E *dout, const int32_t *tok, int64_t N, int C) {
+  __shared__ int64_t pos[ENC_THREADS];
+  __shared__ int warp_base[ENC_THREADS / 32 + 1];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
+    const int32_t t = tok[n];
+    /* first occurrence? */
+    int seen = 0;
+    for (int64_t m = tid; m < n && !seen; m += ENC_THREADS) seen = tok[m] == t;
+    if (__syncthreads_or(seen)) continue;
+    const int64_t row = (int64_t)t * C;
+    for (int c0 = 0; c0 < C; c0 += ENC_THREADS * ENC_COLS_PER_THREAD) {
+      float acc[ENC_COLS_PER_THREAD];
+#pragma unroll
+      for (int j = 0; j < ENC_COLS_PER_THREAD; j++) {
+        int c = c0 + j * ENC_THREADS + tid;
+        acc[j] = c < C ? ld(dwte, row + c) : 0.0f;
+      }
+      for (int64_t m0 = n; m0 < N; m0 += ENC_THREADS) {
+        const int64_t m = m0 + tid;
+        const bool hit = m < N && tok[m] == t;
+        const unsigned ball = __ballot_sync(0xffffffffu, hit);
+        if (lane == 0) warp_base[warp] = __popc(ball);
+        __syncthreads();
+        if (tid == 0) { /* exclusive prefix over the warps, in warp order */
+          int sum = 0;
+          for (int w = 0; w < ENC_THREADS / 32; w++) {
+            int k = warp_base[w];
+            warp_base[w] = sum;
+            sum += k;
+          }
+          warp_base[ENC_THREADS / 32] = sum;
+        }
+        __syncthreads();
+        if (hit) pos[warp_base[warp] + __popc(ball & ((1u << lane) - 1u))] = m;
+        __syncthreads();
+        const int hits = warp_base[ENC_THREADS / 32];
+        for (int h = 0; h < hits; h++) {
+          const int64_t src = pos[h] * C;
+#pragma unroll
+          for (int j = 0; j < ENC_COLS_PER_THREAD; j++) {
+            int c = c0 + j * ENC_THREADS + tid;
+            if (c < C) acc[j] += ld(dout, src + c);
+          }
+        }
+        __syncthreads(); /* pos and warp_base are rewritten by the next chunk */
+      }
+#pragma unroll
+      for (int j = 0; j < ENC_COLS_PER_THREAD; j++) {
+        int c = c0 + j * ENC_THREADS + tid;
+        if (c < C) st(dwte, row + c, acc[j]);
+      }
+    }
   }
 }
 template <typename E>
@@ -151,8 +204,8 @@ template <typename E>
 static void encoder_bwd_launch(cudaStream_t s, void *dwte, void *dwpe, const void *dout,
                                const int32_t *tok, int B, int T_, int C) {
   int64_t N = (int64_t)B * T_;
-  dim3 gw((unsigned)((C + 127) / 128), ENC_GROUPS);
-  encoder_bwd_wte_k<E><<<gw, 128, 0, s>>>((E *)dwte, (const E *)dout, tok, N, C);
+  unsigned blocks = (unsigned)(N < 65535LL * 16 ? N : 65535LL * 16); /* grid-stride over n */
+  encoder_bwd_wte_k<E><<<blocks, ENC_THREADS, 0, s>>>((E *)dwte, (const E *)dout, tok, N, C);
   if (dwpe)
     encoder_bwd_wpe_k<E><<<grid_for((int64_t)T_ * C, 256), 256, 0, s>>>((E *)dwpe,
                                                                         (const E *)dout, B, T_, C);

@@ -21,6 +21,7 @@
 #include "../../traces/cupti.h"
 #include "../device/device_cuda.h"
 #endif
+#include "dry_run.h"
 #include "executor.h"
 
 typedef struct shared {
@@ -99,6 +100,19 @@ static fb_status final_param_sum(fb_rank *r, double *sum) {
   return st;
 }
 
+/* Sums the loss over ranks through a device buffer and the communicator, on the comm stream
+ * (a metric: outside the ledger, the recorder and the cost model). */
+static fb_status reduce_loss(fb_rank *r, double *loss) {
+  fb_device *d = r->dev;
+  void *buf = NULL;
+  FB_TRY(d->ops->alloc(d, r->commst, sizeof *loss, FB_MEM_TEMP, &buf));
+  fb_status st = fb_copy_h2d(d, r->commst, buf, loss, sizeof *loss);
+  if (st == FB_OK) st = fb_comm_unrecorded(r->comm, r->commst, FB_COLL_ALL_REDUCE, buf, buf, 1, FB_F64, 0);
+  if (st == FB_OK) st = fb_copy_d2h(d, r->commst, loss, buf, sizeof *loss);
+  d->ops->free(d, buf, sizeof *loss, FB_MEM_TEMP, r->commst);
+  return st;
+}
+
 static fb_status rank_run(rank_ctx *ctx) {
   shared *sh = ctx->sh;
   const fb_run_config *c = sh->cfg;
@@ -156,18 +170,14 @@ static fb_status rank_run(rank_ctx *ctx) {
   FB_CHECK_GOTO(st, fb_exec_init(&e, &r, sh->data), out);
   rr->mem_setup = dev->mem;
 #ifdef FB_HAVE_CUDA
-  const bool cupti = c->trace && !strcmp(c->backend, "cuda") && ctx->index == 0;
+  const bool cupti = c->trace && fb_device_caps_of(dev)->kernel_trace && ctx->index == 0;
   if (cupti) FB_CHECK_GOTO(st, fb_cupti_start(), out);
 #endif
 
   for (int step = 0; step < c->steps; step++) {
     double loss = 0;
     FB_CHECK_GOTO(st, fb_exec_step(&e, step, &loss), out);
-    if (!dev->simulated && res->world > 1) {
-      /* metric reduction: bypasses the recorder, it is not part of the algorithm */
-      FB_CHECK_GOTO(st, comm->ops->all_reduce(comm, commst, &loss, &loss, 1, FB_F64), out);
-      FB_CHECK_GOTO(st, fb_stream_sync(dev, commst), out);
-    }
+    if (!dev->simulated && res->world > 1) FB_CHECK_GOTO(st, reduce_loss(&r, &loss), out);
     FB_CHECK_GOTO(st, fb_recorder_step_end(rec, &rr->steps[step]), out);
     if (ctx->rank == 0) {
       res->loss[step] = dev->simulated ? NAN : loss / ((double)c->batch * c->seq);
@@ -222,19 +232,10 @@ static const char *human(double bytes, char *buf, size_t n) {
   return buf;
 }
 
-static int64_t host_available_bytes(void) {
-  FILE *f = fopen("/proc/meminfo", "r");
-  char line[256];
-  long long kb = 0;
-  while (f && fgets(line, sizeof line, f))
-    if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
-  if (f) fclose(f);
-  return (int64_t)kb * 1024;
-}
-
 /* Predicts the executed run's peak memory with the simulator (same allocation calls, so the
  * same bytes) and refuses, before anything is allocated, a run that would not fit. */
-static fb_status precheck_memory(const fb_run_config *c, bool shared_host) {
+static fb_status precheck_memory(const fb_run_config *c, const fb_device_entry *dev,
+                                 int64_t profile_capacity, bool shared_host, fb_fit *fit) {
   fb_run_config p = *c;
   snprintf(p.backend, sizeof p.backend, "sim");
   snprintf(p.comm, sizeof p.comm, "sim");
@@ -254,15 +255,20 @@ static fb_status precheck_memory(const fb_run_config *c, bool shared_host) {
     if (pk > worst) worst = pk, wi = i;
   }
   if (pr.nranks < pr.world) sum = worst * pr.world;
-#ifdef FB_HAVE_CUDA
-  const int64_t avail = !strcmp(c->backend, "cuda") ? fb_cuda_memory_capacity()
-                                                    : host_available_bytes();
-#else
-  const int64_t avail = host_available_bytes();
-#endif
+  /* what this machine offers; a dry run where the device is absent checks the profile's */
+  int64_t avail = dev->capacity ? dev->capacity(shared_host ? 1 : pr.nranks) : -1;
+  if (avail <= 0) avail = profile_capacity;
   const bool per_rank_limit = c->mem_limit > 0;
   const int64_t need = per_rank_limit ? worst : (shared_host ? sum : worst);
   const int64_t limit = per_rank_limit ? c->mem_limit : avail;
+  if (fit) {
+    fit->peak = pr.ranks[wi].mem;
+    fit->worst_rank = pr.ranks[wi].rank;
+    fit->need = need;
+    fit->limit = limit;
+    fb_dev_model dm;
+    fit->reserved_peak = fb_recorder_model(pr.ranks[wi].rec, &dm) ? dm.reserved_peak : -1;
+  }
   fb_status st = FB_OK;
   if (limit > 0 && need > limit) {
     char cats[512], who[128], h1[32], h2[32], h3[32];
@@ -278,7 +284,7 @@ static fb_status precheck_memory(const fb_run_config *c, bool shared_host) {
                human((double)sum, h1, sizeof h1), human((double)limit, h2, sizeof h2));
     else
       snprintf(who, sizeof who, "> %s free on the %s", human((double)limit, h1, sizeof h1),
-               strcmp(c->backend, "cuda") ? "device" : "GPU");
+               dev->caps->gpu ? "GPU" : "device");
     st = FB_ERR(FB_ENOMEM, "the run does not fit: predicted peak %s per rank %s; at the peak: %s",
                 human((double)worst, h3, sizeof h3), who, cats);
   }
@@ -291,14 +297,31 @@ static int env_int(const char *name) {
   return v ? atoi(v) : 0;
 }
 
-/* Fills the automatic choices: backend, comm, world, hardware. */
+/* A launcher started this process as one of several (mpirun, torchrun, srun). */
+static bool launched(void) {
+  return env_int("OMPI_COMM_WORLD_SIZE") > 0 || env_int("WORLD_SIZE") > 1 ||
+         env_int("PMI_SIZE") > 1 || env_int("SLURM_NTASKS") > 1;
+}
+
+/* The first registered GPU backend usable here, or NULL (reason in why). */
+static const fb_device_entry *usable_gpu(char *why, size_t n) {
+  snprintf(why, n, "no GPU backend in this build");
+  for (int i = 0; fb_device_entry_at(i); i++) {
+    const fb_device_entry *e = fb_device_entry_at(i);
+    if (e->caps->gpu && fb_device_available(e->name, why, n)) return e;
+  }
+  return NULL;
+}
+
+/* Fills the automatic choices (backend, comm, hardware) from the device registry and checks
+ * the pair: the backend's capabilities name the communicators that can move its buffers. */
 static fb_status resolve_auto(fb_run_config *c, const fb_model *m, char *why, size_t why_len) {
   why[0] = 0;
-  const bool under_mpi = env_int("OMPI_COMM_WORLD_SIZE") > 0;
   if (!strcmp(c->backend, "auto")) {
     char reason[256];
-    if (fb_device_available("cuda", reason, sizeof reason)) {
-      snprintf(c->backend, sizeof c->backend, "cuda");
+    const fb_device_entry *gpu = usable_gpu(reason, sizeof reason);
+    if (gpu) {
+      snprintf(c->backend, sizeof c->backend, "%s", gpu->name);
     } else {
       /* execute on this CPU when the whole run takes about a minute or less */
       int B = c->batch > 0 ? c->batch : 8, T = c->seq;
@@ -314,23 +337,21 @@ static fb_status resolve_auto(fb_run_config *c, const fb_model *m, char *why, si
       }
     }
   }
-  if (!strcmp(c->comm, "auto")) {
-    if (!strcmp(c->backend, "sim")) snprintf(c->comm, sizeof c->comm, "sim");
-    else if (!strcmp(c->backend, "cuda")) snprintf(c->comm, sizeof c->comm, under_mpi || env_int("WORLD_SIZE") > 1 ? "nccl" : "local");
-    else snprintf(c->comm, sizeof c->comm, under_mpi ? "mpi" : "local");
-  }
-  if (!strcmp(c->backend, "sim") && strcmp(c->comm, "sim"))
-    return FB_ERR(FB_EUSAGE, "--comm: '%s' cannot drive --backend sim (use --comm sim)", c->comm);
-  if (!strcmp(c->comm, "sim") && strcmp(c->backend, "sim"))
-    return FB_ERR(FB_EUSAGE, "--comm: 'sim' needs --backend sim (got '%s')", c->backend);
-  if (!c->hardware[0] && !strcmp(c->backend, "sim")) snprintf(c->hardware, sizeof c->hardware, "h100");
+  const fb_device_entry *e = fb_device_entry_lookup(c->backend);
+  if (!e) return FB_ERR(FB_EUSAGE, "--backend: '%s' is not available in this build", c->backend);
+  if (!strcmp(c->comm, "auto"))
+    snprintf(c->comm, sizeof c->comm, "%s", launched() ? e->caps->comm_launched : e->caps->comm);
+  if (!fb_word_in(c->comm, e->caps->comms))
+    return FB_ERR(FB_EUSAGE, "--comm: '%s' is not allowed with --backend %s (want auto, %s)",
+                  c->comm, c->backend, e->caps->comms);
+  if (!c->hardware[0] && !e->caps->executes) snprintf(c->hardware, sizeof c->hardware, "h100");
   return FB_OK;
 }
 
 fb_dtype fb_resolve_param_dtype(fb_dtype t, const char *backend, const fb_hardware *hw) {
   if (t != FB_DTYPE_AUTO) return t;
-  bool gpu = !strcmp(backend, "cuda") ||
-             (!strcmp(backend, "sim") && hw && hw->gpu_arch != FB_ARCH_NONE);
+  const fb_device_entry *e = fb_device_entry_lookup(backend);
+  bool gpu = e && (e->caps->gpu || (!e->caps->executes && hw && hw->gpu_arch != FB_ARCH_NONE));
   return gpu ? FB_BF16 : FB_F32;
 }
 
@@ -357,20 +378,15 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
   memset(&hw, 0, sizeof hw);
   snprintf(hw.name, sizeof hw.name, "%s", c->backend);
   if (c->hardware[0]) FB_CHECK_GOTO(st, fb_hardware_load(c->hardware, &hw), fail);
-  sh.dev_ops = fb_device_lookup(c->backend);
-  if (!sh.dev_ops) {
-    st = FB_ERR(FB_EUSAGE, "--backend: '%s' is not available in this build", c->backend);
+  const fb_device_entry *dent = fb_device_entry_lookup(c->backend);
+  sh.dev_ops = dent->ops;
+  char absent[256] = "";
+  if (!fb_device_available(c->backend, absent, sizeof absent) && !c->dry_run) {
+    st = FB_ERR(FB_EUNSUPPORTED, "--backend %s: %s", c->backend, absent);
     goto fail;
   }
-  if (!strcmp(c->backend, "cuda")) {
-    char reason[256];
-    if (!fb_device_available("cuda", reason, sizeof reason)) {
-      st = FB_ERR(FB_EUNSUPPORTED, "--backend cuda: %s", reason);
-      goto fail;
-    }
-  }
   int mpi_rank = 0, mpi_world = 1;
-  const bool multi_process = !strcmp(c->comm, "mpi") || !strcmp(c->comm, "nccl");
+  const bool multi_process = fb_comm_launched(c->comm) && !(c->dry_run && !launched());
   if (multi_process) {
     mpi_rank = env_int("OMPI_COMM_WORLD_RANK");
     mpi_world = env_int("OMPI_COMM_WORLD_SIZE");
@@ -388,7 +404,7 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
   }
   if (c->world <= 0) {
     if (!strcmp(c->strategy, "single")) c->world = 1;
-    else if (!strcmp(c->backend, "sim")) c->world = hw.devices_per_node > 0 ? hw.devices_per_node : 8;
+    else if (!dent->caps->executes) c->world = hw.devices_per_node > 0 ? hw.devices_per_node : 8;
     else c->world = 2;
   }
   if (c->batch <= 0) c->batch = fb_auto_batch(c->world);
@@ -406,29 +422,31 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
   /* --param-dtype auto: GPUs (and GPU profiles) train in bf16 with fp32 masters, the cpu
    * backend and its calibrated profiles in fp32 */
   c->param_dtype = fb_resolve_param_dtype(c->param_dtype, c->backend, &hw);
-  if (!strcmp(c->backend, "cpu") && (c->param_dtype != FB_F32 || c->reduce_dtype != FB_F32)) {
-    st = FB_ERR(FB_EUSAGE, "--%s: '%s' is not available on the cpu backend, which computes and "
-                "reduces in fp32 (use --backend sim or cuda for bf16)",
-                c->param_dtype != FB_F32 ? "param-dtype" : "reduce-dtype",
-                fb_dtype_name(c->param_dtype != FB_F32 ? c->param_dtype : c->reduce_dtype));
-    goto fail;
-  }
   if (!strcmp(c->strategy, "single") && c->world != 1) {
     st = FB_ERR(FB_EUSAGE, "--world: strategy single runs one rank (got %d)", c->world);
     goto fail;
   }
-  if (!c->quiet && !strcmp(c->backend, "sim"))
+  if (c->param_dtype != FB_F32 && !dent->caps->bf16) {
+    st = FB_ERR(FB_EUSAGE, "--param-dtype: '%s' is not available on --backend %s (want fp32)",
+                fb_dtype_name(c->param_dtype), c->backend);
+    goto fail;
+  }
+  if (c->dry_run) {
+    st = fb_dry_run(c, dent, &hw, absent, multi_process, precheck_memory);
+    goto fail; /* nothing was opened: the same cleanup */
+  }
+  if (!c->quiet && !dent->caps->executes)
     printf("fsdpbench: backend sim, hardware %s, world %d, %s params: every time figure below is "
            "predicted, memory is exact%s%s\n", hw.name, c->world, fb_dtype_name(c->param_dtype),
            why[0] ? "; " : "", why);
-  if (strcmp(c->backend, "sim"))
-    FB_CHECK_GOTO(st, precheck_memory(c, !strcmp(c->comm, "local") && !strcmp(c->backend, "cpu")),
-                  fail);
+  if (dent->caps->executes)
+    FB_CHECK_GOTO(st, precheck_memory(c, dent, hw.mem_capacity, !dent->caps->gpu && !multi_process,
+                                      NULL), fail);
   snprintf(res->backend, sizeof res->backend, "%s", c->backend);
   snprintf(res->comm, sizeof res->comm, "%s", c->comm);
   snprintf(res->hardware, sizeof res->hardware, "%s", hw.name);
   res->mem_capacity = c->hardware[0] ? hw.mem_capacity : 0;
-  res->predicted = !strcmp(c->backend, "sim");
+  res->predicted = !dent->caps->executes;
   res->world = c->world;
   res->nsteps = c->steps;
   res->param_sum = NAN;
@@ -450,8 +468,8 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
   if (!res->predicted) {
     fb_blas_set_threads(sh.threads);
     snprintf(res->blas, sizeof res->blas, "%s", fb_blas_describe());
-    res->peak_flops = !strcmp(c->backend, "cpu") ? fb_blas_measure_peak(total_threads, 0.3) * 1e9 / sh.nlocal
-                                                  : fb_hardware_peak(&hw, c->param_dtype);
+    res->peak_flops = !dent->caps->gpu ? fb_blas_measure_peak(total_threads, 0.3) * 1e9 / sh.nlocal
+                                       : fb_hardware_peak(&hw, c->param_dtype);
   } else {
     snprintf(res->blas, sizeof res->blas, "none (simulated)");
     res->peak_flops = fb_hardware_peak(&hw, c->param_dtype);

@@ -1,20 +1,18 @@
-/* How much scratch the attention kernels need. On the cpu each OpenMP slot holds one block of
- * ATT_BQ (64) query rows against all T keys twice (P and dP) plus 64 row terms; the number of
- * slots is the number of online processors of the machine, and the attention ops never use
- * more threads than that, so the size does not depend on a thread setting that may change
- * between sizing and use, nor on the CPUs a launcher binds the process to (omp_get_num_procs
- * follows the binding: under mpirun a rank saw 1 slot where the simulator counted 2).
- * The figure is the cpu kernels' need and is returned for every device (d may be NULL). */
-#include <unistd.h>
-
+/* How much scratch the attention kernels need. On the cpu each of FB_ATTN_SLOTS slots holds
+ * one block of ATT_BQ (64) query rows against all T keys twice (P and dP) plus 64 row terms.
+ * The slot count is a constant, not the machine's processor count, so the figure (and every
+ * memory figure it enters, the simulator's included) is the same on every host; the attention
+ * ops run at most that many threads (one slot each) and each thread loops over its share of
+ * the (batch, head) tasks. A task's result does not depend on which slot or thread ran it, so
+ * the slot count changes speed only, never a bit of the result.
+ * The figure is the cpu kernels' need and is returned for every device (d may be NULL); it is
+ * the same for fp32 and bf16 activations (the bf16 ops run the fp32 attention). */
 #include "ops.h"
 
 #define ATT_BQ 64 /* must equal ops_impl.h */
+#define FB_ATTN_SLOTS 8
 
-int fb_ops_attn_slots(void) {
-  long p = sysconf(_SC_NPROCESSORS_ONLN);
-  return p < 1 ? 1 : (p > 512 ? 512 : (int)p);
-}
+int fb_ops_attn_slots(void) { return FB_ATTN_SLOTS; }
 
 size_t fb_ops_attn_scratch_elems(int T) {
   size_t bq = (size_t)(T < ATT_BQ ? T : ATT_BQ);

@@ -1,18 +1,21 @@
-/* The cpu kernel table: checks the compute dtype (fp32; bf16 needs cuda or sim) and forwards
- * each entry to its f32 op. fp64 activations select the f64 ops for the forward/backward
- * entries (stats then hold doubles): the whole-model gradient checks run the real
- * transformer code in double through this path. Ops run synchronously on the caller, which is the cpu
- * device's compute stream. Does not record or time anything: the fb_k_* wrappers do. */
+/* The cpu kernel table: checks the compute dtype and forwards each entry to its op. fp32
+ * activations run the f32 ops; bf16 activations (mixed precision) run the bf16 ops
+ * (ops_bf16.h: bf16 storage, fp32 math, round to nearest even, the CUDA kernels' rules);
+ * fp64 activations select the f64 ops for the forward/backward entries (stats then hold
+ * doubles): the whole-model gradient checks run the real transformer code in double through
+ * this path. Ops run synchronously on the caller, which is the cpu device's compute stream.
+ * Does not record or time anything: the fb_k_* wrappers do. */
 #include "cpu_kernels.h"
 
 #include "ops.h"
+#include "ops_bf16.h"
 
+/* After the fp64 and bf16 branches: what is left must be fp32. */
 #define NEED_F32(k)                                                                            \
   do {                                                                                         \
     if ((k)->act != FB_F32)                                                                    \
-      return FB_ERR(FB_EUNSUPPORTED, "cpu backend computes in fp32 (compute dtype %s); "       \
-                                     "--param-dtype bf16 needs --backend cuda or sim",         \
-                    fb_dtype_name((k)->act));                                                  \
+      return FB_ERR(FB_EUNSUPPORTED, "cpu kernels compute in fp32, bf16 (fp32 math) or fp64, "  \
+                                     "not %s", fb_dtype_name((k)->act));                       \
   } while (0)
 
 static fb_status cpu_encoder_fwd(const fb_kctx *k, void *out, const int32_t *tok,
@@ -21,6 +24,7 @@ static fb_status cpu_encoder_fwd(const fb_kctx *k, void *out, const int32_t *tok
     fb_encoder_fwd_f64(out, tok, wte, wpe, B, T, C);
     return FB_OK;
   }
+  if (k->act == FB_BF16) return fb_encoder_fwd_bf16(out, tok, wte, wpe, B, T, C);
   NEED_F32(k);
   fb_encoder_fwd_f32(out, tok, wte, wpe, B, T, C);
   return FB_OK;
@@ -31,6 +35,7 @@ static fb_status cpu_encoder_bwd(const fb_kctx *k, void *dwte, void *dwpe, const
     fb_encoder_bwd_f64(dwte, dwpe, dout, tok, B, T, C);
     return FB_OK;
   }
+  if (k->act == FB_BF16) return fb_encoder_bwd_bf16(dwte, dwpe, dout, tok, B, T, C);
   NEED_F32(k);
   fb_encoder_bwd_f32(dwte, dwpe, dout, tok, B, T, C);
   return FB_OK;
@@ -42,6 +47,7 @@ static fb_status cpu_layernorm_fwd(const fb_kctx *k, void *out, float *mean, flo
     fb_layernorm_fwd_f64(out, (double *)mean, (double *)rstd, inp, w, b, N, C, eps);
     return FB_OK;
   }
+  if (k->act == FB_BF16) return fb_layernorm_fwd_bf16(out, mean, rstd, inp, w, b, N, C, eps);
   NEED_F32(k);
   fb_layernorm_fwd_f32(out, mean, rstd, inp, w, b, N, C, eps);
   return FB_OK;
@@ -53,6 +59,8 @@ static fb_status cpu_layernorm_bwd(const fb_kctx *k, void *dinp, void *dw, void 
     fb_layernorm_bwd_f64(dinp, dw, db, dout, inp, w, (const double *)mean, (const double *)rstd, N, C);
     return FB_OK;
   }
+  if (k->act == FB_BF16)
+    return fb_layernorm_bwd_bf16(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
   NEED_F32(k);
   fb_layernorm_bwd_f32(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
   return FB_OK;
@@ -63,6 +71,7 @@ static fb_status cpu_rmsnorm_fwd(const fb_kctx *k, void *out, float *rstd, const
     fb_rmsnorm_fwd_f64(out, (double *)rstd, inp, w, N, C, eps);
     return FB_OK;
   }
+  if (k->act == FB_BF16) return fb_rmsnorm_fwd_bf16(out, rstd, inp, w, N, C, eps);
   NEED_F32(k);
   fb_rmsnorm_fwd_f32(out, rstd, inp, w, N, C, eps);
   return FB_OK;
@@ -74,6 +83,7 @@ static fb_status cpu_rmsnorm_bwd(const fb_kctx *k, void *dinp, void *dw, const v
     fb_rmsnorm_bwd_f64(dinp, dw, dout, inp, w, (const double *)rstd, N, C);
     return FB_OK;
   }
+  if (k->act == FB_BF16) return fb_rmsnorm_bwd_bf16(dinp, dw, dout, inp, w, rstd, N, C);
   NEED_F32(k);
   fb_rmsnorm_bwd_f32(dinp, dw, dout, inp, w, rstd, N, C);
   return FB_OK;
@@ -84,6 +94,7 @@ static fb_status cpu_matmul_fwd(const fb_kctx *k, void *out, const void *inp, co
     fb_matmul_fwd_f64(out, inp, w, bias, N, C, OC);
     return FB_OK;
   }
+  if (k->act == FB_BF16) return fb_matmul_fwd_bf16(out, inp, w, bias, N, C, OC);
   NEED_F32(k);
   fb_matmul_fwd_f32(out, inp, w, bias, N, C, OC);
   return FB_OK;
@@ -95,6 +106,7 @@ static fb_status cpu_matmul_bwd(const fb_kctx *k, void *dinp, void *dw, void *db
     fb_matmul_bwd_f64(dinp, dw, dbias, dout, inp, w, N, C, OC);
     return FB_OK;
   }
+  if (k->act == FB_BF16) return fb_matmul_bwd_bf16(dinp, dw, dbias, dout, inp, w, N, C, OC);
   NEED_F32(k);
   fb_matmul_bwd_f32(dinp, dw, dbias, dout, inp, w, N, C, OC);
   return FB_OK;
@@ -108,9 +120,11 @@ static fb_status cpu_attention_fwd(const fb_kctx *k, void *out, float *lse, cons
     fb_attention_fwd_f64(out, (double *)lse, q, kk, v, B, T, H, KVH, hd, ldq, ldkv, scratch);
     return FB_OK;
   }
-  NEED_F32(k);
   if (H % KVH)
     return FB_ERR(FB_EUSAGE, "attention: %d heads are not a multiple of %d kv heads", H, KVH);
+  if (k->act == FB_BF16)
+    return fb_attention_fwd_bf16(out, lse, q, kk, v, B, T, H, KVH, hd, ldq, ldkv, scratch);
+  NEED_F32(k);
   fb_attention_fwd_f32(out, lse, q, kk, v, B, T, H, KVH, hd, ldq, ldkv, scratch);
   return FB_OK;
 }
@@ -126,9 +140,12 @@ static fb_status cpu_attention_bwd(const fb_kctx *k, void *dq, void *dk, void *d
                          ldq, ldkv, scratch);
     return FB_OK;
   }
-  NEED_F32(k);
   if (H % KVH)
     return FB_ERR(FB_EUSAGE, "attention: %d heads are not a multiple of %d kv heads", H, KVH);
+  if (k->act == FB_BF16)
+    return fb_attention_bwd_bf16(dq, dk, dv, dout, q, kk, v, out, lse, B, T, H, KVH, hd, ldq,
+                                 ldkv, scratch);
+  NEED_F32(k);
   fb_attention_bwd_f32(dq, dk, dv, dout, q, kk, v, out, lse, B, T, H, KVH, hd, ldq, ldkv,
                        scratch);
   return FB_OK;
@@ -139,9 +156,10 @@ static fb_status cpu_rope_fwd(const fb_kctx *k, void *x, int B, int T, int nh, i
     fb_rope_fwd_f64(x, B, T, nh, hd, ld, theta);
     return FB_OK;
   }
-  NEED_F32(k);
   if (hd % 2 || hd > 1024)
     return FB_ERR(FB_EUSAGE, "rope: head dim %d must be even and at most 1024", hd);
+  if (k->act == FB_BF16) return fb_rope_fwd_bf16(x, B, T, nh, hd, ld, theta);
+  NEED_F32(k);
   fb_rope_fwd_f32(x, B, T, nh, hd, ld, theta);
   return FB_OK;
 }
@@ -151,9 +169,10 @@ static fb_status cpu_rope_bwd(const fb_kctx *k, void *dx, int B, int T, int nh, 
     fb_rope_bwd_f64(dx, B, T, nh, hd, ld, theta);
     return FB_OK;
   }
-  NEED_F32(k);
   if (hd % 2 || hd > 1024)
     return FB_ERR(FB_EUSAGE, "rope: head dim %d must be even and at most 1024", hd);
+  if (k->act == FB_BF16) return fb_rope_bwd_bf16(dx, B, T, nh, hd, ld, theta);
+  NEED_F32(k);
   fb_rope_bwd_f32(dx, B, T, nh, hd, ld, theta);
   return FB_OK;
 }
@@ -162,6 +181,7 @@ static fb_status cpu_gelu_fwd(const fb_kctx *k, void *out, const void *inp, size
     fb_gelu_fwd_f64(out, inp, n);
     return FB_OK;
   }
+  if (k->act == FB_BF16) return fb_gelu_fwd_bf16(out, inp, n);
   NEED_F32(k);
   fb_gelu_fwd_f32(out, inp, n);
   return FB_OK;
@@ -172,6 +192,7 @@ static fb_status cpu_gelu_bwd(const fb_kctx *k, void *dinp, const void *inp, con
     fb_gelu_bwd_f64(dinp, inp, dout, n);
     return FB_OK;
   }
+  if (k->act == FB_BF16) return fb_gelu_bwd_bf16(dinp, inp, dout, n);
   NEED_F32(k);
   fb_gelu_bwd_f32(dinp, inp, dout, n);
   return FB_OK;
@@ -182,6 +203,7 @@ static fb_status cpu_swiglu_fwd(const fb_kctx *k, void *out, const void *a, cons
     fb_swiglu_fwd_f64(out, a, b, n);
     return FB_OK;
   }
+  if (k->act == FB_BF16) return fb_swiglu_fwd_bf16(out, a, b, n);
   NEED_F32(k);
   fb_swiglu_fwd_f32(out, a, b, n);
   return FB_OK;
@@ -192,6 +214,7 @@ static fb_status cpu_swiglu_bwd(const fb_kctx *k, void *da, void *db, const void
     fb_swiglu_bwd_f64(da, db, dout, a, b, n);
     return FB_OK;
   }
+  if (k->act == FB_BF16) return fb_swiglu_bwd_bf16(da, db, dout, a, b, n);
   NEED_F32(k);
   fb_swiglu_bwd_f32(da, db, dout, a, b, n);
   return FB_OK;
@@ -201,6 +224,7 @@ static fb_status cpu_add(const fb_kctx *k, void *out, const void *a, const void 
     fb_add_f64(out, a, b, n);
     return FB_OK;
   }
+  if (k->act == FB_BF16) return fb_add_bf16(out, a, b, n);
   NEED_F32(k);
   fb_add_f32(out, a, b, n);
   return FB_OK;
@@ -215,6 +239,8 @@ static fb_status cpu_xent(const fb_kctx *k, void *logits, double *loss_sum,
     fb_xent_fwd_bwd_f64(logits, loss_sum, targets, N, V, dscale);
     return FB_OK;
   }
+  if (k->act == FB_BF16)
+    return fb_xent_fwd_bwd_bf16(logits, loss_sum, targets, N, V, dscale);
   NEED_F32(k);
   fb_xent_fwd_bwd_f32(logits, loss_sum, targets, N, V, dscale);
   return FB_OK;

@@ -24,8 +24,9 @@
 #undef FB_R
 #undef FB_OPNAME
 
-/* Attention scratch: the number of per-thread slots (the attention ops never run on more
- * threads than this) and the elements one slot needs for sequence length T. */
+/* Attention scratch: the number of per-thread slots, a constant independent of the host (the
+ * attention ops never run on more threads than this) and the elements one slot needs for
+ * sequence length T. */
 int fb_ops_attn_slots(void);
 size_t fb_ops_attn_scratch_elems(int T);
 

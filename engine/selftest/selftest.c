@@ -4,9 +4,12 @@
  * them; the cpu side computes in fp32), printed as a table of max relative errors
  * (max |gpu - cpu| / max |cpu|) against a tolerance per dtype. Accumulating outputs start from
  * random values, so accumulate-vs-overwrite mistakes fail.
- * Part 2: 3 training steps of every strategy against `single` through fb_run (world 1 on one
- * GPU; under mpirun or torchrun the strategies run at the launcher's world over NCCL), losses
- * and final parameter sums within 1e-5 relative.
+ * Part 2: 3 training steps of every strategy against `single` through fb_run over NCCL (the
+ * communicator a GPU run uses: the local one needs host-addressable memory), losses and final
+ * parameter sums within 1e-5 relative. Without a launcher: world 1, then world 2 as two rank
+ * threads of this process, one GPU each (skipped, with the reason printed, when fewer than 2
+ * GPUs are visible: NCCL cannot put two ranks on one GPU). Under mpirun or torchrun the
+ * strategies run at the launcher's world.
  * Without CUDA in the build or without a GPU it prints one "skipped" line and returns 77.
  * It does not test the cpu kernels themselves (the gradient checks do). */
 #include "selftest.h"
@@ -22,6 +25,8 @@
 
 #ifdef FB_HAVE_CUDA
 #include "../config/config.h"
+#include <cuda_runtime_api.h>
+
 #include "../device/device_cuda.h"
 #include "../device/kernels.h"
 #include "../exec/runner.h"
@@ -520,18 +525,58 @@ static fb_status run_one(const char *strategy, const char *comm, int world, int 
 
 static double rel(double a, double b) { return fabs(a - b) / fmax(fabs(b), 1e-30); }
 
+/* One row per strategy (single excluded) at `world` (0 = the launcher's) against ref. */
+static int strategy_rows(const fb_run_result *ref, int world, int batch) {
+  int fails = 0;
+  for (int i = 0; i < fb_strategy_count(); i++) {
+    const char *name = fb_strategy_at(i)->name;
+    if (!strcmp(name, "single")) continue;
+    fb_run_result r;
+    memset(&r, 0, sizeof r);
+    fb_status st = run_one(name, "nccl", world, batch, &r);
+    if (st != FB_OK) {
+      fprintf(stderr, "selftest: error: %s (world %d): %s (%s)\n", name, world, fb_error_msg(),
+              fb_error_where());
+      printf("  %-8s %-6d %14s %14s  %s\n", name, world, "-", "-", "FAIL");
+      fails++;
+      continue;
+    }
+    double le = 0;
+    for (int s = 0; s < r.nsteps && s < ref->nsteps; s++)
+      le = fmax(le, rel(r.loss[s], ref->loss[s]));
+    double pe = rel(r.param_sum, ref->param_sum);
+    /* param_sum is only known on rank 0 of a multi-process run */
+    bool has_sum = !isnan(r.param_sum);
+    bool ok = r.nsteps == ref->nsteps && le <= 1e-5 && (!has_sum || pe <= 1e-5) && !isnan(le);
+    printf("  %-8s %-6d %14.3e %14.3e  %s\n", name, r.world, le, has_sum ? pe : 0.0,
+           ok ? "PASS" : "FAIL");
+    fails += !ok;
+    fb_run_result_free(&r);
+  }
+  return fails;
+}
+
 static int strategy_checks(void) {
   const char *ws = getenv("OMPI_COMM_WORLD_SIZE") ? getenv("OMPI_COMM_WORLD_SIZE")
                                                   : getenv("WORLD_SIZE");
   const int W = ws ? atoi(ws) : 1;
   const bool launched = W > 1;
   const int batch = 4 * (W > 1 ? W : 2); /* the global batch splits evenly over any world */
-  const char *comm = launched ? "nccl" : "local";
-  printf("selftest: 3-step equivalence against single (%s)\n",
-         launched ? "nccl at the launcher's world" : "world 1 on one GPU");
+  int gpus = 0;
+  if (cudaGetDeviceCount(&gpus) != cudaSuccess) {
+    (void)cudaGetLastError();
+    gpus = 0;
+  }
+  if (launched)
+    printf("selftest: 3-step equivalence against single (nccl at the launcher's world %d)\n", W);
+  else
+    printf("selftest: 3-step equivalence against single (nccl, world 1 and 2 in this process; "
+           "%d GPU%s visible)\n", gpus, gpus == 1 ? "" : "s");
+  /* the reference: one rank. Under a launcher every process runs it alone, over the local
+   * communicator (it issues no collective); in one process over nccl at world 1. */
   fb_run_result ref;
   memset(&ref, 0, sizeof ref);
-  fb_status st = run_one("single", "local", 1, batch, &ref);
+  fb_status st = run_one("single", launched ? "local" : "nccl", 1, batch, &ref);
   if (st != FB_OK) {
     fprintf(stderr, "selftest: error: single: %s (%s)\n", fb_error_msg(), fb_error_where());
     return 1;
@@ -539,27 +584,16 @@ static int strategy_checks(void) {
   int fails = 0;
   printf("  %-8s %-6s %14s %14s  %s\n", "strategy", "world", "max loss err", "param sum err",
          "result");
-  for (int i = 0; i < fb_strategy_count(); i++) {
-    const char *name = fb_strategy_at(i)->name;
-    if (!strcmp(name, "single")) continue;
-    fb_run_result r;
-    memset(&r, 0, sizeof r);
-    st = run_one(name, comm, launched ? 0 : 1, batch, &r);
-    if (st != FB_OK) {
-      fprintf(stderr, "selftest: error: %s: %s (%s)\n", name, fb_error_msg(), fb_error_where());
-      fails++;
-      continue;
-    }
-    double le = 0;
-    for (int s = 0; s < r.nsteps && s < ref.nsteps; s++) le = fmax(le, rel(r.loss[s], ref.loss[s]));
-    double pe = rel(r.param_sum, ref.param_sum);
-    /* param_sum is only known on rank 0 of a multi-process run */
-    bool has_sum = !isnan(r.param_sum);
-    bool ok = r.nsteps == ref.nsteps && le <= 1e-5 && (!has_sum || pe <= 1e-5) && !isnan(le);
-    printf("  %-8s %-6d %14.3e %14.3e  %s\n", name, r.world, le, has_sum ? pe : 0.0,
-           ok ? "PASS" : "FAIL");
-    fails += !ok;
-    fb_run_result_free(&r);
+  if (launched) {
+    fails += strategy_rows(&ref, 0, batch);
+  } else {
+    fails += strategy_rows(&ref, 1, batch);
+    if (gpus >= 2)
+      fails += strategy_rows(&ref, 2, batch);
+    else
+      printf("  world 2 skipped: %d GPU visible; NCCL needs one GPU per rank and two processes "
+             "cannot be started from here (run the self-test under torchrun or mpirun with 2 "
+             "ranks for world 2)\n", gpus);
   }
   fb_run_result_free(&ref);
   printf("selftest: strategies: %d failed\n", fails);

@@ -1,0 +1,39 @@
+/* --dry-run (see dry_run.h): prints the resolved configuration as YAML that --config reads
+ * back, then, as YAML comments, where it would run and the predicted memory of the worst rank
+ * per category, and the fit verdict. Opens no device. */
+#include "dry_run.h"
+
+#include <stdio.h>
+
+static double mib(int64_t b) { return (double)b / 1048576.0; }
+
+fb_status fb_dry_run(const fb_run_config *c, const fb_device_entry *dev, const fb_hardware *hw,
+                     const char *absent, bool multi_process, fb_precheck_fn precheck) {
+  fb_run_config shown = *c;
+  shown.dry_run = false; /* the YAML describes the run itself */
+  printf("# fsdpbench --dry-run: the resolved configuration (feed it back with --config)\n");
+  fb_config_write_yaml(stdout, &shown);
+  printf("# backend %s: %s; communicator %s%s; %d rank(s)%s; params %s, reduce %s\n",
+         dev->name, absent && absent[0] ? absent : "available here", c->comm,
+         dev->caps->host_access || !fb_word_in(c->comm, "local mpi")
+             ? ""
+             : " (staged through pinned host buffers)",
+         c->world, multi_process ? ", one process per rank from the launcher" : "",
+         fb_dtype_name(c->param_dtype), fb_dtype_name(c->reduce_dtype));
+  fb_fit fit = {0};
+  fb_status st = precheck(c, dev, hw->mem_capacity, !dev->caps->gpu && !multi_process, &fit);
+  if (st != FB_OK && st != FB_ENOMEM) return st;
+  printf("# predicted memory per rank (exact ledger of the same allocation calls), worst rank "
+         "%d, at its peak:\n", fit.worst_rank);
+  for (int k = 0; k < FB_MEM_NCAT; k++)
+    printf("#   %-12s %12.1f MiB\n", fb_mem_cat_name((fb_mem_cat)k), mib(fit.peak.at_peak[k]));
+  printf("#   %-12s %12.1f MiB allocated\n", "total", mib(fit.peak.peak_total));
+  if (fit.reserved_peak > 0)
+    printf("#   %-12s %12.1f MiB (caching-allocator model)\n", "reserved", mib(fit.reserved_peak));
+  if (fit.limit > 0)
+    printf("# fit: needs %.1f MiB of %.1f MiB available: %s\n", mib(fit.need), mib(fit.limit),
+           st == FB_OK ? "fits" : "does NOT fit");
+  else
+    printf("# fit: capacity unknown here (no device and no --hardware profile): not checked\n");
+  return st;
+}
