@@ -191,11 +191,16 @@ static fb_status gather(fb_rank *r, int i) {
     else /* mixed precision: owners broadcast their fp32 master tensors cast to bf16 */
       FB_TRY(fb_k_cast(&k, full + pp->offset * ps, r->pdt, own, FB_F32, (size_t)pp->numel));
   }
-  for (int p = un->first; p < un->first + un->count; p++) {
+  /* one launch for the unit's per-tensor broadcasts (ncclGroupStart/End on nccl) */
+  FB_TRY(fb_comm_group_start(r->comm));
+  fb_status st = FB_OK;
+  for (int p = un->first; p < un->first + un->count && st == FB_OK; p++) {
     const fb_param *pp = &r->model->params[p];
-    FB_TRY(fb_broadcast(r->comm, r->commst, i, full + pp->offset * ps, (size_t)pp->numel, r->pdt,
-                        s->owner[p]));
+    st = fb_broadcast(r->comm, r->commst, i, full + pp->offset * ps, (size_t)pp->numel, r->pdt,
+                      s->owner[p]);
   }
+  fb_status ge = fb_comm_group_end(r->comm);
+  FB_TRY(st != FB_OK ? st : ge);
   FB_TRY(fb_event_record(r->dev, x->ev_gather, r->commst));
   x->state = U_GATHERING;
   s->inflight++;
@@ -312,14 +317,18 @@ static fb_status z3_post_backward(fb_rank *r, int i) {
   FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute));
   FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
   char *g = send;
-  for (int p = un->first; p < un->first + un->count; p++) {
+  FB_TRY(fb_comm_group_start(r->comm)); /* the unit's per-tensor reduces: one launch */
+  fb_status st = FB_OK;
+  for (int p = un->first; p < un->first + un->count && st == FB_OK; p++) {
     const fb_param *pp = &r->model->params[p];
     const int root = s->owner[p];
     /* non-owners' recv is ignored by reduce: they pass their own send buffer */
     char *recv = root == r->rank ? acc + s->packed[p] * rs : g + pp->offset * rs;
-    FB_TRY(fb_reduce(r->comm, r->commst, i, g + pp->offset * rs, recv, (size_t)pp->numel, r->rdt,
-                     root));
+    st = fb_reduce(r->comm, r->commst, i, g + pp->offset * rs, recv, (size_t)pp->numel, r->rdt,
+                   root);
   }
+  fb_status ge = fb_comm_group_end(r->comm);
+  FB_TRY(st != FB_OK ? st : ge);
   FB_TRY(fb_event_record(r->dev, x->ev_red, r->commst));
   x->red_pending = true;
   x->acc_pending = !direct && x->owned > 0;

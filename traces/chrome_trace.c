@@ -269,10 +269,10 @@ static fb_status write_events(FILE *f, bool *first, const fb_run_result *r, int 
   }
 #ifdef FB_HAVE_CUDA
   /* GPU-side timeline from CUPTI, as its own process beside the rank's host-side tracks */
-  if (st == FB_OK && !strcmp(r->backend, "cuda") && hi > lo) {
-    const int gpid = 1000 + r->ranks[lo].rank + pid_offset;
+  if (st == FB_OK && fb_cupti_rank() >= 0 && hi > lo) {
+    const int gpid = 1000 + fb_cupti_rank() + pid_offset;
     char pname[64];
-    snprintf(pname, sizeof pname, "rank %d GPU (CUPTI)%s", r->ranks[lo].rank, suffix);
+    snprintf(pname, sizeof pname, "rank %d GPU (CUPTI)%s", fb_cupti_rank(), suffix);
     meta(f, first, "process_name", gpid, 0, "name", pname, 0);
     st = fb_cupti_write_events(f, gpid, -origin * 1e6, first);
   }

@@ -81,8 +81,9 @@ fb_status fb_comm_mpi_create(fb_device *dev, double timeout_s, fb_comm **out);
 /* sim: no data moves; durations come from dev->hw (see engine/sim/). */
 fb_status fb_comm_sim_create(fb_device *dev, int rank, int world, fb_comm **out);
 
-/* nccl: one process per GPU; bootstrap over MPI when under mpirun, else RANK/WORLD_SIZE/
- * MASTER_ADDR/MASTER_PORT (TCP rendezvous, like torchrun). */
+/* nccl: one GPU per rank; under a launcher one process per GPU, bootstrapped over MPI (mpirun)
+ * or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (TCP rendezvous, like torchrun); without one, the
+ * ranks are threads of this process sharing one unique id (one GPU each). */
 fb_status fb_comm_nccl_create(fb_device *dev, double timeout_s, fb_comm **out);
 
 void fb_comm_destroy(fb_comm *c);

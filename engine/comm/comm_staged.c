@@ -61,7 +61,7 @@ static void sizes(const fb_comm *c, const fb_coll_call *a, size_t *sb, size_t *r
   case FB_COLL_REDUCE_SCATTER: *sb = e * (size_t)c->world, *rb = e; break;
   case FB_COLL_ALL_REDUCE: *sb = e, *rb = e; break;
   case FB_COLL_BROADCAST: *sb = e, *rb = 0; break; /* in place in the send staging buffer */
-  case FB_COLL_REDUCE: *sb = e, *rb = a->recv ? e : 0; break;
+  case FB_COLL_REDUCE: *sb = e, *rb = c->rank == a->root && a->recv ? e : 0; break;
   default: *sb = *rb = 0; break;
   }
 }

@@ -170,8 +170,10 @@ void fb_config_print_help(FILE *f) {
       fb_config_format_option(&d, o, dflt, sizeof dflt);
     if (!strcmp(o->name, "strategy"))
       snprintf(allowed, sizeof allowed, " {%s}", fb_strategy_names());
-    else if (o->choices)
-      snprintf(allowed, sizeof allowed, " {%s}", o->choices);
+    else if (o->choices || o->choices_fn) {
+      char ch[160];
+      snprintf(allowed, sizeof allowed, " {%s}", fb_option_choices(o, ch, sizeof ch));
+    }
     if (dflt[0])
       fprintf(f, "  %-30s %s%s [default: %s]\n", flag, o->help, allowed, dflt);
     else

@@ -108,6 +108,7 @@ typedef struct fb_option {
   size_t off, size;    /* field in fb_run_config */
   const char *metavar; /* shown after the flag in --help */
   const char *choices; /* "a|b|c" for FB_OPT_STR with a fixed set (NULL = free text) */
+  void (*choices_fn)(char *buf, size_t n); /* or the set built from a registry at run time */
   double min, max;
   int min_open, max_open;
   const char *dflt;    /* default as shown in --help (NULL = formatted from fb_config_defaults) */
@@ -115,6 +116,10 @@ typedef struct fb_option {
 } fb_option;
 
 int fb_config_option_count(void);
+/* The allowed values of o ("a|b|c"), from its list or its registry (buf holds the latter). */
+const char *fb_option_choices(const fb_option *o, char *buf, size_t n);
+/* "auto|cpu|cpu-opaque|..." from the device registry (the --backend choices). */
+void fb_config_backend_choices(char *buf, size_t n);
 const fb_option *fb_config_option_at(int i);
 /* The option named `name` ('-' and '_' alike, no leading "--"); NULL when unknown. */
 const fb_option *fb_config_option(const char *name);

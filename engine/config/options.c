@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../device/device.h"
 #include "config.h"
 
 #define FIELD(f) .off = offsetof(fb_run_config, f), .size = sizeof(((fb_run_config *)0)->f)
@@ -26,6 +27,7 @@ static const fb_option options[] = {
     {.name = "strategy", .group = G_WHAT, .kind = FB_OPT_STR, FIELD(strategy), .metavar = "NAME",
      .help = "sharding strategy"},
     {.name = "backend", .group = G_WHAT, .kind = FB_OPT_STR, FIELD(backend), .metavar = "NAME",
+     .choices_fn = fb_config_backend_choices,
      .help = "device (auto: a GPU when built and present, else cpu or sim by the run's size)"},
     {.name = "comm", .group = G_WHAT, .kind = FB_OPT_STR, FIELD(comm), .metavar = "NAME",
      .choices = "auto|local|mpi|nccl|sim",
@@ -236,14 +238,27 @@ static void describe(const fb_option *o, char *buf, size_t n) {
   case FB_OPT_DTYPE:
   case FB_OPT_ACCUM:
   case FB_OPT_RECOMPUTE:
-    if (o->choices) {
-      snprintf(buf, n, "one of %s", o->choices);
+    if (o->choices || o->choices_fn) {
+      char ch[120];
+      snprintf(buf, n, "one of %s", fb_option_choices(o, ch, sizeof ch));
       break;
     }
     snprintf(buf, n, "text shorter than %zu characters", o->size);
     break;
   default: snprintf(buf, n, "no value"); break;
   }
+}
+
+void fb_config_backend_choices(char *buf, size_t n) {
+  size_t o = (size_t)snprintf(buf, n, "auto");
+  for (int i = 0; fb_device_entry_at(i) && o < n; i++)
+    o += (size_t)snprintf(buf + o, n - o, "|%s", fb_device_entry_at(i)->name);
+}
+
+const char *fb_option_choices(const fb_option *o, char *buf, size_t n) {
+  if (!o->choices_fn) return o->choices;
+  o->choices_fn(buf, n);
+  return buf;
 }
 
 static bool in_range(const fb_option *o, double v) {
@@ -290,6 +305,7 @@ static int parse_trace_steps(const char *s, int v[3]) {
 #define CAT(c, o, T) ((const T *)((const char *)(c) + (o)->off))
 
 fb_status fb_config_set(fb_run_config *c, const char *key, const char *value, const char *origin) {
+  char chb[160];
   const fb_option *o = fb_config_option(key);
   char who[320], want[160];
   if (!o || (origin && (o->kind == FB_OPT_CONFIG || o->kind == FB_OPT_HELP ||
@@ -318,7 +334,7 @@ fb_status fb_config_set(fb_run_config *c, const char *key, const char *value, co
 
   switch (o->kind) {
   case FB_OPT_STR: {
-    if (o->choices && choice_index(o->choices, value) < 0)
+    if ((o->choices || o->choices_fn) && choice_index(fb_option_choices(o, chb, sizeof chb), value) < 0)
       return FB_ERR(FB_EUSAGE, "%s: '%s' is not allowed (want %s)", who, value, want);
     size_t len = strlen(value);
     if (len >= o->size)
@@ -419,13 +435,14 @@ fb_status fb_config_set(fb_run_config *c, const char *key, const char *value, co
 }
 
 fb_status fb_config_check_option(const fb_run_config *c, const fb_option *o) {
-  char want[160], val[600];
+  char want[160], val[600], chb[160];
   describe(o, want, sizeof want);
   fb_config_format_option(c, o, val, sizeof val);
   bool ok = true;
   switch (o->kind) {
   case FB_OPT_STR:
-    ok = !o->choices || choice_index(o->choices, CAT(c, o, char)) >= 0;
+    ok = !(o->choices || o->choices_fn) ||
+         choice_index(fb_option_choices(o, chb, sizeof chb), CAT(c, o, char)) >= 0;
     ok = ok && memchr(CAT(c, o, char), 0, o->size) != NULL;
     break;
   case FB_OPT_INT: ok = in_range(o, *CAT(c, o, int)); break;

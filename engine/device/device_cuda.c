@@ -144,16 +144,15 @@ static fb_status cuda_init(fb_device *d) {
   }
   d->impl = c;
   d->simulated = false;
-  bool blas_mu = false, mark_mu = false, streams_mu = false, stage_mu = false, host_mu = false;
-  if (pthread_mutex_init(&c->blas_mu, NULL) != 0 ||
-      !(blas_mu = true, pthread_mutex_init(&c->mark_mu, NULL) == 0) ||
-      !(mark_mu = true, pthread_mutex_init(&c->streams_mu, NULL) == 0) ||
-      !(streams_mu = true, pthread_mutex_init(&c->stage_mu, NULL) == 0) ||
-      !(stage_mu = true, pthread_mutex_init(&c->host_mu, NULL) == 0)) {
+  bool blas_mu = pthread_mutex_init(&c->blas_mu, NULL) == 0;
+  bool mark_mu = pthread_mutex_init(&c->mark_mu, NULL) == 0;
+  bool streams_mu = pthread_mutex_init(&c->streams_mu, NULL) == 0;
+  bool stage_mu = pthread_mutex_init(&c->stage_mu, NULL) == 0;
+  bool host_mu = pthread_mutex_init(&c->host_mu, NULL) == 0;
+  if (!blas_mu || !mark_mu || !streams_mu || !stage_mu || !host_mu) {
     st = FB_ERR(FB_EINTERNAL, "rank %d: pthread_mutex_init failed", d->rank);
     goto fail_mutexes;
   }
-  host_mu = true;
   FB_CHECK_GOTO(st, fb_cuda_bind(d), fail_mutexes);
   struct cudaDeviceProp prop;
   if ((e = cudaGetDeviceProperties(&prop, c->ordinal)) != cudaSuccess) {

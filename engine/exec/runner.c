@@ -113,6 +113,17 @@ static fb_status reduce_loss(fb_rank *r, double *loss) {
   return st;
 }
 
+/* Starts or stops the device's kernel capture (CUPTI in CUDA builds). */
+static fb_status kernel_trace(int rank, bool on, bool *state) {
+#ifdef FB_HAVE_CUDA
+  FB_TRY(on ? fb_cupti_start(rank, 0 /* 1,000,000 records at most */) : fb_cupti_stop());
+#else
+  (void)rank;
+#endif
+  *state = on;
+  return FB_OK;
+}
+
 static fb_status rank_run(rank_ctx *ctx) {
   shared *sh = ctx->sh;
   const fb_run_config *c = sh->cfg;
@@ -169,14 +180,18 @@ static fb_status rank_run(rank_ctx *ctx) {
   rr->zero3_imbalance = r.zero3_imbalance;
   FB_CHECK_GOTO(st, fb_exec_init(&e, &r, sh->data), out);
   rr->mem_setup = dev->mem;
-#ifdef FB_HAVE_CUDA
+  /* kernel capture (CUPTI) only during the traced steps (warm-up and active), on the first
+   * rank of this process */
   const bool cupti = c->trace && fb_device_caps_of(dev)->kernel_trace && ctx->index == 0;
-  if (cupti) FB_CHECK_GOTO(st, fb_cupti_start(), out);
-#endif
+  const int cupti_first = c->trace_wait;
+  const int cupti_last = c->trace_wait + c->trace_warmup + c->trace_active - 1;
+  bool cupti_on = false;
 
   for (int step = 0; step < c->steps; step++) {
     double loss = 0;
+    if (cupti && step == cupti_first) FB_CHECK_GOTO(st, kernel_trace(ctx->rank, true, &cupti_on), out);
     FB_CHECK_GOTO(st, fb_exec_step(&e, step, &loss), out);
+    if (cupti_on && step == cupti_last) FB_CHECK_GOTO(st, kernel_trace(ctx->rank, false, &cupti_on), out);
     if (!dev->simulated && res->world > 1) FB_CHECK_GOTO(st, reduce_loss(&r, &loss), out);
     FB_CHECK_GOTO(st, fb_recorder_step_end(rec, &rr->steps[step]), out);
     if (ctx->rank == 0) {
@@ -187,9 +202,7 @@ static fb_status rank_run(rank_ctx *ctx) {
         log_step(sh, step, &rr->steps[step], dev);
     }
   }
-#ifdef FB_HAVE_CUDA
-  if (cupti) FB_CHECK_GOTO(st, fb_cupti_stop(), out);
-#endif
+  if (cupti_on) FB_CHECK_GOTO(st, kernel_trace(ctx->rank, false, &cupti_on), out);
   /* the run's memory figures are those of the training steps, not of the readback below */
   rr->mem = dev->mem;
   if (!dev->simulated) {
@@ -242,6 +255,7 @@ static fb_status precheck_memory(const fb_run_config *c, const fb_device_entry *
   snprintf(p.hardware, sizeof p.hardware, "h100"); /* any profile: memory does not depend on it */
   p.steps = c->steps < 2 ? c->steps : 2;
   p.quiet = true;
+  p.dry_run = false;
   p.trace = p.mem_snapshot = false;
   p.mem_limit = 0;
   p.out[0] = 0;
@@ -386,7 +400,10 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
     goto fail;
   }
   int mpi_rank = 0, mpi_world = 1;
-  const bool multi_process = fb_comm_launched(c->comm) && !(c->dry_run && !launched());
+  /* mpi runs one process per rank (a singleton without a launcher); nccl too under a launcher,
+   * else its ranks are threads of this process, one GPU each */
+  const bool multi_process = fb_comm_launched(c->comm) && (strcmp(c->comm, "nccl") || launched()) &&
+                             !(c->dry_run && !launched());
   if (multi_process) {
     mpi_rank = env_int("OMPI_COMM_WORLD_RANK");
     mpi_world = env_int("OMPI_COMM_WORLD_SIZE");
