@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../traces/chrome_trace.h"
+#include "../strategies/strategy.h"
 #include "../traces/memory_snapshot.h"
 #include "comm/comm.h"
 #include "config/config.h"
@@ -88,7 +89,26 @@ static int predicted_fit(const fb_run_result *res) {
   return 3;
 }
 
+/* --list-strategies / --list-backends: one registered name per line, then what it is. */
+static int list_registry(const char *what) {
+  if (!strcmp(what, "--list-strategies")) {
+    for (int i = 0; fb_strategy_at(i); i++)
+      printf("%-8s %s\n", fb_strategy_at(i)->name, fb_strategy_at(i)->summary);
+  } else {
+    for (int i = 0; fb_device_entry_at(i); i++) {
+      char why[256] = "";
+      bool ok = fb_device_available(fb_device_entry_at(i)->name, why, sizeof why);
+      printf("%-10s %s%s%s\n", fb_device_entry_at(i)->name, fb_device_entry_at(i)->help,
+             ok ? "" : "; not usable here: ", ok ? "" : why);
+    }
+  }
+  return 0;
+}
+
 static int cmd_run(int argc, char **argv, int first) {
+  for (int i = first; i < argc; i++)
+    if (!strcmp(argv[i], "--list-strategies") || !strcmp(argv[i], "--list-backends"))
+      return list_registry(argv[i]);
   fb_run_config cfg;
   fb_cli_action action = FB_CLI_RUN;
   fb_config_defaults(&cfg);
@@ -102,7 +122,8 @@ static int cmd_run(int argc, char **argv, int first) {
            "       fsdpbench validate [flags]     executed vs simulated, op by op, side-by-side trace\n"
            "       fsdpbench validate --dataset F  the simulator against public GPU measurements\n"
            "       fsdpbench selftest --backend cuda   GPU kernels and strategies vs the CPU\n"
-           "       fsdpbench prepare TEXT OUT.tok  byte-level tokens from any file\n\n");
+           "       fsdpbench prepare TEXT OUT.tok  byte-level tokens from any file\n"
+           "       fsdpbench --list-strategies | --list-backends   the registries, one per line\n\n");
     fb_config_print_help(stdout);
     return 0;
   }

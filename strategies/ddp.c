@@ -247,4 +247,6 @@ const fb_strategy fb_strategy_ddp = {
     /* DDP's hooks (the Reducer's per-parameter autograd hooks) run in C++: no per-unit host
      * work beyond op dispatch (host_op_us) is modelled */
     .host = NULL,
+    .accum_modes = 1u << FB_ACCUM_NO_REDUCE, /* no_sync: reduce at the last micro-step */
+    .memory = "16P: fp32 params 4P + grads 4P + AdamW 8P, all replicated",
 };

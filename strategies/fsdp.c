@@ -362,4 +362,9 @@ const fb_strategy fb_strategy_fsdp = {
     .optimizer_step = fsdp_step,
     .read_params = fsdp_read_params,
     .host = &fsdp_host,
+    .tunes_prefetch = true,
+    .tunes_reshard = true,
+    .accum_modes = 1u << FB_ACCUM_NO_RESHARD | 1u << FB_ACCUM_NO_REDUCE,
+    .shards_all = true,
+    .memory = "16P/W (flat units padded to a multiple of W) + gathered units in flight",
 };

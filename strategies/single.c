@@ -137,4 +137,6 @@ const fb_strategy fb_strategy_single = {
     .post_backward = single_post_backward,
     .optimizer_step = single_step,
     .read_params = single_read_params,
+    .one_rank = true,
+    .memory = "16P: fp32 params 4P + grads 4P + AdamW 8P",
 };

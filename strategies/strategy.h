@@ -61,11 +61,21 @@ typedef struct fb_strategy {
    * full parameters on rank 0 (other ranks may pass NULL). */
   fb_status (*read_params)(fb_rank *r, int unit, float *host_full);
   const fb_host_costs *host; /* NULL: no host work modelled */
+  /* What the planner and the suites read instead of the name (zero = the common case). */
+  bool one_rank;             /* runs one rank by definition (single): W micro-batches of the
+                                others' global batch run on it one after the other */
+  bool tunes_prefetch;       /* honours --prefetch-forward / --prefetch-backward */
+  bool tunes_reshard;        /* honours --reshard-after-forward */
+  bool shards_all;           /* parameters, gradients and optimizer state are all 1/W per rank */
+  unsigned accum_modes;      /* --accum modes beyond reduce that change what it does, as
+                                bits (1u << FB_ACCUM_...); the others are refused in setup */
+  const char *memory;        /* persistent bytes per rank, P parameters, W ranks (README) */
 } fb_strategy;
 
-/* Registry. */
+/* Registry (strategies/registry.c): one table, read by --help, --list-strategies, plan,
+ * compare's default set, the test suites and the plot scripts. */
 const fb_strategy *fb_strategy_lookup(const char *name);
-const char *fb_strategy_names(void); /* "single, ddp, zero3, fsdp, yafsdp" */
+const char *fb_strategy_names(void); /* "single, ddp, ..." in table order */
 int fb_strategy_count(void);
 const fb_strategy *fb_strategy_at(int i);
 

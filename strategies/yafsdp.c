@@ -309,4 +309,6 @@ const fb_strategy fb_strategy_yafsdp = {
     .optimizer_step = ya_step,
     .read_params = ya_read_params,
     .host = &ya_host,
+    .shards_all = true,
+    .memory = "16P/W + two preallocated unit buffers of params and two of grads",
 };

@@ -406,4 +406,7 @@ const fb_strategy fb_strategy_zero3 = {
     /* DeepSpeed's per-module hook work and its CPU-blocking fetch limit (2 events in flight)
      * have no public per-hook figure here: not modelled (only op dispatch, host_op_us) */
     .host = NULL,
+    .accum_modes = 1u << FB_ACCUM_NO_RESHARD | 1u << FB_ACCUM_NO_REDUCE,
+    .shards_all = true,
+    .memory = "16P/W (whole tensors per owner: up to the imbalance x 16P/W)",
 };

@@ -3,7 +3,8 @@
  * `single` running the same W micro-batches with accumulation; with clipping on and off.
  * With several micro-batches per rank (three accumulation modes) the summation order differs:
  * within 1e-6 relative of single, and bitwise between strategies that sum in the same order.
- * Also: each rank's persistent state for zero3/fsdp/yafsdp is 1/W of single's (within
+ * Every strategy comes from the registry (accumulation modes from its table). Also: each rank's
+ * persistent state is 1/W of single's for strategies that shard everything (within
  * padding and the zero3 imbalance). Prints both sides in full when they differ. */
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 
 #include "check.h"
 #include "engine/exec/runner.h"
+#include "strategies/strategy.h"
 
 enum { STEPS = 10, GB = 24, SEQ = 32 };
 
@@ -61,9 +63,33 @@ static void compare(const char *what, const fb_run_result *ref, const fb_run_res
          got->param_sum, ok && eq ? (rtol == 0 ? "bitwise" : "within tol") : "DIFFERS");
 }
 
-static const char *strategies[] = {"ddp", "zero3", "fsdp", "yafsdp"};
+/* The registry's one-rank strategy: what every other one must match. */
+static const char *reference(void) {
+  for (int i = 0; fb_strategy_at(i); i++)
+    if (fb_strategy_at(i)->one_rank) return fb_strategy_at(i)->name;
+  return "single";
+}
+
+static const char *accum_name(fb_accum_mode m) {
+  return m == FB_ACCUM_REDUCE ? "reduce" : m == FB_ACCUM_NO_RESHARD ? "no-reshard" : "no-reduce";
+}
+
+/* Persistent state 1/W of single's, within padding (+W floats per unit and optimizer copies)
+ * and zero3's imbalance, for strategies that shard parameters, gradients and optimizer. */
+static void check_share(const char *what, const fb_strategy *s, const fb_run_result *got, int W,
+                        int64_t single_persistent) {
+  if (!s->shards_all || W == 1) return;
+  for (int r = 0; r < got->nranks; r++) {
+    double share = (double)got->ranks[r].persistent_bytes / (double)single_persistent;
+    double bound = 1.0 / W * got->ranks[r].zero3_imbalance * 1.02 +
+                   (double)(got->model.nunits * W * 16 + 4096) / single_persistent;
+    CHECK(share <= bound && share >= 0.8 / W * (got->ranks[r].zero3_imbalance > 1 ? 0.5 : 1),
+          "%s rank %d persistent %.4f of single (bound %.4f)", what, r, share, bound);
+  }
+}
 
 int main(void) {
+  printf("reference: %s; strategies: %s\n", reference(), fb_strategy_names());
   const int worlds[] = {1, 2, 3, 4, 8};
   fb_run_result ref, got;
   char what[96];
@@ -73,27 +99,19 @@ int main(void) {
     for (size_t w = 0; w < sizeof worlds / sizeof *worlds; w++) {
       const int W = worlds[w];
       if (!clip && W != 3 && W != 8) continue; /* clipping off: a subset keeps CI short */
-      fb_status rst = run("single", 1, GB / W, gc, FB_ACCUM_REDUCE, &ref);
+      fb_status rst = run(reference(), 1, GB / W, gc, FB_ACCUM_REDUCE, &ref);
       CHECK_OK(rst);
       if (rst != FB_OK) return fb_test_done("test_equivalence");
       int64_t single_persistent = ref.ranks[0].persistent_bytes;
-      for (size_t s = 0; s < 4; s++) {
-        snprintf(what, sizeof what, "%s W=%d clip=%g", strategies[s], W, gc);
-        fb_status st = run(strategies[s], W, 0, gc, FB_ACCUM_REDUCE, &got);
+      for (int i = 0; fb_strategy_at(i); i++) {
+        const fb_strategy *s = fb_strategy_at(i);
+        if (s->one_rank) continue; /* the reference itself */
+        snprintf(what, sizeof what, "%s W=%d clip=%g", s->name, W, gc);
+        fb_status st = run(s->name, W, 0, gc, FB_ACCUM_REDUCE, &got);
         CHECK_OK(st);
         if (st != FB_OK) continue;
         compare(what, &ref, &got, 0);
-        if (strcmp(strategies[s], "ddp") && W > 1) {
-          /* persistent state 1/W of single's, within padding (+W floats per unit and
-           * optimizer copies) and zero3's imbalance */
-          for (int r = 0; r < got.nranks; r++) {
-            double share = (double)got.ranks[r].persistent_bytes / (double)single_persistent;
-            double bound = 1.0 / W * got.ranks[r].zero3_imbalance * 1.02 +
-                           (double)(got.model.nunits * W * 16 + 4096) / single_persistent;
-            CHECK(share <= bound && share >= 0.8 / W * (strcmp(strategies[s], "zero3") ? 1 : 0.5),
-                  "%s rank %d persistent %.4f of single (bound %.4f)", what, r, share, bound);
-          }
-        }
+        check_share(what, s, &got, W, single_persistent);
         fb_run_result_free(&got);
       }
       fb_run_result_free(&ref);
@@ -101,36 +119,36 @@ int main(void) {
   }
   /* several micro-batches per rank: W = 2, 3 micro-steps each */
   const int W = 2, micro = GB / W / 3;
-  CHECK_OK(run("single", 1, micro, 1.0, FB_ACCUM_REDUCE, &ref));
+  CHECK_OK(run(reference(), 1, micro, 1.0, FB_ACCUM_REDUCE, &ref));
   fb_run_result first = {0};
-  bool have_first = false;
-  const struct { const char *s; fb_accum_mode m; const char *name; } modes[] = {
-      {"ddp", FB_ACCUM_REDUCE, "reduce"},         {"zero3", FB_ACCUM_REDUCE, "reduce"},
-      {"fsdp", FB_ACCUM_REDUCE, "reduce"},        {"yafsdp", FB_ACCUM_REDUCE, "reduce"},
-      {"fsdp", FB_ACCUM_NO_RESHARD, "no-reshard"}, {"zero3", FB_ACCUM_NO_RESHARD, "no-reshard"},
-      {"fsdp", FB_ACCUM_NO_REDUCE, "no-reduce"},  {"ddp", FB_ACCUM_NO_REDUCE, "no-reduce"},
-      {"zero3", FB_ACCUM_NO_REDUCE, "no-reduce"},
-  };
-  for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
-    snprintf(what, sizeof what, "%s W=2 accum=%s x3", modes[i].s, modes[i].name);
-    fb_status st = run(modes[i].s, W, micro, 1.0, modes[i].m, &got);
-    CHECK_OK(st);
-    if (st != FB_OK) continue;
-    compare(what, &ref, &got, 1e-6);
-    if (modes[i].m == FB_ACCUM_REDUCE || modes[i].m == FB_ACCUM_NO_RESHARD) {
-      /* these all sum (g_r0 summed over ranks) + (g_r1 summed over ranks) + ... */
-      if (!have_first) {
-        first = got;
-        have_first = true;
+  const char *first_name = NULL;
+  for (int i = 0; fb_strategy_at(i); i++) {
+    const fb_strategy *s = fb_strategy_at(i);
+    if (s->one_rank) continue;
+    for (int m = 0; m < 3; m++) {
+      if (m != FB_ACCUM_REDUCE && !(s->accum_modes & (1u << m))) continue;
+      snprintf(what, sizeof what, "%s W=2 accum=%s x3", s->name, accum_name((fb_accum_mode)m));
+      fb_status st = run(s->name, W, micro, 1.0, (fb_accum_mode)m, &got);
+      CHECK_OK(st);
+      if (st != FB_OK) continue;
+      compare(what, &ref, &got, 1e-6);
+      if (m == FB_ACCUM_NO_REDUCE) { /* sums each rank's micro-steps first: its own order */
+        fb_run_result_free(&got);
         continue;
       }
-      snprintf(what, sizeof what, "%s %s vs %s reduce (same order)", modes[i].s, modes[i].name,
-               modes[0].s);
+      /* reduce and no-reshard sum (g_r0 summed over ranks) + (g_r1 summed over ranks) + ... */
+      if (!first_name) {
+        first = got;
+        first_name = s->name;
+        continue;
+      }
+      snprintf(what, sizeof what, "%s %s vs %s reduce (same order)", s->name,
+               accum_name((fb_accum_mode)m), first_name);
       compare(what, &first, &got, 0);
+      fb_run_result_free(&got);
     }
-    fb_run_result_free(&got);
   }
-  if (have_first) fb_run_result_free(&first);
+  if (first_name) fb_run_result_free(&first);
   fb_run_result_free(&ref);
   return fb_test_done("test_equivalence");
 }

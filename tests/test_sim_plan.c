@@ -13,6 +13,7 @@
 #include "engine/exec/runner.h"
 #include "engine/sim/hardware.h"
 #include "engine/sim/plan.h"
+#include "strategies/strategy.h"
 
 static double wall(void) {
   struct timespec ts;
@@ -38,8 +39,13 @@ static fb_status config(fb_run_config *c, const char *model, const char *strateg
   return fb_config_finalize(c);
 }
 
-static const char *strategies[] = {"ddp", "zero3", "fsdp", "yafsdp"};
-enum { NSTRAT = sizeof strategies / sizeof strategies[0] };
+/* Every data-parallel strategy of the registry (the one-rank reference is not one). */
+static const char *strategies[32];
+static int NSTRAT;
+static void load_strategies(void) {
+  for (int i = 0; fb_strategy_at(i) && NSTRAT < 32; i++)
+    if (!fb_strategy_at(i)->one_rank) strategies[NSTRAT++] = fb_strategy_at(i)->name;
+}
 
 /* cpu (executed) and sim (predicted) peaks of rank 0 agree byte for byte, per category. */
 static void check_memory_equal(void) {
@@ -102,8 +108,7 @@ static void check_bandwidth_and_ranks(void) {
       CHECK(quick <= slow * (1 + 1e-9), "%s W=%d: doubled bandwidth slowed the step %g -> %g",
             strategies[si], w, slow, quick);
     }
-    /* sharded strategies: per-rank persistent state never grows with the world */
-    if (!strcmp(strategies[si], "ddp")) continue;
+    /* per-rank persistent state never grows with the world (constant for replicas) */
     int64_t prev = INT64_MAX;
     for (int w = 2; w <= 256; w *= 4) {
       int64_t p = 0;
@@ -136,7 +141,7 @@ static void check_plan(void) {
   fb_hardware hw;
   CHECK_OK(fb_hardware_load("h100", &hw));
   CHECK(cap == hw.mem_capacity, "capacity %lld", (long long)cap);
-  bool seen[NSTRAT] = {0};
+  bool seen[32] = {0};
   int64_t fsdp_reshard = -1, fsdp_keep = -1, ddp = -1;
   for (int i = 0; i < n; i++) {
     for (int si = 0; si < NSTRAT; si++)
@@ -189,6 +194,7 @@ static void check_plan(void) {
 }
 
 int main(void) {
+  load_strategies();
   check_memory_equal();
   check_bandwidth_and_ranks();
   check_scale_time();

@@ -89,10 +89,10 @@ fb_status fb_config_finalize(fb_run_config *c) {
   if (!fb_strategy_lookup(c->strategy))
     return FB_ERR(FB_EUSAGE, "--strategy: unknown strategy '%s' (allowed: %s)", c->strategy,
                   fb_strategy_names());
-  if (!strcmp(c->strategy, "single") && c->world > 1)
+  if (fb_strategy_lookup(c->strategy)->one_rank && c->world > 1)
     return FB_ERR(FB_EUSAGE,
-                  "--world: %d is not allowed with --strategy single (want 1, or 0 = auto)",
-                  c->world);
+                  "--world: %d is not allowed with --strategy %s (want 1, or 0 = auto)",
+                  c->world, c->strategy);
   bool sim_dev = !strcmp(c->backend, "sim"), sim_comm = !strcmp(c->comm, "sim");
   if (sim_comm && !sim_dev)
     return FB_ERR(FB_EUSAGE, "--comm: 'sim' needs --backend sim (got --backend %s)", c->backend);

@@ -81,7 +81,15 @@
 #define CMP_MAX_RUNS 4096
 #define CMP_VAL 256
 
-static const char DEFAULT_STRATEGIES[] = "ddp,zero3,fsdp,yafsdp";
+/* The default set: every registered strategy (one-rank ones run the same global batch on one
+ * rank, the reference the others must match). */
+static const char *default_strategies(void) {
+  static char buf[512];
+  size_t o = 0;
+  for (int i = 0; fb_strategy_at(i) && o < sizeof buf; i++)
+    o += (size_t)snprintf(buf + o, sizeof buf - o, "%s%s", i ? "," : "", fb_strategy_at(i)->name);
+  return buf;
+}
 static const char DEFAULT_OUT[] = "compare-out";
 
 typedef struct cmp_axis {
@@ -142,7 +150,7 @@ static void usage(FILE *f) {
           "  --out DIR          output directory (default %s)\n"
           "param sum column: '=' equals, bit for bit, the first successful strategy of the same "
           "sweep point.\n\nThe run flags:\n\n",
-          DEFAULT_STRATEGIES, DEFAULT_OUT);
+          default_strategies(), DEFAULT_OUT);
   fb_config_print_help(f);
 }
 
@@ -171,7 +179,7 @@ static fb_status parse_strategies(cmp_plan *p, const char *list, const char *wha
   }
   if (!p->nstrategies)
     return FB_ERR(FB_EUSAGE, "%s: '%s' names no strategy (want e.g. %s)", what, list,
-                  DEFAULT_STRATEGIES);
+                  default_strategies());
   return FB_OK;
 }
 
@@ -324,7 +332,7 @@ static fb_status parse(cmp_plan *p, int argc, char **argv, bool *help) {
     p->strategies_given = true;
   }
   for (int s = 0; s < nsweeps; s++) FB_CHECK_GOTO(st, parse_sweep(p, sweeps[s]), done);
-  if (!p->nstrategies) FB_CHECK_GOTO(st, parse_strategies(p, DEFAULT_STRATEGIES, "--strategies"),
+  if (!p->nstrategies) FB_CHECK_GOTO(st, parse_strategies(p, default_strategies(), "--strategies"),
                                      done);
   long long total = 1;
   for (int a = 0; a < p->naxes; a++) total *= p->axes[a].n;
@@ -454,6 +462,13 @@ static fb_status run_one(const cmp_plan *p, cmp_row *row, const cmp_files *files
   fb_run_config cfg = p->base;
   apply_point(p, row->point, &cfg, row->sweep, sizeof row->sweep);
   snprintf(cfg.strategy, sizeof cfg.strategy, "%s", row->strategy);
+  const fb_strategy *strat = fb_strategy_lookup(row->strategy);
+  if (strat && strat->one_rank && cfg.world > 1) {
+    /* the reference: the others' global batch on one rank, their micro-batches in turn */
+    if (cfg.batch <= 0) cfg.batch = fb_auto_batch(cfg.world);
+    if (cfg.micro_batch <= 0) cfg.micro_batch = cfg.batch / cfg.world;
+    cfg.world = 1;
+  }
   cfg.quiet = true;
   cfg.out[0] = '\0';
   row->world = cfg.world;

@@ -420,7 +420,7 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
     c->world = mpi_world;
   }
   if (c->world <= 0) {
-    if (!strcmp(c->strategy, "single")) c->world = 1;
+    if (fb_strategy_lookup(c->strategy)->one_rank) c->world = 1;
     else if (!dent->caps->executes) c->world = hw.devices_per_node > 0 ? hw.devices_per_node : 8;
     else c->world = 2;
   }
@@ -439,8 +439,8 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
   /* --param-dtype auto: GPUs (and GPU profiles) train in bf16 with fp32 masters, the cpu
    * backend and its calibrated profiles in fp32 */
   c->param_dtype = fb_resolve_param_dtype(c->param_dtype, c->backend, &hw);
-  if (!strcmp(c->strategy, "single") && c->world != 1) {
-    st = FB_ERR(FB_EUSAGE, "--world: strategy single runs one rank (got %d)", c->world);
+  if (fb_strategy_lookup(c->strategy)->one_rank && c->world != 1) {
+    st = FB_ERR(FB_EUSAGE, "--world: strategy %s runs one rank (got %d)", c->strategy, c->world);
     goto fail;
   }
   if (c->param_dtype != FB_F32 && !dent->caps->bf16) {

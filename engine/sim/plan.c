@@ -30,31 +30,29 @@ static const char *accum_name(fb_accum_mode m) {
   return "?";
 }
 
-/* Which accumulation modes change what a strategy does (see strategies/): ddp can skip the
- * all-reduce until the last micro-step; fsdp / yafsdp / zero3 can also keep gathered params. */
-static bool accum_applies(const char *strategy, fb_accum_mode m) {
-  if (m == FB_ACCUM_REDUCE) return true;
-  if (!strcmp(strategy, "ddp")) return m == FB_ACCUM_NO_REDUCE;
-  return true;
+/* Which accumulation modes change what a strategy does: reduce always, the others where the
+ * strategy's table says it honours them. */
+static bool accum_applies(const fb_strategy *s, fb_accum_mode m) {
+  return m == FB_ACCUM_REDUCE || (s->accum_modes & (1u << m));
 }
 
-/* Every strategy of the registry that runs on more than one rank, with the options that
- * change what it does: fsdp's prefetch and reshard-after-forward, the accumulation modes. */
+/* Every strategy of the registry that runs on more than one rank, with the options its table
+ * says change what it does: prefetch, reshard-after-forward, the accumulation modes. */
 static int build_candidates(int micro_steps, candidate *out, int max) {
   int n = 0;
   const int naccum = micro_steps > 1 ? 3 : 1;
   for (int si = 0; si < fb_strategy_count(); si++) {
-    const char *s = fb_strategy_at(si)->name;
-    if (!strcmp(s, "single")) continue; /* one rank: not a data-parallel candidate */
-    const bool is_fsdp = !strcmp(s, "fsdp");
+    const fb_strategy *s = fb_strategy_at(si);
+    if (s->one_rank) continue; /* not a data-parallel candidate */
+    const int np = s->tunes_prefetch ? 2 : 1, nr = s->tunes_reshard ? 2 : 1;
     for (int a = 0; a < naccum; a++) {
       if (!accum_applies(s, (fb_accum_mode)a)) continue;
-      for (int p = 0; p < (is_fsdp ? 2 : 1); p++)
-        for (int r = 0; r < (is_fsdp ? 2 : 1); r++) {
+      for (int p = 0; p < np; p++)
+        for (int r = 0; r < nr; r++) {
           if (n >= max) return n;
-          out[n++] = (candidate){.strategy = s,
-                                 .prefetch = is_fsdp ? 1 - p : -1,
-                                 .reshard = is_fsdp ? 1 - r : -1,
+          out[n++] = (candidate){.strategy = s->name,
+                                 .prefetch = s->tunes_prefetch ? 1 - p : -1,
+                                 .reshard = s->tunes_reshard ? 1 - r : -1,
                                  .accum = micro_steps > 1 ? a : -1};
         }
     }
@@ -250,10 +248,11 @@ int fb_plan_main(int argc, char **argv) {
   fb_status st = fb_config_parse_args(&cfg, argc, argv, 1, &help);
   if (help) {
     printf("usage: fsdpbench plan --model NAME --hardware PROFILE --world W [run flags]\n"
-           "Simulates ddp, zero3, fsdp (prefetch and reshard_after_forward on/off) and yafsdp\n"
-           "(and each accumulation mode when there are several micro-steps) with --backend sim,\n"
-           "drops what does not fit in the profile's memory and ranks the rest by predicted step\n"
-           "time. The run flags are those of the main command:\n\n");
+           "Simulates every data-parallel strategy of the registry (%s) with the options\n"
+           "each one honours (prefetch, reshard_after_forward on/off; each accumulation mode\n"
+           "when there are several micro-steps) with --backend sim, drops what does not fit in\n"
+           "the profile's memory and ranks the rest by predicted step time. The run flags are\n"
+           "those of the main command:\n\n", fb_strategy_names());
     fb_config_print_help(stdout);
     return 0;
   }
