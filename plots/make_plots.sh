@@ -33,7 +33,9 @@ T0=$SECONDS
 log() { printf 'make_plots: [%4ds] %s\n' $((SECONDS - T0)) "$*"; }
 
 # ---- what runs ---------------------------------------------------------------------------
-STRATS=ddp,zero3,fsdp,yafsdp
+# every strategy of the registry (the one-rank reference `single` runs the same global batch)
+STRATS=$("$BIN" --list-strategies | awk 'NF {print $1}' | paste -sd, -)
+[ -n "$STRATS" ] || die "fsdpbench --list-strategies printed nothing"
 if [ "$QUICK" = 1 ]; then
   EXEC_STEPS=3; EXEC_SEQ=64; EXEC_W=2
   SWEEP_WORLDS=1,2; SWEEP_SEQS=64; SWEEP_STEPS=3; SWEEP_STRATS=ddp,fsdp; SWEEP_REPS=1

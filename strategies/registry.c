@@ -2,39 +2,49 @@
  * file in strategies/ plus one line here; everything that enumerates strategies reads this. */
 #include "strategy.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 extern const fb_strategy fb_strategy_single, fb_strategy_ddp, fb_strategy_zero3,
-    fb_strategy_fsdp, fb_strategy_yafsdp;
+    fb_strategy_fsdp, fb_strategy_yafsdp, fb_strategy_fsdp2;
 
 static const fb_strategy *const table[] = {
     &fb_strategy_single, &fb_strategy_ddp, &fb_strategy_zero3, &fb_strategy_fsdp,
-    &fb_strategy_yafsdp,
+    &fb_strategy_yafsdp, &fb_strategy_fsdp2,
 };
 enum { NSTRATEGIES = sizeof table / sizeof *table };
 
-static char names_buf[512];
+/* Strategies a test program adds before it runs anything (fb_strategy_register): the way a
+ * test proves that every suite picks a new strategy up. Not thread-safe: call it first. */
+enum { MAX_EXTRA = 8 };
+static const fb_strategy *extra[MAX_EXTRA];
+static int nextra;
+static char names_buf[1024];
 
-/* "single, ddp, ..." from the table, once. */
-static void build_names(void) {
-  size_t o = 0;
-  for (int i = 0; i < NSTRATEGIES && o < sizeof names_buf; i++)
-    o += (size_t)snprintf(names_buf + o, sizeof names_buf - o, "%s%s", i ? ", " : "",
-                          table[i]->name);
+int fb_strategy_count(void) { return NSTRATEGIES + nextra; }
+
+const fb_strategy *fb_strategy_at(int i) {
+  if (i >= 0 && i < NSTRATEGIES) return table[i];
+  return i >= NSTRATEGIES && i < NSTRATEGIES + nextra ? extra[i - NSTRATEGIES] : NULL;
 }
 
 const fb_strategy *fb_strategy_lookup(const char *name) {
-  for (int i = 0; i < NSTRATEGIES; i++)
-    if (!strcmp(table[i]->name, name)) return table[i];
+  for (int i = 0; name && fb_strategy_at(i); i++)
+    if (!strcmp(fb_strategy_at(i)->name, name)) return fb_strategy_at(i);
   return NULL;
 }
 
 const char *fb_strategy_names(void) {
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
-  pthread_once(&once, build_names);
+  size_t o = 0;
+  names_buf[0] = 0;
+  for (int i = 0; fb_strategy_at(i) && o < sizeof names_buf; i++)
+    o += (size_t)snprintf(names_buf + o, sizeof names_buf - o, "%s%s", i ? ", " : "",
+                          fb_strategy_at(i)->name);
   return names_buf;
 }
-int fb_strategy_count(void) { return NSTRATEGIES; }
-const fb_strategy *fb_strategy_at(int i) { return (i >= 0 && i < NSTRATEGIES) ? table[i] : NULL; }
+
+bool fb_strategy_register(const fb_strategy *s) {
+  if (!s || !s->name || fb_strategy_lookup(s->name) || nextra >= MAX_EXTRA) return false;
+  extra[nextra++] = s;
+  return true;
+}

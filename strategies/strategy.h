@@ -78,6 +78,9 @@ const fb_strategy *fb_strategy_lookup(const char *name);
 const char *fb_strategy_names(void); /* "single, ddp, ..." in table order */
 int fb_strategy_count(void);
 const fb_strategy *fb_strategy_at(int i);
+/* Adds a strategy after the table's (tests only, before anything runs); false when the name is
+ * taken or the extra slots are full. */
+bool fb_strategy_register(const fb_strategy *s);
 
 /* Per-rank state shared by the executor and the hooks. */
 struct fb_rank {

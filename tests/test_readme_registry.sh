@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# README's strategy list matches the registry: every name `fsdpbench --list-strategies` prints has
+# its bullet (**`name`**) in README's "Strategies" section, and every bullet there is a
+# registered strategy; the same for the backends of `--list-backends` in the --backend flag row.
+set -u
+: "${FSDPBENCH:?}" "${FB_SRC:?}"
+fail() { echo "FAIL $*"; exit 1; }
+readme=$FB_SRC/README.md
+section=$(awk '/^## Strategies/ {on = 1; next} /^## / {on = 0} on' "$readme")
+[ -n "$section" ] || fail "README has no '## Strategies' section"
+listed=$("$FSDPBENCH" --list-strategies | awk 'NF {print $1}')
+[ -n "$listed" ] || fail "--list-strategies printed nothing"
+for s in $listed; do
+  echo "$section" | grep -q -F -- "**\`$s\`**" || fail "README's Strategies section has no **\`$s\`** bullet"
+done
+for s in $(echo "$section" | grep -o -E '^- \*\*`[a-z0-9-]+`\*\*' | sed -E 's/.*`([a-z0-9-]+)`.*/\1/'); do
+  echo "$listed" | grep -q -x -- "$s" || fail "README describes '$s', which is not a registered strategy"
+done
+row=$(grep -E '^\| `--backend` ' "$readme") || fail "README has no --backend row"
+for b in $("$FSDPBENCH" --list-backends | awk 'NF {print $1}'); do
+  echo "$row" | grep -q -F -- "\`$b\`" || fail "README's --backend row does not name $b"
+done
+echo "README names the $(echo $listed | wc -w) registered strategies and every backend"
