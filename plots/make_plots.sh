@@ -3,7 +3,7 @@
 # the debug model, simulated runs on the h100 and cpu profiles), reduces its CSV records to the
 # small data files under plots/data/ and draws each figure with gnuplot as PNG and SVG.
 # It does not measure anything itself: every number comes from compare.csv,
-# compare_steps.csv or memory_timeline.csv (documented in engine/exec/compare.c).
+# compare_steps.csv or memory_timeline.csv (documented in apps/compare.c).
 #
 # usage: plots/make_plots.sh [FSDPBENCH]      (default: $FSDPBENCH, else ./fsdpbench)
 # env:   FB_PLOTS_OUT=DIR   write figures to DIR and data to DIR/data (default: plots/)
@@ -100,7 +100,7 @@ fi
 
 # ---- data files (plots/data) -----------------------------------------------------------------
 log "data files"
-# compare.csv columns used below (see engine/exec/compare.c): 4 strategy, 5 model, 8 world,
+# compare.csv columns used below (see apps/compare.c): 4 strategy, 5 model, 8 world,
 # 11 seq, 21 status, 22 predicted, 23 step_ms, 25 tokens_per_s_rank, 27 compute_ms,
 # 29 exposed_ms, 30 idle_ms, 31 peak_bytes, 32-39 bytes per category at the peak
 # (param_shard param_full grad_shard grad_full optim act comm temp), 44 param_sum,

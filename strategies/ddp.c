@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "state_ranges.h"
 
 typedef struct ddp_state {
   fb_buf *params;        /* [nunits] */
@@ -233,6 +234,11 @@ static fb_status ddp_read_params(fb_rank *r, int u, float *host) {
   return host ? fb_read_range(r, s->params[u].ptr, r->model->units[u].numel, host) : FB_OK;
 }
 
+static fb_status ddp_ranges(fb_rank *r, bool save, fb_state_range **out, int *n) {
+  ddp_state *s = r->st;
+  return fb_ranges_replicas(r, save, s->params, s->optim, out, n);
+}
+
 const fb_strategy fb_strategy_ddp = {
     .name = "ddp",
     .summary = "full replicas, bucketed gradient all-reduce overlapped with backward",
@@ -248,5 +254,6 @@ const fb_strategy fb_strategy_ddp = {
      * work beyond op dispatch (host_op_us) is modelled */
     .host = NULL,
     .accum_modes = 1u << FB_ACCUM_NO_REDUCE, /* no_sync: reduce at the last micro-step */
+    .state_ranges = ddp_ranges,
     .memory = "16P: fp32 params 4P + grads 4P + AdamW 8P, all replicated",
 };

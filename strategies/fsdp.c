@@ -10,7 +10,16 @@
  * As FSDP1 does: the gathered buffer is allocated for the all-gather (communication) stream and
  * freed after the compute stream (record_stream); a rate limiter (limit_all_gathers) makes the
  * host wait, before a gather, for the free of the unit two gathers back; the hooks' host work
- * is charged through fb_host_work (fsdp_host below). */
+ * is charged through fb_host_work (fb_fsdp_host below).
+ * The same machine runs on the groups of a device mesh (fb_fsdp_setup_groups, for hsdp.c): the
+ * units are sliced over a shard group instead of the world (slices, gathers, reduce-scatters,
+ * the norm's bins and the optimizer's ranges all use it), and with a replica group each
+ * reduce-scatter's output is all-reduced across it on the comm stream before the event the
+ * fold waits for. fsdp is the one-group case: shard = r->comm, no replica group, the very same
+ * calls in the same order. */
+#include "fsdp.h"
+#include "state_ranges.h"
+
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +48,8 @@ typedef struct fsdp_state {
   /* the rate limiter's queue of free events (FSDP1's _FreeEventQueue): a ring */
   fb_event **fq;
   int fq_cap, fq_head, fq_len;
+  fb_comm *shard;   /* the group units are sliced over (r->comm for fsdp) */
+  fb_comm *replica; /* hsdp: the group reduced slices are all-reduced over; NULL = none */
 } fsdp_state;
 
 /* FSDP1's host work per unit (torch.distributed.fsdp, use_orig_params=True):
@@ -50,7 +61,7 @@ typedef struct fsdp_state {
  *    all-gather launch (the rest of _unshard: storage resize, all_gather_into_tensor);
  *  - pytorch PR #83917 (limit_all_gathers): at most 2 all-gathers in flight, the host blocking
  *    on the free event of the unit two gathers back (default True in later FSDP1 releases). */
-static const fb_host_costs fsdp_host = {
+const fb_host_costs fb_fsdp_host = {
     .check_per_param = 2.7e-6,
     .gather_launch = 235e-6,
     .views_per_param = 10.7e-6,
@@ -58,7 +69,13 @@ static const fb_host_costs fsdp_host = {
     .max_inflight_gathers = 2,
 };
 
-static void fsdp_teardown(fb_rank *r) {
+/* Destroys the mesh's own communicators (not r->comm, which the runner owns). */
+static void drop_groups(const fb_rank *r, fb_comm *shard, fb_comm *replica) {
+  if (replica && replica != r->comm) fb_comm_destroy(replica);
+  if (shard && shard != r->comm) fb_comm_destroy(shard);
+}
+
+void fb_fsdp_teardown(fb_rank *r) {
   fsdp_state *s = r->st;
   if (!s) return;
   for (int i = 0; s->u && i < r->model->nunits; i++) {
@@ -78,16 +95,34 @@ static void fsdp_teardown(fb_rank *r) {
     if (s->fq[e]) r->dev->ops->event_destroy(r->dev, s->fq[e]);
   free(s->fq);
   free(s->u);
+  drop_groups(r, s->shard, s->replica);
   free(s);
   r->st = NULL;
 }
 
-static fb_status fsdp_setup(fb_rank *r) {
+/* The rank as a member of its shard group: what the slice helpers (common.c) read as world,
+ * rank and communicator. fsdp: the rank itself. */
+static fb_rank shard_view(const fb_rank *r) {
+  const fsdp_state *s = r->st;
+  fb_rank v = *r;
+  v.comm = s->shard;
+  v.world = s->shard->world;
+  v.rank = s->shard->rank;
+  return v;
+}
+
+fb_status fb_fsdp_setup_groups(fb_rank *r, fb_comm *shard, fb_comm *replica) {
   const fb_model *m = r->model;
   fsdp_state *s = calloc(1, sizeof *s);
-  if (s) s->fold_next = -1;
-  if (!s) return FB_ERR(FB_ENOMEM, "out of host memory (fsdp state)");
+  if (!s) {
+    drop_groups(r, shard, replica);
+    return FB_ERR(FB_ENOMEM, "out of host memory (fsdp state)");
+  }
+  s->fold_next = -1;
+  s->shard = shard;
+  s->replica = replica;
   r->st = s;
+  fb_rank v = shard_view(r);
   s->u = calloc((size_t)m->nunits, sizeof *s->u);
   fb_status st = FB_OK;
   if (!s->u) {
@@ -96,7 +131,7 @@ static fb_status fsdp_setup(fb_rank *r) {
   }
   for (int i = 0; i < m->nunits; i++) {
     fsdp_unit *x = &s->u[i];
-    FB_CHECK_GOTO(st, fb_slice_init(r, i, &x->sl), fail);
+    FB_CHECK_GOTO(st, fb_slice_init(&v, i, &x->sl), fail);
     FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &x->ev_gather), fail);
     FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &x->ev_rs), fail);
     FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &x->ev_ready), fail);
@@ -112,15 +147,17 @@ static fb_status fsdp_setup(fb_rank *r) {
     FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &s->fq[e]), fail);
   return FB_OK;
 fail:
-  fsdp_teardown(r);
+  fb_fsdp_teardown(r);
   return st;
 }
+
+static fb_status fsdp_setup(fb_rank *r) { return fb_fsdp_setup_groups(r, r->comm, NULL); }
 
 /* The rate limiter: with max_inflight_gathers free events queued, the host waits for the
  * oldest (event.synchronize(): the compute stream has passed that unit's free). */
 static fb_status limit_gathers(fb_rank *r) {
   fsdp_state *s = r->st;
-  const int max = fsdp_host.max_inflight_gathers;
+  const int max = fb_fsdp_host.max_inflight_gathers;
   if (max <= 0 || s->fq_len < max) return FB_OK;
   fb_event *oldest = s->fq[s->fq_head];
   s->fq_head = (s->fq_head + 1) % s->fq_cap;
@@ -131,7 +168,7 @@ static fb_status limit_gathers(fb_rank *r) {
 /* Enqueues a free event recorded on the compute stream after a unit's free. */
 static fb_status enqueue_free(fb_rank *r) {
   fsdp_state *s = r->st;
-  if (fsdp_host.max_inflight_gathers <= 0) return FB_OK;
+  if (fb_fsdp_host.max_inflight_gathers <= 0) return FB_OK;
   if (s->fq_len == s->fq_cap) { /* cannot happen (see setup); keep the oldest bound anyway */
     FB_TRY(fb_event_sync(r->dev, s->fq[s->fq_head]));
     s->fq_head = (s->fq_head + 1) % s->fq_cap;
@@ -149,7 +186,7 @@ static fb_status gather(fb_rank *r, int i) {
   fsdp_unit *x = &s->u[i];
   if (x->state != U_SHARDED) return FB_OK;
   const double k = (double)r->model->units[i].count;
-  fb_host_work(r->dev, k * fsdp_host.check_per_param, "fsdp.pre_unshard");
+  fb_host_work(r->dev, k * fb_fsdp_host.check_per_param, "fsdp.pre_unshard");
   void *send = x->sl.p.ptr;
   if (r->pdt != FB_F32) { /* mixed precision: gather the slice in the compute dtype */
     FB_TRY(fb_alloc(r->dev, (size_t)x->sl.shard * fb_psz(r), FB_MEM_COMM, "params.cast",
@@ -158,19 +195,19 @@ static fb_status gather(fb_rank *r, int i) {
     send = x->p_cast.ptr;
   }
   FB_TRY(limit_gathers(r));
-  fb_host_work(r->dev, fsdp_host.gather_launch, "fsdp.unshard");
+  fb_host_work(r->dev, fb_fsdp_host.gather_launch, "fsdp.unshard");
   /* allocated for the all-gather stream, as FSDP1's unshard stream does */
   FB_TRY(fb_alloc_on(r->dev, r->commst, (size_t)x->sl.padded * fb_psz(r), FB_MEM_PARAM_FULL,
                      "params.gathered", &x->p_full));
   /* the comm stream must see the shard as the compute stream left it (after the optimizer) */
   FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute));
   FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
-  FB_TRY(fb_all_gather(r->comm, r->commst, i, send, x->p_full.ptr, (size_t)x->sl.shard, r->pdt));
+  FB_TRY(fb_all_gather(s->shard, r->commst, i, send, x->p_full.ptr, (size_t)x->sl.shard, r->pdt));
   FB_TRY(fb_event_record(r->dev, x->ev_gather, r->commst));
   fb_free(r->dev, &x->p_cast, r->commst);
   x->state = U_GATHERING;
   s->inflight++;
-  fb_host_work(r->dev, k * fsdp_host.views_per_param, "fsdp.unsharded_views");
+  fb_host_work(r->dev, k * fb_fsdp_host.views_per_param, "fsdp.unsharded_views");
   return FB_OK;
 }
 
@@ -199,7 +236,7 @@ static fb_status release(fb_rank *r, int i) {
   fsdp_state *s = r->st;
   fsdp_unit *x = &s->u[i];
   assert(x->state == U_GATHERED);
-  fb_host_work(r->dev, (double)r->model->units[i].count * fsdp_host.reshard_per_param,
+  fb_host_work(r->dev, (double)r->model->units[i].count * fb_fsdp_host.reshard_per_param,
                "fsdp.reshard");
   fb_free(r->dev, &x->p_full, r->compute);
   x->state = U_SHARDED;
@@ -207,7 +244,7 @@ static fb_status release(fb_rank *r, int i) {
   return enqueue_free(r);
 }
 
-static fb_status fsdp_pre_forward(fb_rank *r, int i) {
+fb_status fb_fsdp_pre_forward(fb_rank *r, int i) {
   FB_TRY(acquire(r, i));
   if (r->cfg->prefetch_forward) {
     int next = fb_next_fwd_unit(r->model, i);
@@ -221,7 +258,7 @@ static bool keep_gathered(const fb_rank *r) {
   return !r->cfg->reshard_after_forward || r->cfg->accum == FB_ACCUM_NO_RESHARD;
 }
 
-static fb_status fsdp_post_forward(fb_rank *r, int i) {
+fb_status fb_fsdp_post_forward(fb_rank *r, int i) {
   return keep_gathered(r) ? FB_OK : release(r, i);
 }
 
@@ -258,7 +295,7 @@ static fb_status fold_pending(fb_rank *r, bool all) {
   return FB_OK;
 }
 
-static fb_status fsdp_pre_backward(fb_rank *r, int i) {
+fb_status fb_fsdp_pre_backward(fb_rank *r, int i) {
   fsdp_state *s = r->st;
   fsdp_unit *x = &s->u[i];
   FB_TRY(acquire(r, i));
@@ -282,7 +319,7 @@ static fb_status fsdp_pre_backward(fb_rank *r, int i) {
   return fb_k_memset0(&k, "zero_grad", x->g_auto.ptr, x->g_auto.bytes);
 }
 
-static fb_status fsdp_post_backward(fb_rank *r, int i) {
+fb_status fb_fsdp_post_backward(fb_rank *r, int i) {
   fsdp_state *s = r->st;
   fsdp_unit *x = &s->u[i];
   const fb_accum_mode mode = r->cfg->accum;
@@ -310,7 +347,9 @@ static fb_status fsdp_post_backward(fb_rank *r, int i) {
   }
   FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute));
   FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
-  FB_TRY(fb_reduce_scatter(r->comm, r->commst, i, send, dst, (size_t)x->sl.shard, r->rdt));
+  FB_TRY(fb_reduce_scatter(s->shard, r->commst, i, send, dst, (size_t)x->sl.shard, r->rdt));
+  if (s->replica) /* hsdp: the shard's sum over this replica, then over the replicas */
+    FB_TRY(fb_all_reduce(s->replica, r->commst, i, dst, dst, (size_t)x->sl.shard, r->rdt));
   FB_TRY(fb_event_record(r->dev, x->ev_rs, r->commst));
   x->rs_pending = true;
   x->acc_pending = !direct;
@@ -331,18 +370,34 @@ static fb_status fsdp_post_backward(fb_rank *r, int i) {
 
 static fb_slice *slice_of(fb_rank *r, int i) { return &((fsdp_state *)r->st)->u[i].sl; }
 
-static fb_status fsdp_step(fb_rank *r) {
+/* The exact norm's bins are summed over the shard group only: its slices partition every
+ * unit once, and every replica holds the same reduced slices. */
+fb_status fb_fsdp_step(fb_rank *r) {
   FB_TRY(fold_pending(r, true));
   /* the slices need no zeroing: the next step's first reduce-scatter overwrites them */
-  return fb_slices_step(r, slice_of);
+  fb_rank v = shard_view(r);
+  fb_status st = fb_slices_step(&v, slice_of);
+  r->grad_norm = v.grad_norm;
+  r->clip_coef = v.clip_coef;
+  return st;
 }
 
-static fb_status fsdp_read_params(fb_rank *r, int i, float *host) {
+/* Checkpoints: this rank's slices, numbered within its shard group; to save, the first replica
+ * group writes (the others hold the same slices). */
+fb_status fb_fsdp_state_ranges(fb_rank *r, bool save, fb_state_range **out, int *n) {
+  fsdp_state *s = r->st;
+  *out = NULL, *n = 0;
+  if (save && s->replica && s->replica->rank != 0) return FB_OK;
+  fb_rank v = shard_view(r);
+  return fb_ranges_slices(&v, slice_of, out, n);
+}
+
+fb_status fb_fsdp_read_params(fb_rank *r, int i, float *host) {
   fsdp_state *s = r->st;
   fsdp_unit *x = &s->u[i];
   fb_buf full = {0};
   FB_TRY(fb_alloc(r->dev, (size_t)x->sl.padded * 4, FB_MEM_TEMP, "readback", &full));
-  fb_status st = fb_comm_unrecorded(r->comm, r->commst, FB_COLL_ALL_GATHER, x->sl.p.ptr,
+  fb_status st = fb_comm_unrecorded(s->shard, r->commst, FB_COLL_ALL_GATHER, x->sl.p.ptr,
                                     full.ptr, (size_t)x->sl.shard, FB_F32, 0);
   if (st == FB_OK) st = fb_stream_sync(r->dev, r->commst);
   if (st == FB_OK && host) st = fb_read_range(r, full.ptr, r->model->units[i].numel, host);
@@ -354,17 +409,18 @@ const fb_strategy fb_strategy_fsdp = {
     .name = "fsdp",
     .summary = "flat unit buffers sliced across ranks: all-gather, reduce-scatter, prefetch",
     .setup = fsdp_setup,
-    .teardown = fsdp_teardown,
-    .pre_forward = fsdp_pre_forward,
-    .post_forward = fsdp_post_forward,
-    .pre_backward = fsdp_pre_backward,
-    .post_backward = fsdp_post_backward,
-    .optimizer_step = fsdp_step,
-    .read_params = fsdp_read_params,
-    .host = &fsdp_host,
+    .teardown = fb_fsdp_teardown,
+    .pre_forward = fb_fsdp_pre_forward,
+    .post_forward = fb_fsdp_post_forward,
+    .pre_backward = fb_fsdp_pre_backward,
+    .post_backward = fb_fsdp_post_backward,
+    .optimizer_step = fb_fsdp_step,
+    .read_params = fb_fsdp_read_params,
+    .host = &fb_fsdp_host,
     .tunes_prefetch = true,
     .tunes_reshard = true,
     .accum_modes = 1u << FB_ACCUM_NO_RESHARD | 1u << FB_ACCUM_NO_REDUCE,
     .shards_all = true,
+    .state_ranges = fb_fsdp_state_ranges,
     .memory = "16P/W (flat units padded to a multiple of W) + gathered units in flight",
 };

@@ -7,10 +7,14 @@
 
 extern const fb_strategy fb_strategy_single, fb_strategy_ddp, fb_strategy_zero3,
     fb_strategy_fsdp, fb_strategy_yafsdp, fb_strategy_fsdp2;
+extern const fb_strategy fb_strategy_zero1, fb_strategy_zero2;
+extern const fb_strategy fb_strategy_hsdp;
 
 static const fb_strategy *const table[] = {
     &fb_strategy_single, &fb_strategy_ddp, &fb_strategy_zero3, &fb_strategy_fsdp,
     &fb_strategy_yafsdp, &fb_strategy_fsdp2,
+    &fb_strategy_zero1, &fb_strategy_zero2,
+    &fb_strategy_hsdp,
 };
 enum { NSTRATEGIES = sizeof table / sizeof *table };
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "common.h"
+#include "state_ranges.h"
 
 typedef struct single_state {
   fb_buf *params, *grads; /* [nunits] */
@@ -126,6 +127,11 @@ static fb_status single_read_params(fb_rank *r, int u, float *host) {
   return host ? fb_read_range(r, s->params[u].ptr, r->model->units[u].numel, host) : FB_OK;
 }
 
+static fb_status single_ranges(fb_rank *r, bool save, fb_state_range **out, int *n) {
+  single_state *s = r->st;
+  return fb_ranges_replicas(r, save, s->params, s->optim, out, n);
+}
+
 const fb_strategy fb_strategy_single = {
     .name = "single",
     .summary = "one rank holds everything (the reference)",
@@ -138,5 +144,6 @@ const fb_strategy fb_strategy_single = {
     .optimizer_step = single_step,
     .read_params = single_read_params,
     .one_rank = true,
+    .state_ranges = single_ranges,
     .memory = "16P: fp32 params 4P + grads 4P + AdamW 8P",
 };

@@ -47,6 +47,15 @@ typedef struct fb_host_costs {
                                 unit this many gathers back; 0 = no limiter */
 } fb_host_costs;
 
+/* A range of a unit's persistent fp32 state this rank holds, in the unit's flat canonical
+ * layout (model order, what a one-rank run keeps): what checkpoints save and load. */
+typedef struct fb_state_range {
+  int unit;
+  int64_t start, n;  /* elements [start, start + n) of the unit's flat layout (no padding) */
+  float *p, *m, *v;  /* device pointers at element `start`: parameters, optimizer moments
+                        (m = SGD momentum; NULL where the optimizer keeps none) */
+} fb_state_range;
+
 typedef struct fb_strategy {
   const char *name;
   const char *summary; /* one line for --help */
@@ -61,6 +70,13 @@ typedef struct fb_strategy {
    * full parameters on rank 0 (other ranks may pass NULL). */
   fb_status (*read_params)(fb_rank *r, int unit, float *host_full);
   const fb_host_costs *host; /* NULL: no host work modelled */
+  /* The state this rank holds as ranges (malloc'd array, the caller frees): to save (every
+   * element once over all ranks: replicas split the work) or to load (every element this
+   * rank keeps). NULL: the strategy cannot checkpoint. */
+  fb_status (*state_ranges)(fb_rank *r, bool save, fb_state_range **out, int *n);
+  /* After a load wrote the ranges: rebuild what derives from them (zero1/2's replicas).
+   * NULL: nothing derives. */
+  fb_status (*state_loaded)(fb_rank *r);
   /* What the planner and the suites read instead of the name (zero = the common case). */
   bool one_rank;             /* runs one rank by definition (single): W micro-batches of the
                                 others' global batch run on it one after the other */

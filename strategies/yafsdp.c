@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "state_ranges.h"
 
 typedef struct ya_unit {
   fb_slice sl;        /* persistent slices: parameters, gradients, optimizer */
@@ -297,6 +298,11 @@ static fb_status ya_read_params(fb_rank *r, int i, float *host) {
   return st;
 }
 
+static fb_status ya_ranges(fb_rank *r, bool save, fb_state_range **out, int *n) {
+  (void)save; /* slices are disjoint: the same ranges save and load */
+  return fb_ranges_slices(r, slice_of, out, n);
+}
+
 const fb_strategy fb_strategy_yafsdp = {
     .name = "yafsdp",
     .summary = "fsdp slices with two preallocated ping-pong buffers, comm stream running ahead",
@@ -310,5 +316,6 @@ const fb_strategy fb_strategy_yafsdp = {
     .read_params = ya_read_params,
     .host = &ya_host,
     .shards_all = true,
+    .state_ranges = ya_ranges,
     .memory = "16P/W + two preallocated unit buffers of params and two of grads",
 };

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "state_ranges.h"
 #include "zero3_partition.h"
 
 /* ---- the partition (pure) -------------------------------------------------------------- */
@@ -392,6 +393,26 @@ static fb_status z3_read_params(fb_rank *r, int i, float *host) {
   return st;
 }
 
+/* Every owned tensor, whole, from the packed buffers (owners are disjoint: save = load). */
+static fb_status zero3_ranges(fb_rank *r, bool save, fb_state_range **out, int *n) {
+  (void)save;
+  z3_state *s = r->st;
+  int cap = 0;
+  *out = NULL, *n = 0;
+  for (int p = 0; p < r->model->nparams; p++) {
+    if (s->owner[p] != r->rank) continue;
+    const fb_param *pp = &r->model->params[p];
+    z3_unit *x = &s->u[pp->unit];
+    fb_status st = fb_ranges_push(out, n, &cap, pp->unit, pp->offset, pp->numel,
+                                  (float *)x->p_own.ptr + s->packed[p], &x->optim, s->packed[p]);
+    if (st != FB_OK) {
+      free(*out);
+      return st;
+    }
+  }
+  return FB_OK;
+}
+
 const fb_strategy fb_strategy_zero3 = {
     .name = "zero3",
     .summary = "whole tensors owned by ranks: broadcast from owners, reduce to owners",
@@ -408,5 +429,6 @@ const fb_strategy fb_strategy_zero3 = {
     .host = NULL,
     .accum_modes = 1u << FB_ACCUM_NO_RESHARD | 1u << FB_ACCUM_NO_REDUCE,
     .shards_all = true,
+    .state_ranges = zero3_ranges,
     .memory = "16P/W (whole tensors per owner: up to the imbalance x 16P/W)",
 };

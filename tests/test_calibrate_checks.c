@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "engine/sim/calibrate.h"
+#include "apps/calibrate.h"
 #include "engine/sim/hardware.h"
 
 /* This machine's figures, as a calibration on an idle machine fits them. */

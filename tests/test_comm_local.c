@@ -15,7 +15,7 @@
 #include "check.h"
 #include "engine/comm/comm.h"
 #include "engine/device/device_cpu.h"
-#include "engine/obs/recorder.h"
+#include "engine/device/recorder.h"
 
 /* ---- values and their exact sums ----------------------------------------------------------- */
 

@@ -26,8 +26,8 @@ sum_fsdp=$(grep -E "^ +2 +fsdp " "$TMP/table.txt" | awk '{print $(NF-1)}')
 
 HEAD="run,point,sweep,strategy,model,backend,hardware,world,batch,micro_batch,seq,steps,param_dtype,accum,prefetch_forward,prefetch_backward,reshard_after_forward,max_inflight,bucket_mb,recompute,status,predicted,step_ms,tokens_per_s,tokens_per_s_rank,tflops,compute_ms,comm_ms,exposed_ms,idle_ms,peak_bytes,param_shard_bytes,param_full_bytes,grad_shard_bytes,grad_full_bytes,optim_bytes,act_bytes,comm_bytes,temp_bytes,persistent_bytes,coll_bytes,wire_bytes,final_loss,param_sum,param_match,error"
 [ "$(head -1 "$OUT/compare.csv")" = "$HEAD" ] || fail "compare.csv header: $(head -1 "$OUT/compare.csv")"
-# the header is the one documented in engine/exec/compare.c
-SRC=${FB_SRC:-.}/engine/exec/compare.c
+# the header is the one documented in apps/compare.c
+SRC=${FB_SRC:-.}/apps/compare.c
 if [ -f "$SRC" ]; then
   for col in $(echo "$HEAD" | tr , ' '); do
     grep -q "\b$col\b" <(sed -n '/^ \* compare.csv/,/^ \* compare_steps.csv/p' "$SRC") ||

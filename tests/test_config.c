@@ -9,6 +9,7 @@
 
 #include "../engine/config/config.h"
 #include "check.h"
+#include "strategies/strategy.h"
 
 static char tmpdir[] = "/tmp/fb_test_config_XXXXXX";
 
@@ -334,6 +335,10 @@ static void test_bad_flags(void) {
   expect_usage("--trace-steps -1,0,1", "--trace-steps", "'-1,0,1'", NULL);
   expect_usage("--trace-steps 0,0,0", "--trace-steps", "'0,0,0'", NULL);
   expect_usage("--trace-steps 1,2,3,4", "--trace-steps", NULL, NULL);
+  expect_usage("--mesh 2x3 --world 4", "--mesh", "'2x3'", "REPLICA*SHARD = 4");
+  expect_usage("--mesh 0x4", "--mesh", "'0x4'", ">= 1");
+  expect_usage("--mesh 2by2", "--mesh", "'2by2'", "REPLICAxSHARD");
+  expect_usage("--mesh 2x2x2", "--mesh", "'2x2x2'", "REPLICAxSHARD");
   expect_usage("--data /nonexistent/tokens.bin", "--data", "/nonexistent/tokens.bin", NULL);
   expect_usage("--hardware nope", "--hardware", "'nope'", NULL);
   expect_usage("--comm sim --backend cpu", "--comm", "sim", NULL);
@@ -510,7 +515,9 @@ static void test_help(void) {
   }
   CHECK(strstr(text, "--batch N") && strstr(text, "[default: auto"), "batch default");
   CHECK(strstr(text, "[default: 0.0003]") && strstr(text, "[default: lr/10]"), "lr defaults");
-  CHECK(strstr(text, "{single, ddp, zero3, fsdp, yafsdp}"), "strategies listed");
+  char listed[1100];
+  snprintf(listed, sizeof listed, "{%s}", fb_strategy_names());
+  CHECK(strstr(text, listed) && strstr(text, "single, ddp"), "strategies listed from the registry");
   CHECK(strstr(text, "{auto|cpu|cpu-opaque|") && strstr(text, "|sim}"), "backends listed");
   CHECK(strstr(text, "--recompute [MODE]") && strstr(text, "{off|full|selective}") &&
             strstr(text, "[default: off]") && strstr(text, "--recompute-layers K") &&

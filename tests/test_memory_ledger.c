@@ -51,9 +51,25 @@ static void check_ledger(const char *s, const fb_run_result *r) {
     want[FB_COLL_BROADCAST] = 2 * real * 4;
     want[FB_COLL_REDUCE] = real * 4;
     want[FB_COLL_ALL_REDUCE] = bins;
-  } else if (!strcmp(s, "fsdp") || !strcmp(s, "yafsdp")) {
+  } else if (!strcmp(s, "fsdp") || !strcmp(s, "yafsdp") ||
+             !strcmp(s, "hsdp") /* on cpu without --mesh: 1 x W, fsdp's collectives */) {
     want[FB_COLL_ALL_GATHER] = 2 * padded * 4;
     want[FB_COLL_REDUCE_SCATTER] = padded * 4;
+    want[FB_COLL_ALL_REDUCE] = bins;
+  } else if (!strcmp(s, "fsdp2")) {
+    /* per-parameter dim-0 shards: P'(u) = sum of rows padded to a multiple of W x cols; the
+     * root stays gathered from its forward to its backward */
+    double pu[2] = {0, 0}; /* root, blocks */
+    for (int i = 0; i < m->nparams; i++) {
+      const fb_param *p = &m->params[i];
+      pu[p->unit > 0] += (double)fb_round_up(p->rows, W) * (double)p->cols;
+    }
+    want[FB_COLL_ALL_GATHER] = (2 * pu[1] + pu[0]) * 4;
+    want[FB_COLL_REDUCE_SCATTER] = (pu[0] + pu[1]) * 4;
+    want[FB_COLL_ALL_REDUCE] = bins;
+  } else if (!strcmp(s, "zero1") || !strcmp(s, "zero2")) {
+    want[FB_COLL_ALL_GATHER] = padded * 4;     /* the updated slices, once per step */
+    want[FB_COLL_REDUCE_SCATTER] = padded * 4; /* the gradients, once */
     want[FB_COLL_ALL_REDUCE] = bins;
   } else if (!strcmp(s, "single")) {
   } else {

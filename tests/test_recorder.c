@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "engine/obs/recorder.h"
+#include "engine/device/recorder.h"
 
 /* ---- the fake device: now() and tickets are values this test sets ---------------------- */
 static double fake_now;

@@ -9,7 +9,7 @@
 
 #include "check.h"
 #include "engine/exec/runner.h"
-#include "engine/sim/plan.h"
+#include "apps/plan.h"
 #include "strategies/strategy.h"
 
 extern const fb_strategy fb_strategy_ddp;

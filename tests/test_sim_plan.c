@@ -12,7 +12,7 @@
 #include "engine/config/config.h"
 #include "engine/exec/runner.h"
 #include "engine/sim/hardware.h"
-#include "engine/sim/plan.h"
+#include "apps/plan.h"
 #include "strategies/strategy.h"
 
 static double wall(void) {

@@ -4,7 +4,7 @@
 #include "chrome_trace.h"
 
 #ifdef FB_HAVE_CUDA
-#include "cupti.h"
+#include "../engine/device/cupti.h"
 #endif
 
 #include <assert.h>
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json_out.h"
+#include "../engine/core/json_out.h"
 
 typedef struct slice {
   int64_t t0, t1;       /* ns from origin */

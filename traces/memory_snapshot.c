@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json_out.h"
+#include "../engine/core/json_out.h"
 
 #define SNAP_ALIGN 512
 

@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-#include "../obs/recorder.h"
+#include "../device/recorder.h"
 #include "comm_call.h"
 
 extern const fb_comm_ops fb_local_comm_ops;
@@ -36,6 +36,42 @@ void fb_comm_destroy(fb_comm *c) {
   if (!c) return;
   fb_comm_stage_free(c);
   c->ops->destroy(c);
+}
+
+static fb_status split(fb_comm *c, int color, int key, int size, int stride, fb_comm **out) {
+  if (!c->ops->split)
+    return FB_ERR(FB_EUNSUPPORTED, "rank %d: the %s communicator cannot be split", c->rank,
+                  c->ops->name);
+  FB_TRY(c->ops->split(c, color, key, size, out));
+  fb_comm *s = *out;
+  if (size > 0 && s->world != size) {
+    fb_comm_destroy(s);
+    *out = NULL;
+    return FB_ERR(FB_EINTERNAL, "rank %d: split: the group of color %d has %d ranks, expected %d",
+                  c->rank, color, s->world, size);
+  }
+  s->stride = (c->stride > 1 ? c->stride : 1) * stride;
+  return FB_OK;
+}
+
+fb_status fb_comm_split(fb_comm *c, int color, int key, fb_comm **out) {
+  *out = NULL;
+  if (!c) return FB_ERR(FB_EINTERNAL, "split: communicator is NULL");
+  if (color < 0)
+    return FB_ERR(FB_EINTERNAL, "rank %d: split: color %d is negative (want >= 0)", c->rank, color);
+  return split(c, color, key, 0, 1, out);
+}
+
+fb_status fb_comm_split_strided(fb_comm *c, int size, int stride, fb_comm **out) {
+  *out = NULL;
+  if (!c) return FB_ERR(FB_EINTERNAL, "split: communicator is NULL");
+  if (size < 1 || stride < 1 || c->world % size || c->world / size % stride)
+    return FB_ERR(FB_EINTERNAL, "rank %d: split of %d ranks into groups of %d ranks %d apart: "
+                  "the world must be a multiple of size x stride", c->rank, c->world, size,
+                  stride);
+  const int block = size * stride;
+  const int color = c->rank / block * block + c->rank % stride;
+  return split(c, color, c->rank / stride % size, size, stride, out);
 }
 
 static bool dtype_ok(fb_dtype t) {
@@ -96,6 +132,7 @@ static fb_status recorded(fb_comm *c, fb_stream *s, int unit, const coll_call *a
       .count = (int64_t)a->count,
       .dtype = a->t,
       .world = c->world,
+      .stride = c->stride,
       .bytes = fb_coll_bytes(a->op, (int64_t)a->count, a->t, c->world),
   };
   /* a communicator that reads buffers on the host cannot touch this device's memory: stage */

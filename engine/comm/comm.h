@@ -13,6 +13,9 @@
  *    recv + rank*count; for reduce_scatter, recv may be send + rank*count).
  *  - count 0 and world 1 work. Sums are in rank order on local (bitwise reproducible).
  *  - Every rank must issue the same collectives in the same order (as with NCCL).
+ *  - Groups: fb_comm_split makes sub-communicators (MPI_Comm_split / ncclCommSplit): the
+ *    ranks of one color form a group ordered by key, then parent rank. Collectives on a
+ *    sub-communicator follow the same rules among its members (local: sums in sub-rank order).
  *  - A collective waiting longer than the communicator's timeout fails the stream with
  *    FB_ETIMEOUT naming the rank and the collective.
  * Supported dtypes: FB_F32, FB_F64, FB_U64 (sums of u64 are exact), FB_BF16 (nccl, sim).
@@ -44,6 +47,10 @@ typedef struct fb_comm_ops {
    * End): zero3's per-tensor broadcasts and reduces. NULL = each call launches on its own. */
   fb_status (*group_start)(fb_comm *c);
   fb_status (*group_end)(fb_comm *c);
+  /* Collective over c (see fb_comm_split): this rank's group of `color`, ranked by `key`.
+   * `size` is the group's size when the caller knows it (fb_comm_split_strided), else 0; a
+   * backend that cannot compare colors across ranks (sim) needs it. */
+  fb_status (*split)(fb_comm *c, int color, int key, int size, fb_comm **out);
   void (*destroy)(fb_comm *c);
   /* Its host tasks dereference the buffers (local, mpi): on a device whose memory the host
    * may not touch (caps.host_access false) every call is staged through pinned host buffers
@@ -55,6 +62,8 @@ struct fb_comm {
   const fb_comm_ops *ops;
   void *impl;
   int rank, world;
+  int stride;        /* placement, for the cost model: launch-world ranks between consecutive
+                        members (a mesh's replica group: SHARD); 0 or 1 = consecutive ranks */
   fb_device *dev;    /* this rank's device (streams belong to it) */
   double timeout_s;  /* collective wait limit */
   bool staged;       /* host_memory comm on a device the host may not touch: stage */
@@ -85,6 +94,19 @@ fb_status fb_comm_sim_create(fb_device *dev, int rank, int world, fb_comm **out)
  * or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (TCP rendezvous, like torchrun); without one, the
  * ranks are threads of this process sharing one unique id (one GPU each). */
 fb_status fb_comm_nccl_create(fb_device *dev, double timeout_s, fb_comm **out);
+
+/* Communicator groups. Collective over c: every rank of c calls it, with no collective of c
+ * in flight (sync the streams that use c first), like ncclCommSplit. The ranks passing the same
+ * color (>= 0) form one sub-communicator, ranked by key then by rank in c; *out uses c's device
+ * and streams and is destroyed with fb_comm_destroy (before c). local, mpi and nccl support
+ * any colors; sim (whose ranks are simulated independently) only fb_comm_split_strided. */
+fb_status fb_comm_split(fb_comm *c, int color, int key, fb_comm **out);
+/* The regular split of a device mesh axis: this rank's group is the `size` ranks `stride`
+ * apart that contain it, {base + i*stride : i < size} with base = rank % stride +
+ * rank / (size*stride) * size*stride, ranked by i (c->world must be a multiple of
+ * size*stride). Shard groups of a REPLICA x SHARD mesh: (SHARD, 1); replica groups:
+ * (REPLICA, SHARD). The sub-communicator's stride (placement) is c->stride * stride. */
+fb_status fb_comm_split_strided(fb_comm *c, int size, int stride, fb_comm **out);
 
 void fb_comm_destroy(fb_comm *c);
 

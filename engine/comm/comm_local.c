@@ -5,7 +5,10 @@
  * every rank's buffers directly. Sums run in rank order 0..W-1 starting from rank 0's value,
  * so a result is bitwise the sequential ((x0 + x1) + x2) + ... whatever W and the chunking.
  * A barrier that waits longer than the comm's timeout_s fails with FB_ETIMEOUT and poisons the
- * group, so the other ranks fail too instead of hanging. It does not record timings (comm.c). */
+ * group, so the other ranks fail too instead of hanging. It does not record timings (comm.c).
+ * Groups (fb_comm_split): the ranks exchange (color, key) through the parent group's slots;
+ * the first member of each color creates the sub-group, owned by the parent group (freed
+ * with it) and poisoned with it, so an abort of the run's group reaches every sub-group. */
 #define _GNU_SOURCE
 #include "comm.h"
 
@@ -28,7 +31,11 @@ typedef struct coll_args {
   void *recv;
   uint64_t seq;     /* 1-based number of this rank's collective */
   double timeout_s; /* the issuing comm's c->timeout_s; <= 0 waits forever */
+  int color, key;   /* split */
+  struct fb_local_group *child; /* split: the sub-group its first member created */
 } coll_args;
+
+#define OP_SPLIT FB_NCOLL /* a split exchanges (color, key) in the collectives' slots */
 
 struct fb_local_group {
   int world;
@@ -43,6 +50,7 @@ struct fb_local_group {
   char poison_msg[400];
   coll_args *slots; /* [world] */
   bool *attached;   /* [world] */
+  struct fb_local_group *children, *sibling; /* groups split from this one (owned) */
 };
 
 /* A queued collective; lives in its communicator's pending list until it ran (or, when its
@@ -106,6 +114,10 @@ fail_arrays:
 
 void fb_local_group_destroy(fb_local_group *g) {
   if (!g) return;
+  for (fb_local_group *k = g->children, *nx; k; k = nx) {
+    nx = k->sibling;
+    fb_local_group_destroy(k);
+  }
   for (int r = 0; r < g->world; r++) assert(!g->attached[r] && "destroy the comms first");
   pthread_cond_destroy(&g->cv);
   pthread_mutex_destroy(&g->mu);
@@ -123,7 +135,10 @@ static double mono_s(void) {
 
 /* "all_gather #3 (count 7, fp32)" */
 static void describe(const coll_args *a, char *buf, size_t n) {
-  if (a->op == FB_COLL_BARRIER)
+  if (a->op == OP_SPLIT)
+    snprintf(buf, n, "split #%llu (color %d, key %d)", (unsigned long long)a->seq, a->color,
+             a->key);
+  else if (a->op == FB_COLL_BARRIER)
     snprintf(buf, n, "barrier #%llu", (unsigned long long)a->seq);
   else if (a->op == FB_COLL_BROADCAST || a->op == FB_COLL_REDUCE)
     snprintf(buf, n, "%s #%llu (count %zu, %s, root %d)", fb_coll_name(a->op),
@@ -141,7 +156,7 @@ static fb_status aborted(fb_local_group *g, int rank, const coll_args *a) {
                 g->poison_msg);
 }
 
-/* Called with g->mu held. */
+/* Called with g->mu held; takes the sub-groups' locks (always parent before child). */
 static void poison_group(fb_local_group *g, fb_status st, const char *msg) {
   if (!g->poisoned) {
     g->poisoned = true;
@@ -149,6 +164,11 @@ static void poison_group(fb_local_group *g, fb_status st, const char *msg) {
     snprintf(g->poison_msg, sizeof g->poison_msg, "%s", msg);
   }
   pthread_cond_broadcast(&g->cv);
+  for (fb_local_group *k = g->children; k; k = k->sibling) {
+    pthread_mutex_lock(&k->mu);
+    poison_group(k, st, msg);
+    pthread_mutex_unlock(&k->mu);
+  }
 }
 
 static fb_status group_barrier(fb_local_group *g, int rank, const coll_args *a) {
@@ -301,22 +321,18 @@ static bool same(const coll_args *x, const coll_args *y) {
   return x->op == y->op && x->count == y->count && x->t == y->t && x->root == y->root;
 }
 
-static fb_status collective(local_comm *lc, int r, const coll_args *a) {
-  fb_local_group *g = lc->g;
-  const int W = g->world;
-  const void **src = lc->src;
-  g->slots[r] = *a; /* published: the barrier's mutex orders it before the others' reads */
-  FB_TRY(group_barrier(g, r, a));
-
-  for (int j = 1; j < W; j++) {
-    if (same(&g->slots[0], &g->slots[j])) continue;
+/* After the publishing barrier: every rank must have issued what rank 0 did (a split: any
+ * color and key). Every rank finds the same mismatch; it meets the others once more so no slot
+ * is rewritten while another rank still reads it, then fails the group for good. */
+static fb_status check_same(fb_local_group *g, int r, const coll_args *a) {
+  for (int j = 1; j < g->world; j++) {
+    const coll_args *x = &g->slots[0], *y = &g->slots[j];
+    if (x->op == OP_SPLIT ? y->op == OP_SPLIT : same(x, y)) continue;
     char w0[128], wj[128], msg[400];
-    describe(&g->slots[0], w0, sizeof w0);
-    describe(&g->slots[j], wj, sizeof wj);
+    describe(x, w0, sizeof w0);
+    describe(y, wj, sizeof wj);
     snprintf(msg, sizeof msg, "rank %d: collective mismatch: rank 0 issued %s but rank %d issued %s",
              r, w0, j, wj);
-    /* every rank finds the same mismatch; meet once more so no slot is rewritten while another
-     * rank still reads it, then fail the group for good */
     fb_status st = group_barrier(g, r, a);
     pthread_mutex_lock(&g->mu);
     poison_group(g, FB_ECOMM, msg);
@@ -324,6 +340,16 @@ static fb_status collective(local_comm *lc, int r, const coll_args *a) {
     if (st != FB_OK) return st;
     return FB_ERR(FB_ECOMM, "%s", msg);
   }
+  return FB_OK;
+}
+
+static fb_status collective(local_comm *lc, int r, const coll_args *a) {
+  fb_local_group *g = lc->g;
+  const int W = g->world;
+  const void **src = lc->src;
+  g->slots[r] = *a; /* published: the barrier's mutex orders it before the others' reads */
+  FB_TRY(group_barrier(g, r, a));
+  FB_TRY(check_same(g, r, a));
 
   const size_t es = fb_dtype_size(a->t), n = a->count;
   switch (a->op) {
@@ -447,6 +473,8 @@ static void l_destroy(fb_comm *c) {
   free(c);
 }
 
+static fb_status l_split(fb_comm *c, int color, int key, int size, fb_comm **out);
+
 const fb_comm_ops fb_local_comm_ops = {
     .name = "local",
     .all_gather = l_all_gather,
@@ -455,18 +483,14 @@ const fb_comm_ops fb_local_comm_ops = {
     .broadcast = l_broadcast,
     .reduce = l_reduce,
     .barrier = l_barrier,
+    .split = l_split,
     .destroy = l_destroy,
     .host_memory = true,
 };
 
-fb_status fb_comm_local_create(fb_local_group *g, int rank, fb_device *dev, fb_comm **out) {
-  *out = NULL;
-  if (!g || !dev) return FB_ERR(FB_EINTERNAL, "local comm: group and device are required");
-  if (rank < 0 || rank >= g->world)
-    return FB_ERR(FB_EUSAGE, "local comm: rank %d out of range 0..%d", rank, g->world - 1);
-  if (dev->world != g->world || dev->rank != rank)
-    return FB_ERR(FB_EINTERNAL, "local comm: device is rank %d of %d but the comm is rank %d of %d",
-                  dev->rank, dev->world, rank, g->world);
+/* A communicator for `rank` of group g on device dev (any rank of any device: a sub-group's
+ * ranks are not the device's). */
+static fb_status attach(fb_local_group *g, int rank, fb_device *dev, fb_comm **out) {
   fb_status st = FB_OK;
   fb_comm *c = calloc(1, sizeof *c);
   local_comm *lc = calloc(1, sizeof *lc);
@@ -500,6 +524,75 @@ fail_free:
   free(lc);
   free(c);
   return st;
+}
+
+fb_status fb_comm_local_create(fb_local_group *g, int rank, fb_device *dev, fb_comm **out) {
+  *out = NULL;
+  if (!g || !dev) return FB_ERR(FB_EINTERNAL, "local comm: group and device are required");
+  if (rank < 0 || rank >= g->world)
+    return FB_ERR(FB_EUSAGE, "local comm: rank %d out of range 0..%d", rank, g->world - 1);
+  if (dev->world != g->world || dev->rank != rank)
+    return FB_ERR(FB_EINTERNAL, "local comm: device is rank %d of %d but the comm is rank %d of %d",
+                  dev->rank, dev->world, rank, g->world);
+  return attach(g, rank, dev, out);
+}
+
+/* ---- groups ----------------------------------------------------------------------------- */
+
+/* Rank r's group among the published slots: its size, r's index in it (by key, then rank)
+ * and the rank of its first member. */
+static void members(const fb_local_group *g, int r, int *n, int *sub, int *lead) {
+  const int color = g->slots[r].color, key = g->slots[r].key;
+  *n = *sub = 0;
+  *lead = r;
+  for (int j = 0; j < g->world; j++) {
+    const coll_args *x = &g->slots[j];
+    if (x->color != color) continue;
+    (*n)++;
+    if (x->key < key || (x->key == key && j < r)) (*sub)++;
+    const int lk = g->slots[*lead].key;
+    if (x->key < lk || (x->key == lk && j < *lead)) *lead = j;
+  }
+}
+
+/* The first member creates the sub-group and links it under g (owned and poisoned by g). */
+static fb_local_group *create_child(fb_local_group *g, int n) {
+  fb_local_group *k = NULL;
+  if (fb_local_group_create(n, g->timeout_s, &k) != FB_OK) return NULL;
+  pthread_mutex_lock(&g->mu);
+  k->sibling = g->children;
+  g->children = k;
+  if (g->poisoned) poison_group(g, g->poison_st, g->poison_msg);
+  pthread_mutex_unlock(&g->mu);
+  return k;
+}
+
+/* Three meetings of the parent group: publish (color, key); the first member of each color
+ * publishes the sub-group it created; everyone has read it (the slots may be reused). */
+static fb_status l_split(fb_comm *c, int color, int key, int size, fb_comm **out) {
+  (void)size;
+  local_comm *lc = c->impl;
+  fb_local_group *g = lc->g;
+  const int r = c->rank;
+  const coll_args a = {.op = OP_SPLIT, .color = color, .key = key, .seq = ++lc->seq,
+                       .timeout_s = c->timeout_s};
+  g->slots[r] = a;
+  FB_TRY(group_barrier(g, r, &a));
+  FB_TRY(check_same(g, r, &a));
+  int n, sub, lead;
+  members(g, r, &n, &sub, &lead);
+  if (lead == r) g->slots[r].child = create_child(g, n);
+  FB_TRY(group_barrier(g, r, &a));
+  fb_local_group *k = g->slots[lead].child;
+  fb_status st = k ? attach(k, sub, c->dev, out)
+                   : FB_ERR(FB_ENOMEM, "rank %d: split: the group of color %d could not be "
+                            "created (out of host memory)", r, color);
+  fb_status st3 = group_barrier(g, r, &a);
+  if (st == FB_OK && st3 != FB_OK) {
+    l_destroy(*out);
+    *out = NULL;
+  }
+  return st != FB_OK ? st : st3;
 }
 
 void fb_local_group_abort(fb_local_group *g) {

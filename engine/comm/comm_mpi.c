@@ -6,7 +6,8 @@
  * bf16 sums go through fp32 staging buffers (one rounding at the end); u64 sums are exact.
  * The reduction order is MPI's, so fp32/fp64 sums are not guaranteed bitwise equal to the
  * local communicator's rank-order sums. A dead peer ends the job through Open MPI's default
- * error handler (MPI_ERRORS_ARE_FATAL), which is kept on purpose. Built only with MPI. */
+ * error handler (MPI_ERRORS_ARE_FATAL), which is kept on purpose. Groups (fb_comm_split) are
+ * MPI_Comm_split of the private communicator, called on the host thread. Built only with MPI. */
 #define _GNU_SOURCE
 #include "comm.h"
 
@@ -350,6 +351,8 @@ static void m_destroy(fb_comm *c) {
   free(c);
 }
 
+static fb_status m_split(fb_comm *c, int color, int key, int size, fb_comm **out);
+
 const fb_comm_ops fb_mpi_comm_ops = {
     .name = "mpi",
     .all_gather = m_all_gather,
@@ -358,9 +361,40 @@ const fb_comm_ops fb_mpi_comm_ops = {
     .broadcast = m_broadcast,
     .reduce = m_reduce,
     .barrier = m_barrier,
+    .split = m_split,
     .destroy = m_destroy,
     .host_memory = true,
 };
+
+/* Wraps an MPI communicator this fb_comm then owns (freed on failure too). */
+static fb_status wrap(fb_device *dev, MPI_Comm mc, double timeout_s, fb_comm **out) {
+  int rank = 0, world = 1;
+  MPI_Comm_rank(mc, &rank);
+  MPI_Comm_size(mc, &world);
+  fb_comm *c = calloc(1, sizeof *c);
+  mpi_comm *m = calloc(1, sizeof *m);
+  if (!c || !m || pthread_mutex_init(&m->mu, NULL) != 0) {
+    free(m);
+    free(c);
+    MPI_Comm_free(&mc);
+    return FB_ERR(FB_ENOMEM, "rank %d: mpi comm: out of host memory", rank);
+  }
+  m->comm = mc;
+  *c = (fb_comm){.ops = &fb_mpi_comm_ops, .impl = m, .rank = rank, .world = world, .dev = dev,
+                 .timeout_s = timeout_s};
+  *out = c;
+  return FB_OK;
+}
+
+static fb_status m_split(fb_comm *c, int color, int key, int size, fb_comm **out) {
+  (void)size;
+  mpi_comm *m = c->impl;
+  MPI_Comm sub = MPI_COMM_NULL;
+  if (MPI_Comm_split(m->comm, color, key, &sub) != MPI_SUCCESS || sub == MPI_COMM_NULL)
+    return FB_ERR(FB_ECOMM, "rank %d: mpi comm: MPI_Comm_split (color %d, key %d) failed",
+                  c->rank, color, key);
+  return wrap(c->dev, sub, c->timeout_s, out);
+}
 
 fb_status fb_comm_mpi_create(fb_device *dev, double timeout_s, fb_comm **out) {
   *out = NULL;
@@ -374,30 +408,8 @@ fb_status fb_comm_mpi_create(fb_device *dev, double timeout_s, fb_comm **out) {
   if (dev->rank != rank || dev->world != world)
     return FB_ERR(FB_EINTERNAL, "mpi comm: device is rank %d of %d but MPI says rank %d of %d",
                   dev->rank, dev->world, rank, world);
-  fb_status st = FB_OK;
-  fb_comm *c = calloc(1, sizeof *c);
-  mpi_comm *m = calloc(1, sizeof *m);
-  if (!c || !m) {
-    st = FB_ERR(FB_ENOMEM, "mpi comm: out of host memory");
-    goto fail_free;
-  }
-  if (pthread_mutex_init(&m->mu, NULL) != 0) {
-    st = FB_ERR(FB_EINTERNAL, "mpi comm: pthread_mutex_init failed");
-    goto fail_free;
-  }
-  if (MPI_Comm_dup(MPI_COMM_WORLD, &m->comm) != MPI_SUCCESS) {
-    st = FB_ERR(FB_ECOMM, "rank %d: mpi comm: MPI_Comm_dup failed", rank);
-    goto fail_mutex;
-  }
-  *c = (fb_comm){.ops = &fb_mpi_comm_ops, .impl = m, .rank = rank, .world = world, .dev = dev,
-                 .timeout_s = timeout_s};
-  *out = c;
-  return FB_OK;
-
-fail_mutex:
-  pthread_mutex_destroy(&m->mu);
-fail_free:
-  free(m);
-  free(c);
-  return st;
+  MPI_Comm dup = MPI_COMM_NULL;
+  if (MPI_Comm_dup(MPI_COMM_WORLD, &dup) != MPI_SUCCESS)
+    return FB_ERR(FB_ECOMM, "rank %d: mpi comm: MPI_Comm_dup failed", rank);
+  return wrap(dev, dup, timeout_s, out);
 }

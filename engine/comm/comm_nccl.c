@@ -19,6 +19,8 @@
  * destroy never blocks on a broken communicator: after a failure it aborts; otherwise it
  * finalizes (nonblocking) and polls with a bound, aborting if the bound passes.
  * A watchdog thread follows every collective with an event.
+ * Groups (fb_comm_split): ncclCommSplit on the parent under the parent's call_mu, nonblocking
+ * like the rest; the child gets its own lock, watchdog and abort path (an fb_comm of its own).
  * It does not choose the GPU (the cuda device does) nor record timings (comm.c wrappers). */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -841,6 +843,8 @@ static void nccl_destroy(fb_comm *c) {
   free(c);
 }
 
+static fb_status nccl_split(fb_comm *c, int color, int key, int size, fb_comm **out);
+
 const fb_comm_ops fb_nccl_comm_ops = {
     .name = "nccl",
     .all_gather = nccl_all_gather,
@@ -851,9 +855,34 @@ const fb_comm_ops fb_nccl_comm_ops = {
     .barrier = nccl_barrier,
     .group_start = nccl_group_start,
     .group_end = nccl_group_end,
+    .split = nccl_split,
     .destroy = nccl_destroy,
     .host_memory = false, /* device buffers go straight to NCCL: never staged */
 };
+
+/* Polls a nonblocking communicator being created (init or split) until it is ready; aborts it
+ * on failure or past the bound. */
+static fb_status poll_new(int rank, int world, ncclComm_t comm, double timeout_s,
+                          const char *what) {
+  const double bound = timeout_s > 0 ? (timeout_s < 30 ? 30 : timeout_s) : 300;
+  const double deadline = mono_s() + bound;
+  for (;;) {
+    ncclResult_t ar = ncclSuccess;
+    ncclResult_t r = ncclCommGetAsyncError(comm, &ar);
+    if (r != ncclSuccess || (ar != ncclSuccess && ar != ncclInProgress)) {
+      fb_status st = nccl_err(rank, what, r != ncclSuccess ? r : ar, comm);
+      ncclCommAbort(comm);
+      return st;
+    }
+    if (ar == ncclSuccess) return FB_OK;
+    if (mono_s() > deadline) {
+      ncclCommAbort(comm);
+      return FB_ERR(FB_ETIMEOUT, "rank %d: %s: the %d ranks did not connect within %.0f s", rank,
+                    what, world, bound);
+    }
+    usleep(1000);
+  }
+}
 
 /* Creates a nonblocking communicator and polls its initialisation with a bound. */
 static fb_status init_comm(int rank, int world, const ncclUniqueId *id, double timeout_s,
@@ -867,44 +896,25 @@ static fb_status init_comm(int rank, int world, const ncclUniqueId *id, double t
     if (comm) ncclCommAbort(comm);
     return st;
   }
-  const double bound = timeout_s > 0 ? (timeout_s < 30 ? 30 : timeout_s) : 300;
-  const double deadline = mono_s() + bound;
-  for (;;) {
-    ncclResult_t ar = ncclSuccess;
-    r = ncclCommGetAsyncError(comm, &ar);
-    if (r != ncclSuccess || (ar != ncclSuccess && ar != ncclInProgress)) {
-      fb_status st = nccl_err(rank, "ncclCommInitRankConfig", r != ncclSuccess ? r : ar, comm);
-      ncclCommAbort(comm);
-      return st;
-    }
-    if (ar == ncclSuccess) break;
-    if (mono_s() > deadline) {
-      ncclCommAbort(comm);
-      return FB_ERR(FB_ETIMEOUT, "rank %d: ncclCommInitRankConfig: the %d ranks did not connect "
-                    "within %.0f s", rank, world, bound);
-    }
-    usleep(1000);
-  }
+  FB_TRY(poll_new(rank, world, comm, timeout_s, "ncclCommInitRankConfig"));
   *out = comm;
   return FB_OK;
 }
 
-fb_status fb_comm_nccl_create(fb_device *dev, double timeout_s, fb_comm **out) {
-  *out = NULL;
-  if (!dev || dev->ops != &fb_cuda_device_ops)
-    return FB_ERR(FB_EUSAGE, "--comm nccl needs --backend cuda (got %s)",
-                  dev ? dev->ops->name : "no device");
-  const int rank = dev->rank, world = dev->world;
-  fb_status st = FB_OK;
-  FB_TRY(fb_cuda_bind(dev));
-  if (world > 1 && ranks_are_threads()) {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
-    if (world > count)
-      return FB_ERR(FB_EUNSUPPORTED, "rank %d: --comm nccl with %d ranks in one process needs "
-                    "one GPU per rank (%d visible; NCCL cannot put two ranks on one GPU): use "
-                    "fewer ranks or a launcher", rank, world, count);
-  }
+/* Frees what impl_new made (no NCCL communicator, no watchdog yet). */
+static void impl_free(fb_comm *c) {
+  nccl_impl *n = c->impl;
+  if (n->one) cudaFree(n->one);
+  pthread_cond_destroy(&n->cv);
+  pthread_mutex_destroy(&n->mu);
+  pthread_mutex_destroy(&n->call_mu);
+  free(n);
+  free(c);
+}
+
+/* An fb_comm for (rank, world) on dev before it has an NCCL communicator: its locks and the
+ * barrier scalar. */
+static fb_status impl_new(fb_device *dev, int rank, int world, double timeout_s, fb_comm **out) {
   fb_comm *c = calloc(1, sizeof *c);
   nccl_impl *n = calloc(1, sizeof *n);
   if (!c || !n) {
@@ -924,37 +934,107 @@ fb_status fb_comm_nccl_create(fb_device *dev, double timeout_s, fb_comm **out) {
   mu_ok = pthread_mutex_init(&n->mu, NULL) == 0;
   cv_ok = pthread_cond_init(&n->cv, NULL) == 0;
   if (!mu_ok || !call_ok || !cv_ok) {
-    st = FB_ERR(FB_EINTERNAL, "rank %d: pthread init failed", rank);
-    goto fail_sync;
+    if (cv_ok) pthread_cond_destroy(&n->cv);
+    if (mu_ok) pthread_mutex_destroy(&n->mu);
+    if (call_ok) pthread_mutex_destroy(&n->call_mu);
+    free(n);
+    free(c);
+    return FB_ERR(FB_EINTERNAL, "rank %d: pthread init failed", rank);
   }
   cudaError_t e = cudaMalloc(&n->one, sizeof(float));
   if (e == cudaSuccess) e = cudaMemset(n->one, 0, sizeof(float));
   if (e != cudaSuccess) {
-    st = FB_ERR(FB_EDEVICE, "rank %d: cudaMalloc(barrier scalar): %s", rank,
-                cudaGetErrorString(e));
-    goto fail_sync;
+    impl_free(c);
+    return FB_ERR(FB_EDEVICE, "rank %d: cudaMalloc(barrier scalar): %s", rank,
+                  cudaGetErrorString(e));
   }
-  ncclUniqueId id;
-  memset(&id, 0, sizeof id);
-  FB_CHECK_GOTO(st, bootstrap(rank, world, timeout_s, &id), fail_one);
-  FB_CHECK_GOTO(st, init_comm(rank, world, &id, timeout_s, &n->comm), fail_one);
+  *out = c;
+  return FB_OK;
+}
+
+/* Gives c its ready NCCL communicator and starts the watchdog; on failure aborts comm (never
+ * blocks, unlike destroy on a communicator peers still use) and frees c. */
+static fb_status impl_start(fb_comm *c, ncclComm_t comm, fb_comm **out) {
+  nccl_impl *n = c->impl;
+  n->comm = comm;
   if (pthread_create(&n->watchdog, NULL, watchdog_main, c) != 0) {
-    st = FB_ERR(FB_EINTERNAL, "rank %d: nccl watchdog: pthread_create failed", rank);
-    goto fail_comm;
+    int rank = c->rank;
+    ncclCommAbort(comm);
+    impl_free(c);
+    return FB_ERR(FB_EINTERNAL, "rank %d: nccl watchdog: pthread_create failed", rank);
   }
   n->watchdog_running = true;
   *out = c;
   return FB_OK;
+}
 
-fail_comm:
-  ncclCommAbort(n->comm); /* never blocks, unlike destroy on a communicator peers still use */
-fail_one:
-  if (n->one) cudaFree(n->one);
-fail_sync:
-  if (cv_ok) pthread_cond_destroy(&n->cv);
-  if (mu_ok) pthread_mutex_destroy(&n->mu);
-  if (call_ok) pthread_mutex_destroy(&n->call_mu);
-  free(n);
-  free(c);
-  return st;
+/* ncclCommSplit under the parent's call_mu (the abort protocol: no NCCL call on the parent
+ * outside it), then the child polled to readiness and wrapped in its own fb_comm. */
+static fb_status nccl_split(fb_comm *c, int color, int key, int size, fb_comm **out) {
+  (void)size;
+  nccl_impl *n = c->impl;
+  FB_TRY(fb_cuda_bind(c->dev));
+  call_lock(c);
+  char msg[512];
+  int f = failed_status(n, msg, sizeof msg);
+  if (f || !n->comm) {
+    call_unlock(c);
+    return FB_ERR(f ? (fb_status)f : FB_ECOMM, "rank %d: split refused: the NCCL communicator "
+                  "failed earlier (%s)", c->rank, f ? msg : "destroyed");
+  }
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  ncclComm_t child = NULL;
+  ncclResult_t r = ncclCommSplit(n->comm, color, key, &child, &cfg);
+  fb_status st = FB_OK;
+  if (r != ncclSuccess && r != ncclInProgress) st = fail_call(c, "ncclCommSplit", r);
+  else if (r == ncclInProgress) st = wait_ready(c, "ncclCommSplit", call_bound(c));
+  if (st == FB_OK && !child)
+    st = FB_ERR(FB_ECOMM, "rank %d: ncclCommSplit (color %d) returned no communicator", c->rank,
+                color);
+  else if (st == FB_OK) st = poll_new(c->rank, c->world, child, c->timeout_s, "ncclCommSplit");
+  else if (child) ncclCommAbort(child);
+  call_unlock(c);
+  FB_TRY(st);
+  int rank = 0, count = 0;
+  if (ncclCommUserRank(child, &rank) != ncclSuccess || ncclCommCount(child, &count) != ncclSuccess) {
+    ncclCommAbort(child);
+    return FB_ERR(FB_ECOMM, "rank %d: ncclCommSplit: cannot query the new communicator", c->rank);
+  }
+  fb_comm *sub = NULL;
+  fb_status st2 = impl_new(c->dev, rank, count, c->timeout_s, &sub);
+  if (st2 != FB_OK) {
+    ncclCommAbort(child);
+    return st2;
+  }
+  return impl_start(sub, child, out);
+}
+
+fb_status fb_comm_nccl_create(fb_device *dev, double timeout_s, fb_comm **out) {
+  *out = NULL;
+  if (!dev || dev->ops != &fb_cuda_device_ops)
+    return FB_ERR(FB_EUSAGE, "--comm nccl needs --backend cuda (got %s)",
+                  dev ? dev->ops->name : "no device");
+  const int rank = dev->rank, world = dev->world;
+  FB_TRY(fb_cuda_bind(dev));
+  if (world > 1 && ranks_are_threads()) {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
+    if (world > count)
+      return FB_ERR(FB_EUNSUPPORTED, "rank %d: --comm nccl with %d ranks in one process needs "
+                    "one GPU per rank (%d visible; NCCL cannot put two ranks on one GPU): use "
+                    "fewer ranks or a launcher", rank, world, count);
+  }
+  fb_comm *c = NULL;
+  FB_TRY(impl_new(dev, rank, world, timeout_s, &c));
+  ncclUniqueId id;
+  memset(&id, 0, sizeof id);
+  ncclComm_t comm = NULL;
+  fb_status st = bootstrap(rank, world, timeout_s, &id);
+  if (st == FB_OK) st = init_comm(rank, world, &id, timeout_s, &comm);
+  if (st != FB_OK) {
+    impl_free(c);
+    return st;
+  }
+  return impl_start(c, comm, out);
 }

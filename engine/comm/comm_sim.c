@@ -2,7 +2,9 @@
  * backend would (stream, buffers, dtype, root) and returns; its duration is accounted by the
  * fb_* wrappers in comm.c through the sim device's account() and the cost model
  * (engine/sim/cost_model.c). Every rank is independent: nothing is shared between ranks, so a
- * run can simulate any subset of them. */
+ * run can simulate any subset of them. A split (fb_comm_split_strided) is therefore local too:
+ * the sub-communicator of the given size on the same device, this rank's place in it, and its
+ * stride (set by comm.c) telling the cost model whether the group spans nodes. */
 #include <stdlib.h>
 
 #include "comm.h"
@@ -72,6 +74,14 @@ static fb_status sim_barrier(fb_comm *c, fb_stream *s) {
 
 static void sim_destroy(fb_comm *c) { free(c); }
 
+static fb_status sim_split(fb_comm *c, int color, int key, int size, fb_comm **out) {
+  (void)color;
+  if (size < 1)
+    return FB_ERR(FB_EUNSUPPORTED, "sim communicator on rank %d: a split needs the group's size "
+                  "(fb_comm_split_strided): simulated ranks cannot compare colors", c->rank);
+  return fb_comm_sim_create(c->dev, key, size, out);
+}
+
 const fb_comm_ops fb_sim_comm_ops = {
     .name = "sim",
     .all_gather = sim_all_gather,
@@ -80,6 +90,7 @@ const fb_comm_ops fb_sim_comm_ops = {
     .broadcast = sim_broadcast,
     .reduce = sim_reduce,
     .barrier = sim_barrier,
+    .split = sim_split,
     .destroy = sim_destroy,
 };
 

@@ -132,10 +132,39 @@ fb_status fb_config_finalize(fb_run_config *c) {
                     c->batch);
   }
 
+  int replica, shard;
+  FB_TRY(fb_config_mesh(c, c->world, &replica, &shard));
+
   /* Data. */
   if (strcmp(c->data, "synthetic") && access(c->data, R_OK))
     return FB_ERR(FB_EUSAGE, "--data: cannot read '%s': %s (want 'synthetic' or a token file)",
                   c->data, strerror(errno));
+  return FB_OK;
+}
+
+/* A size of --mesh: digits, no sign, >= 1; the rest of the text in *end. */
+static int mesh_size(const char *s, const char **end) {
+  long v = 0;
+  const char *p = s;
+  for (; *p >= '0' && *p <= '9' && v <= 1 << 20; p++) v = v * 10 + (*p - '0');
+  *end = p;
+  return p == s || v < 1 || v > 1 << 20 ? -1 : (int)v;
+}
+
+fb_status fb_config_mesh(const fb_run_config *c, int world, int *replica, int *shard) {
+  *replica = *shard = 0;
+  if (!c->mesh[0]) return FB_OK;
+  const char *x, *end = "";
+  const int rep = mesh_size(c->mesh, &x);
+  const int sh = rep > 0 && (*x == 'x' || *x == 'X') ? mesh_size(x + 1, &end) : -1;
+  if (sh < 1 || *end)
+    return FB_ERR(FB_EUSAGE, "--mesh: '%s' is not allowed (want REPLICAxSHARD, two integers >= 1, "
+                  "e.g. 2x4)", c->mesh);
+  if (world > 0 && (int64_t)rep * sh != world)
+    return FB_ERR(FB_EUSAGE, "--mesh: '%s' is not allowed with --world %d (want REPLICAxSHARD "
+                  "with REPLICA*SHARD = %d, e.g. 1x%d)", c->mesh, world, world, world);
+  *replica = rep;
+  *shard = sh;
   return FB_OK;
 }
 

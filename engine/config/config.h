@@ -47,6 +47,7 @@ typedef struct fb_run_config {
   fb_dtype param_dtype, reduce_dtype;
   fb_recompute recompute; /* activation checkpointing: off | full | selective */
   int recompute_layers;  /* checkpoint K of the model's blocks (0 = all; <= layers) */
+  char mesh[32];         /* hsdp device mesh "REPLICAxSHARD" ("" = the strategy's default) */
   /* resources and output */
   int threads;           /* CPU threads per process (0 = all cores) */
   int64_t mem_limit;     /* bytes per rank (0 = none on cpu; device capacity on cuda/sim) */
@@ -58,6 +59,11 @@ typedef struct fb_run_config {
   int log_every;
   bool quiet;
   bool dry_run;          /* resolve, validate, predict the memory, print; touch no device */
+  /* checkpoints (engine/exec/checkpoint.h) */
+  char ckpt[512];        /* directory of step-<N>/ checkpoints ("" = none) */
+  int save_every;        /* save after every N steps (0 = only at the end, with --ckpt) */
+  char resume[512];      /* a step-<N> directory, or a --ckpt directory (its newest) */
+  char init_from[512];   /* parameters from a checkpoint directory or a .safetensors file */
 } fb_run_config;
 
 void fb_config_defaults(fb_run_config *c);
@@ -71,6 +77,10 @@ fb_status fb_config_parse_args(fb_run_config *c, int argc, char **argv, int firs
 fb_status fb_config_finalize(fb_run_config *c);
 /* Prints every flag with its default and meaning. */
 void fb_config_print_help(FILE *f);
+/* --mesh as numbers: *replica x *shard ranks, both 0 when unset. FB_EUSAGE (one line naming
+ * --mesh, the value and what is allowed) when malformed, a size is < 1, or the product is not
+ * `world` (> 0; 0 = not known yet). */
+fb_status fb_config_mesh(const fb_run_config *c, int world, int *replica, int *shard);
 
 /* Model YAML (models/NAME.yaml or a path). Unknown keys and bad values are FB_EUSAGE. */
 fb_status fb_model_spec_load(const char *name_or_path, fb_model_spec *out);

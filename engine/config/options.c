@@ -108,14 +108,20 @@ static const fb_option options[] = {
      .help = "checkpoint K of the L blocks, every (L/K)-th from block 1: block l iff "
              "(l-1)*K mod L < K (K <= layers)"},
 
+    {.name = "mesh", .group = G_STRAT, .kind = FB_OPT_STR, FIELD(mesh), .metavar = "RxS",
+     .dflt = "\"\" = SHARD = devices per node on sim, world otherwise",
+     .help = "hsdp device mesh: REPLICA x SHARD ranks (REPLICA*SHARD = world), parameters "
+             "sharded over SHARD consecutive ranks and replicated REPLICA times"},
+
     {.name = "threads", .group = G_OUT, .kind = FB_OPT_INT, FIELD(threads), .metavar = "N",
      .min = 0, .max = 4096, .dflt = "0 = all cores", .help = "CPU threads per process"},
     {.name = "mem-limit", .group = G_OUT, .kind = FB_OPT_BYTES, FIELD(mem_limit),
      .metavar = "SIZE", .min = 0, .dflt = "0 = none",
      .help = "device memory per rank: bytes or 512M, 8G, 1.5GiB"},
     {.name = "timeout", .group = G_OUT, .kind = FB_OPT_F64, FIELD(timeout_s), .metavar = "S",
-     .min = 0, .min_open = 1, .max = INFINITY,
-     .help = "collective timeout in seconds (as PyTorch's 10-minute default)"},
+     .min = 0, .min_open = 1, .max = 7 * 86400.0,
+     .help = "collective timeout in seconds, at most a week (PyTorch's default is also 10 "
+             "minutes)"},
     {.name = "out", .group = G_OUT, .kind = FB_OPT_STR, FIELD(out), .metavar = "DIR",
      .dflt = "\"\" = none", .help = "output directory (metrics, summary, trace)"},
     {.name = "trace", .group = G_OUT, .kind = FB_OPT_BOOL, FIELD(trace),
@@ -128,6 +134,21 @@ static const fb_option options[] = {
      .min = 1, .max = IMAX, .help = "print a log line every N steps"},
     {.name = "quiet", .group = G_OUT, .kind = FB_OPT_BOOL, FIELD(quiet),
      .help = "no per-step log lines"},
+    {.name = "ckpt", .group = G_OUT, .kind = FB_OPT_STR, FIELD(ckpt), .metavar = "DIR",
+     .dflt = "\"\" = none",
+     .help = "write sharded checkpoints DIR/step-<N>/ (each rank its shard, a manifest committed "
+             "last by atomic rename)"},
+    {.name = "save-every", .group = G_OUT, .kind = FB_OPT_INT, FIELD(save_every), .metavar = "N",
+     .min = 0, .max = IMAX, .dflt = "0 = at the end",
+     .help = "with --ckpt: save after every N steps (and after the last)"},
+    {.name = "resume", .group = G_OUT, .kind = FB_OPT_STR, FIELD(resume), .metavar = "PATH",
+     .dflt = "\"\" = none",
+     .help = "continue from a checkpoint (a step-<N> directory, or a --ckpt directory: its newest "
+             "complete one), with any strategy and world size (resharded)"},
+    {.name = "init-from", .group = G_OUT, .kind = FB_OPT_STR, FIELD(init_from), .metavar = "PATH",
+     .dflt = "\"\" = none",
+     .help = "initial parameters from a checkpoint or a .safetensors file (names as export "
+             "writes them); the optimizer starts fresh"},
     {.name = "dry-run", .group = G_OUT, .kind = FB_OPT_BOOL, FIELD(dry_run),
      .help = "resolve and check the configuration (backend, comm, model, strategy, dtype, "
              "memory fit), print it as YAML with the predicted peak per rank, run nothing: "

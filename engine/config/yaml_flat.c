@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <yaml.h>
 
+#include "../core/files.h"
 #include "config.h"
 
 typedef struct seen_key {
@@ -104,7 +105,8 @@ static fb_status read_value(yaml_parser_t *p, const char *path, const char *key,
 
 fb_status fb_yaml_read_flat(const char *path, const char *flag, fb_yaml_visit_fn visit,
                             void *ctx) {
-  fb_status st = FB_OK;
+  fb_status st = fb_check_input(path, flag, "a YAML file");
+  if (st != FB_OK) return st;
   FILE *f = fopen(path, "rb");
   if (!f) return FB_ERR(FB_EUSAGE, "%s: cannot read '%s': %s", flag, path, strerror(errno));
   struct stat sb;

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <stdio.h>
 
-#include "../obs/recorder.h"
+#include "recorder.h"
 #include "device_cpu.h"
 
 extern const fb_device_ops fb_sim_device_ops;

@@ -102,6 +102,7 @@ typedef struct fb_op_cost {
                          logical size of the full tensor, see fb_coll_bytes */
   int64_t m, n, k, batch;     /* GEMM shape (batch = number of independent products) */
   fb_coll coll; int64_t count; int world; /* collectives: elements per rank (AG/RS) or total */
+  int stride;         /* collectives: ranks between the group's members (fb_comm.stride) */
   bool causal;        /* attention: causal mask (half the T x T products) */
 } fb_op_cost;
 

@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../obs/recorder.h"
+#include "recorder.h"
 #include "../sim/caching_allocator.h"
 #include "../sim/cost_model.h"
 #include "../sim/hardware.h"

@@ -7,7 +7,7 @@
 
 #include <assert.h>
 
-#include "../obs/recorder.h"
+#include "recorder.h"
 
 static inline size_t esz(fb_dtype t) { return fb_dtype_size(t); }
 

@@ -5,6 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../core/files.h"
 
 static inline uint64_t mix64(uint64_t z) {
   z += 0x9E3779B97F4A7C15ull;
@@ -27,6 +31,7 @@ fb_status fb_data_open(fb_data *d, const char *spec, int vocab, uint64_t seed, i
   fb_status st = FB_OK;
   unsigned char hdr[32];
   void *raw = NULL;
+  FB_TRY(fb_check_input(spec, "--data", "'synthetic' or a token file from `fsdpbench prepare`"));
   FILE *f = fopen(spec, "rb");
   if (!f) return FB_ERR(FB_EUSAGE, "--data: cannot open '%s': %s", spec, strerror(errno));
   if (fread(hdr, 1, sizeof hdr, f) != sizeof hdr || memcmp(hdr, MAGIC, 8)) {
@@ -118,12 +123,20 @@ void fb_data_sequence(const fb_data *d, int step, int g, int T, int32_t *in, int
 }
 
 fb_status fb_data_prepare(const char *in_path, const char *out_path, uint64_t *ntokens) {
-  fb_status st = FB_OK;
+  fb_status st = fb_check_input(in_path, "prepare", "a text file");
+  if (st != FB_OK) return st;
+  struct stat si, so;
+  if (stat(out_path, &so) == 0 && stat(in_path, &si) == 0 && si.st_dev == so.st_dev &&
+      si.st_ino == so.st_ino)
+    return FB_ERR(FB_EUSAGE, "prepare: the output '%s' is the input file", out_path);
+  /* written under a temporary name, renamed when complete */
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp", out_path);
   FILE *in = fopen(in_path, "rb"), *out = NULL;
   if (!in) return FB_ERR(FB_EUSAGE, "prepare: cannot open '%s': %s", in_path, strerror(errno));
-  out = fopen(out_path, "wb");
+  out = fopen(tmp, "wb");
   if (!out) {
-    st = FB_ERR(FB_EIO, "prepare: cannot create '%s': %s", out_path, strerror(errno));
+    st = FB_ERR(FB_EIO, "prepare: cannot create '%s': %s", tmp, strerror(errno));
     goto done;
   }
   unsigned char hdr[32] = {0};
@@ -151,6 +164,9 @@ io:
 done:
   if (out && fclose(out) && st == FB_OK)
     st = FB_ERR(FB_EIO, "prepare: closing '%s' failed: %s", out_path, strerror(errno));
+  if (out && st == FB_OK && rename(tmp, out_path))
+    st = FB_ERR(FB_EIO, "prepare: cannot rename to '%s': %s", out_path, strerror(errno));
+  if (out && st != FB_OK) unlink(tmp);
   fclose(in);
   return st;
 }

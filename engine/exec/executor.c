@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "../model/transformer.h"
-#include "../obs/recorder.h"
+#include "../device/recorder.h"
 
 fb_status fb_exec_init(fb_exec *e, fb_rank *r, const fb_data *data) {
   memset(e, 0, sizeof *e);

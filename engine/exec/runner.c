@@ -6,6 +6,9 @@
 #include "runner.h"
 
 #include <math.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <errno.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -18,10 +21,12 @@
 #include "../sim/hardware.h"
 #include "../device/device_cpu.h"
 #ifdef FB_HAVE_CUDA
-#include "../../traces/cupti.h"
+#include "../device/cupti.h"
 #include "../device/device_cuda.h"
 #endif
+#include "checkpoint.h"
 #include "dry_run.h"
+#include "safetensors.h"
 #include "executor.h"
 
 typedef struct shared {
@@ -33,6 +38,9 @@ typedef struct shared {
   const fb_hardware *hw;
   fb_local_group *group;
   int threads;      /* per rank */
+  char resume[4096];   /* the resolved step directory (--resume), "" = none */
+  char init_from[4096];/* the resolved step directory or .safetensors file (--init-from) */
+  int start;           /* steps already done (from the checkpoint) */
   int nlocal;       /* ranks held by this process */
   int first_rank;
 } shared;
@@ -113,6 +121,25 @@ static fb_status reduce_loss(fb_rank *r, double *loss) {
   return st;
 }
 
+/* --resume / --init-from: the state from a checkpoint (or parameters from a .safetensors
+ * file), resharded to this strategy and world. */
+static fb_status restore(shared *sh, fb_rank *r) {
+  int done = 0;
+  if (sh->resume[0]) return fb_ckpt_load(r, sh->resume, false, &done);
+  if (!sh->init_from[0]) return FB_OK;
+  if (fb_is_safetensors(sh->init_from)) return fb_safetensors_load(r, sh->init_from);
+  return fb_ckpt_load(r, sh->init_from, true, &done);
+}
+
+/* A checkpoint that cannot be written (disk full, permissions) is reported and the run goes
+ * on: the earlier checkpoints stay valid. Other failures stop the run. */
+static fb_status save(fb_rank *r, const char *dir, int steps_done) {
+  fb_status st = fb_ckpt_save(r, dir, steps_done);
+  if (st != FB_EIO) return st;
+  if (r->rank == 0) fprintf(stderr, "fsdpbench: warning: %s\n", fb_error_msg());
+  return FB_OK;
+}
+
 /* Starts or stops the device's kernel capture (CUPTI in CUDA builds). */
 static fb_status kernel_trace(int rank, bool on, bool *state) {
 #ifdef FB_HAVE_CUDA
@@ -179,6 +206,7 @@ static fb_status rank_run(rank_ctx *ctx) {
                          dev->mem.cur[FB_MEM_OPTIM];
   rr->zero3_imbalance = r.zero3_imbalance;
   FB_CHECK_GOTO(st, fb_exec_init(&e, &r, sh->data), out);
+  FB_CHECK_GOTO(st, restore(sh, &r), out);
   rr->mem_setup = dev->mem;
   /* kernel capture (CUPTI) only during the traced steps (warm-up and active), on the first
    * rank of this process */
@@ -187,13 +215,16 @@ static fb_status rank_run(rank_ctx *ctx) {
   const int cupti_last = c->trace_wait + c->trace_warmup + c->trace_active - 1;
   bool cupti_on = false;
 
-  for (int step = 0; step < c->steps; step++) {
+  for (int step = sh->start; step < c->steps; step++) {
     double loss = 0;
     if (cupti && step == cupti_first) FB_CHECK_GOTO(st, kernel_trace(ctx->rank, true, &cupti_on), out);
     FB_CHECK_GOTO(st, fb_exec_step(&e, step, &loss), out);
     if (cupti_on && step == cupti_last) FB_CHECK_GOTO(st, kernel_trace(ctx->rank, false, &cupti_on), out);
     if (!dev->simulated && res->world > 1) FB_CHECK_GOTO(st, reduce_loss(&r, &loss), out);
     FB_CHECK_GOTO(st, fb_recorder_step_end(rec, &rr->steps[step]), out);
+    if (c->ckpt[0] && ((c->save_every > 0 && (step + 1) % c->save_every == 0) ||
+                       step == c->steps - 1))
+      FB_CHECK_GOTO(st, save(&r, c->ckpt, step + 1), out);
     if (ctx->rank == 0) {
       res->loss[step] = dev->simulated ? NAN : loss / ((double)c->batch * c->seq);
       res->grad_norm[step] = dev->simulated ? NAN : r.grad_norm;
@@ -256,6 +287,7 @@ static fb_status precheck_memory(const fb_run_config *c, const fb_device_entry *
   p.steps = c->steps < 2 ? c->steps : 2;
   p.quiet = true;
   p.dry_run = false;
+  p.ckpt[0] = p.resume[0] = p.init_from[0] = 0; /* memory does not depend on them */
   p.trace = p.mem_snapshot = false;
   p.mem_limit = 0;
   p.out[0] = 0;
@@ -311,6 +343,40 @@ static int env_int(const char *name) {
   return v ? atoi(v) : 0;
 }
 
+/* An integer a launcher set, checked: FB_EUSAGE naming the variable when it is not an integer
+ * in [lo, hi]; *out = -1 when unset. */
+static fb_status env_checked(const char *name, long lo, long hi, int *out) {
+  *out = -1;
+  const char *v = getenv(name);
+  if (!v) return FB_OK;
+  char *end = NULL;
+  errno = 0;
+  long x = strtol(v, &end, 10);
+  if (errno || end == v || *end || x < lo || x > hi)
+    return FB_ERR(FB_EUSAGE, "%s: '%s' is not allowed (want an integer in [%ld, %ld]; the "
+                  "launcher sets it)", name, v, lo, hi);
+  *out = (int)x;
+  return FB_OK;
+}
+
+/* This process's rank and the world from the launcher (Open MPI, then torchrun's RANK /
+ * WORLD_SIZE); 0 of 1 without one. */
+static fb_status launcher_ranks(int *rank, int *world) {
+  static const char *const pairs[][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                         {"RANK", "WORLD_SIZE"}};
+  *rank = 0, *world = 1;
+  for (int i = 0; i < 2; i++) {
+    int r = -1, w = -1;
+    FB_TRY(env_checked(pairs[i][1], 1, 1 << 20, &w));
+    if (w < 0) continue;
+    FB_TRY(env_checked(pairs[i][0], 0, w - 1, &r));
+    if (r < 0) return FB_ERR(FB_EUSAGE, "%s: not set although %s is %d", pairs[i][0], pairs[i][1], w);
+    *rank = r, *world = w;
+    return FB_OK;
+  }
+  return FB_OK;
+}
+
 /* A launcher started this process as one of several (mpirun, torchrun, srun). */
 static bool launched(void) {
   return env_int("OMPI_COMM_WORLD_SIZE") > 0 || env_int("WORLD_SIZE") > 1 ||
@@ -362,6 +428,57 @@ static fb_status resolve_auto(fb_run_config *c, const fb_model *m, char *why, si
   return FB_OK;
 }
 
+/* --ckpt / --resume / --init-from: checked before anything runs (exit 2 on a bad path). */
+static fb_status resolve_checkpoints(const fb_run_config *c, const fb_device_entry *dev,
+                                     shared *sh) {
+  const bool any = c->ckpt[0] || c->resume[0] || c->init_from[0];
+  if (any && !dev->caps->executes)
+    return FB_ERR(FB_EUSAGE, "--%s: checkpoints need an executing backend (--backend %s holds no "
+                  "data)", c->ckpt[0] ? "ckpt" : c->resume[0] ? "resume" : "init-from", c->backend);
+  if (c->resume[0] && c->init_from[0])
+    return FB_ERR(FB_EUSAGE, "--init-from: not allowed with --resume (a resumed run has its state)");
+  if (c->resume[0]) {
+    FB_TRY(fb_ckpt_resolve(c->resume, "--resume", sh->resume, sizeof sh->resume));
+    fb_ckpt_info info;
+    FB_TRY(fb_ckpt_read_info(sh->resume, &info));
+    if (info.step >= c->steps)
+      return FB_ERR(FB_EUSAGE, "--resume: %s holds %d steps, not fewer than --steps %d", sh->resume,
+                    info.step, c->steps);
+    sh->start = info.step;
+  }
+  if (c->init_from[0]) {
+    if (fb_is_safetensors(c->init_from)) {
+      if (access(c->init_from, R_OK))
+        return FB_ERR(FB_EUSAGE, "--init-from: cannot read '%s': %s", c->init_from, strerror(errno));
+      snprintf(sh->init_from, sizeof sh->init_from, "%s", c->init_from);
+    } else {
+      FB_TRY(fb_ckpt_resolve(c->init_from, "--init-from", sh->init_from, sizeof sh->init_from));
+    }
+  }
+  if (c->ckpt[0]) {
+    struct stat sb;
+    if (stat(c->ckpt, &sb) == 0 ? !S_ISDIR(sb.st_mode) || access(c->ckpt, W_OK)
+                                : mkdir(c->ckpt, 0755) != 0)
+      return FB_ERR(FB_EUSAGE, "--ckpt: '%s' is not a writable directory", c->ckpt);
+  }
+  return FB_OK;
+}
+
+/* A resumed run's results start at the step it resumed from: the arrays drop the steps it
+ * did not run, first_step says where they begin. */
+static void drop_skipped(fb_run_result *res, int start) {
+  if (start <= 0) return;
+  const int n = res->nsteps - start;
+  memmove(res->loss, res->loss + start, (size_t)n * sizeof *res->loss);
+  memmove(res->grad_norm, res->grad_norm + start, (size_t)n * sizeof *res->grad_norm);
+  memmove(res->lr, res->lr + start, (size_t)n * sizeof *res->lr);
+  for (int i = 0; i < res->nranks; i++)
+    memmove(res->ranks[i].steps, res->ranks[i].steps + start,
+            (size_t)n * sizeof *res->ranks[i].steps);
+  res->nsteps = n;
+  res->first_step = start;
+}
+
 fb_dtype fb_resolve_param_dtype(fb_dtype t, const char *backend, const fb_hardware *hw) {
   if (t != FB_DTYPE_AUTO) return t;
   const fb_device_entry *e = fb_device_entry_lookup(backend);
@@ -405,13 +522,7 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
   const bool multi_process = fb_comm_launched(c->comm) && (strcmp(c->comm, "nccl") || launched()) &&
                              !(c->dry_run && !launched());
   if (multi_process) {
-    mpi_rank = env_int("OMPI_COMM_WORLD_RANK");
-    mpi_world = env_int("OMPI_COMM_WORLD_SIZE");
-    if (mpi_world <= 0) {
-      mpi_rank = env_int("RANK");
-      mpi_world = env_int("WORLD_SIZE");
-    }
-    if (mpi_world <= 0) mpi_world = 1;
+    FB_CHECK_GOTO(st, launcher_ranks(&mpi_rank, &mpi_world), fail);
     if (c->world > 0 && c->world != mpi_world) {
       st = FB_ERR(FB_EUSAGE, "--world: %d but the launcher started %d processes", c->world,
                   mpi_world);
@@ -419,6 +530,9 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
     }
     c->world = mpi_world;
   }
+  int mesh_r, mesh_s; /* --mesh RxS without --world: R*S ranks */
+  FB_CHECK_GOTO(st, fb_config_mesh(c, c->world, &mesh_r, &mesh_s), fail);
+  if (c->world <= 0 && mesh_r > 0) c->world = mesh_r * mesh_s;
   if (c->world <= 0) {
     if (fb_strategy_lookup(c->strategy)->one_rank) c->world = 1;
     else if (!dent->caps->executes) c->world = hw.devices_per_node > 0 ? hw.devices_per_node : 8;
@@ -448,6 +562,7 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
                 fb_dtype_name(c->param_dtype), c->backend);
     goto fail;
   }
+  FB_CHECK_GOTO(st, resolve_checkpoints(c, dent, &sh), fail);
   if (c->dry_run) {
     st = fb_dry_run(c, dent, &hw, absent, multi_process, precheck_memory);
     goto fail; /* nothing was opened: the same cleanup */
@@ -547,6 +662,7 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
   free(th);
   fb_data_close(&data);
   res->wall_s = fb_cpu_clock() - t_start;
+  if (st == FB_OK) drop_skipped(res, sh.start);
   if (st != FB_OK) fb_run_result_free(res);
   return st;
 fail:

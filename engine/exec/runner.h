@@ -10,7 +10,7 @@
 
 #include "../config/config.h"
 #include "../model/model.h"
-#include "../obs/recorder.h"
+#include "../device/recorder.h"
 
 typedef struct fb_rank_result {
   int rank;
@@ -28,7 +28,8 @@ typedef struct fb_run_result {
   char backend[16], comm[16], hardware[64];
   bool predicted;             /* sim: every time figure is a prediction, no loss values */
   int world;                  /* ranks in the run (all processes) */
-  int nsteps;
+  int nsteps;                 /* steps this run executed (and the arrays below hold) */
+  int first_step;             /* the step they start at: > 0 when resumed from a checkpoint */
   double *loss;               /* [nsteps] global mean token loss (NaN when predicted) */
   double *grad_norm;          /* [nsteps] before clipping (NaN when predicted) */
   double *lr;                 /* [nsteps] */

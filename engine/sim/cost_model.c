@@ -257,6 +257,19 @@ static double coll_payload(const fb_op_cost *c, int world) {
   }
 }
 
+/* The profile as a group whose members are `stride` ranks apart sees it (a mesh's replica
+ * group; ranks fill nodes in order): devices_per_node / stride members in a node (1 once
+ * stride >= a node), each with its own NIC (one per GPU), the node's other GPUs busy with
+ * their own groups: the network graph keeps the members' share of the node's channels. Every
+ * collective formula takes the node split from devices_per_node, so nothing else changes. */
+static void placed(const fb_hardware *hw, int stride, fb_hardware *h) {
+  *h = *hw;
+  const int g = stride >= hw->devices_per_node ? 1 : hw->devices_per_node / stride;
+  h->devices_per_node = g;
+  h->nccl_ch_net = hw->nccl_ch_net * g / hw->devices_per_node;
+  if (h->nccl_ch_net < 1) h->nccl_ch_net = 1;
+}
+
 double fb_cost_seconds(const fb_hardware *hw, const fb_op_cost *c, int world) {
   switch (c->kind) {
   case FB_OP_GEMM:
@@ -265,7 +278,13 @@ double fb_cost_seconds(const fb_hardware *hw, const fb_op_cost *c, int world) {
   case FB_OP_OPTIM: return memory_seconds(hw, c, world);
   case FB_OP_COLL: {
     int w = c->world > 0 ? c->world : world;
-    return fb_cost_collective(hw, c->coll, coll_payload(c, w < 1 ? 1 : w), w < 1 ? 1 : w);
+    w = w < 1 ? 1 : w;
+    if (c->stride > 1 && hw->devices_per_node > 1) {
+      fb_hardware h;
+      placed(hw, c->stride, &h);
+      return fb_cost_collective(&h, c->coll, coll_payload(c, w), w);
+    }
+    return fb_cost_collective(hw, c->coll, coll_payload(c, w), w);
   }
   default: return 0;
   }

@@ -1,0 +1,241 @@
+/* Calibration in situ: runs short single-rank training runs of the calibration models on the
+ * cpu executor and refits a profile's compute figures on the ops those steps recorded, so the
+ * simulator is calibrated on kernels as a step runs them — operands that other kernels just
+ * wrote or that come cold from memory, a thread team that idles between ops — rather than on
+ * a kernel repeated on warm buffers (which runs 10-30% faster here). Refits:
+ *  - the GEMM curve (gemm_max_efficiency, gemm_half_size) on every matrix product, by size;
+ *  - attention_efficiency on the attention kernels against that curve;
+ *  - kernel_gbs for every memory-bound op name a step issues (bytes its wrapper counts over
+ *    its measured time less the launch overhead).
+ * The peak, the memory bandwidth, the launch overhead, the overlap slowdown and the
+ * communicator stay as the micro-benchmarks measured them. The calibration runs use other
+ * token counts than bench/bench_sim_validation.sh, so that validation stays a prediction.
+ * It does not write the profile (calibrate.c does). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../engine/config/config.h"
+#include "../engine/exec/runner.h"
+#include "calibrate.h"
+#include "../engine/sim/cost_model.h"
+
+typedef struct calib_run {
+  const char *model;
+  int batch, seq, steps;
+} calib_run;
+
+/* Two architectures (GPT-2: layernorm, gelu, tied head; Llama: rmsnorm, rope, swiglu) at
+ * two widths. Token counts differ from the validation benchmark's (debug 8x128, gpt2 4x64). */
+static const calib_run runs_full[] = {
+    {"debug", 4, 128, 4}, {"debug-llama", 4, 128, 3}, {"gpt2-124m", 2, 64, 3}};
+static const calib_run runs_quick[] = {{"debug", 2, 64, 2}};
+
+enum { MAX_SIZES = 256, MAX_NAMES = FB_HW_MAX_KERNELS, MAX_STEPS = 32 };
+
+typedef struct gemm_pt {
+  double size, flops, t; /* sums over the ops of one size */
+  int64_t n;
+} gemm_pt;
+
+typedef struct mem_pt {
+  const char *name;
+  double bytes, t;
+  int64_t n;
+  /* the same sums per traced step (of all runs): how steadily the kernel ran, step to step */
+  double step_bytes[MAX_STEPS], step_t[MAX_STEPS];
+  int64_t step_n[MAX_STEPS];
+} mem_pt;
+
+typedef struct in_step {
+  gemm_pt gemm[MAX_SIZES], attn[MAX_SIZES]; /* matrix products; attention kernels */
+  int ngemm, nattn;
+  mem_pt mem[MAX_NAMES];
+  int nmem;
+  int step_base; /* the slot of the current run's step 0 */
+} in_step;
+
+/* Pools an op into the point of its size. */
+static void add_sized(gemm_pt *pts, int *n, double size, double flops, double t) {
+  for (int i = 0; i < *n; i++)
+    if (fabs(pts[i].size - size) <= 1e-9 * size) {
+      pts[i].flops += flops;
+      pts[i].t += t;
+      pts[i].n++;
+      return;
+    }
+  if (*n < MAX_SIZES) pts[(*n)++] = (gemm_pt){size, flops, t, 1};
+}
+
+static void add_mem(in_step *a, const char *name, int step, double bytes, double t) {
+  mem_pt *m = NULL;
+  for (int i = 0; i < a->nmem && !m; i++)
+    if (!strcmp(a->mem[i].name, name)) m = &a->mem[i];
+  if (!m) {
+    if (a->nmem >= MAX_NAMES) return;
+    m = &a->mem[a->nmem++];
+    m->name = name;
+  }
+  m->bytes += bytes;
+  m->t += t;
+  m->n++;
+  int slot = a->step_base + step;
+  if (slot >= 0 && slot < MAX_STEPS) {
+    m->step_bytes[slot] += bytes;
+    m->step_t[slot] += t;
+    m->step_n[slot]++;
+  }
+}
+
+/* Runs one calibration configuration and adds its traced steps' compute ops to `a`. */
+static fb_status run_one(const calib_run *r, int threads, in_step *a, fb_run_result *res) {
+  fb_run_config c;
+  fb_config_defaults(&c);
+  snprintf(c.model, sizeof c.model, "%s", r->model);
+  snprintf(c.strategy, sizeof c.strategy, "single");
+  snprintf(c.backend, sizeof c.backend, "cpu");
+  snprintf(c.comm, sizeof c.comm, "local");
+  c.world = 1;
+  c.batch = r->batch;
+  c.seq = r->seq;
+  c.steps = r->steps;
+  c.threads = threads;
+  c.quiet = true;
+  c.trace = true;
+  c.trace_wait = 0;
+  c.trace_warmup = 1; /* the first step faults pages in and warms caches */
+  c.trace_active = r->steps - 1;
+  FB_TRY(fb_config_finalize(&c));
+  FB_TRY(fb_run(&c, res));
+  int64_t n = 0;
+  const fb_rec_op *ops = fb_recorder_ops(res->ranks[0].rec, &n);
+  for (int64_t i = 0; i < n; i++) {
+    const fb_rec_op *o = &ops[i];
+    double t = o->t1 - o->t0;
+    if (!(t > 0)) continue;
+    switch (o->kind) {
+    case FB_OP_GEMM: add_sized(a->gemm, &a->ngemm, o->size, o->flops, t); break;
+    case FB_OP_ATTN: add_sized(a->attn, &a->nattn, o->size, o->flops, t); break;
+    case FB_OP_MEM:
+    case FB_OP_OPTIM: add_mem(a, o->name, o->step, o->bytes, t); break;
+    default: break; /* collectives and host spans: not compute */
+    }
+  }
+  a->step_base += r->steps;
+  return FB_OK;
+}
+
+/* Sets name's rate in hw's kernel table (adds the name when it is new and there is room). */
+static void set_kernel(fb_hardware *hw, const char *name, double bw) {
+  for (int i = 0; i < hw->nkernels; i++)
+    if (!strcmp(hw->kernels[i].name, name)) {
+      hw->kernels[i].bw = bw;
+      return;
+    }
+  if (hw->nkernels >= FB_HW_MAX_KERNELS || strlen(name) >= sizeof hw->kernels[0].name) return;
+  fb_hw_kernel *e = &hw->kernels[hw->nkernels++];
+  snprintf(e->name, sizeof e->name, "%s", name);
+  e->bw = bw;
+}
+
+fb_status fb_calibrate_in_step(fb_hardware *hw, int threads, bool quick, bool quiet,
+                               fb_calib_diag *diag) {
+  const calib_run *runs = quick ? runs_quick : runs_full;
+  const int nruns = quick ? (int)(sizeof runs_quick / sizeof *runs_quick)
+                          : (int)(sizeof runs_full / sizeof *runs_full);
+  in_step *a = calloc(1, sizeof *a);
+  if (!a) return FB_ERR(FB_ENOMEM, "calibrate: out of host memory");
+  fb_status st = FB_OK;
+  if (!quiet) printf("\n  in-step rates: single-rank training steps on the cpu executor (%d "
+                     "thread(s)), ops of the steps after the first\n", threads);
+  for (int i = 0; i < nruns && st == FB_OK; i++) {
+    fb_run_result res;
+    memset(&res, 0, sizeof res);
+    st = run_one(&runs[i], threads, a, &res);
+    if (st == FB_OK && !quiet)
+      printf("  %-12s batch %d x seq %d, %d steps\n", runs[i].model, runs[i].batch, runs[i].seq,
+             runs[i].steps);
+    /* op names are the kernel wrappers' static strings: they outlive the result */
+    fb_run_result_free(&res);
+  }
+  if (st != FB_OK) {
+    char why[512];
+    snprintf(why, sizeof why, "%s", fb_error_msg());
+    st = FB_ERR(st, "calibrate: in-step run failed: %s", why);
+    goto out;
+  }
+  if (a->ngemm < 2) {
+    st = FB_ERR(FB_EINTERNAL, "calibrate: the in-step runs recorded %d GEMM size(s)", a->ngemm);
+    goto out;
+  }
+
+  /* GEMM curve on the in-step rates, one point per size (its ops pooled) */
+  double s[MAX_SIZES], rate[MAX_SIZES];
+  for (int i = 0; i < a->ngemm; i++) {
+    s[i] = a->gemm[i].size;
+    rate[i] = a->gemm[i].flops / fmax(a->gemm[i].t - a->gemm[i].n * hw->launch_s, 1e-9);
+  }
+  double E, h;
+  double rms = fb_calibrate_fit_gemm(s, rate, a->ngemm, hw->peak_fp32, &E, &h);
+  if (diag) diag->gemm_rms = rms;
+  hw->gemm_max_eff = E;
+  hw->gemm_half_size = h;
+  if (!quiet) {
+    printf("  %-28s %10s %8s %12s %12s %9s\n", "matrix products by size", "ops", "size",
+           "GFLOP/s", "model", "error %");
+    for (int i = 0; i < a->ngemm; i++) {
+      double m = hw->peak_fp32 * fb_cost_gemm_efficiency(hw, s[i]);
+      printf("  %-28s %10lld %8.0f %12.1f %12.1f %9.1f\n", "", (long long)a->gemm[i].n, s[i],
+             rate[i] * 1e-9, m * 1e-9, 100 * (m - rate[i]) / rate[i]);
+    }
+    printf("  fit: rate = peak %.1f GFLOP/s * %.3f * s / (s + %.0f), relative RMS residual "
+           "%.1f %%\n", hw->peak_fp32 * 1e-9, E, h, 100 * rms);
+  }
+
+  /* attention: its measured time against what the GEMM curve gives the same ops */
+  if (a->nattn > 0) {
+    double curve = 0, meas = 0;
+    for (int i = 0; i < a->nattn; i++) {
+      curve += a->attn[i].flops / (hw->peak_fp32 * fb_cost_gemm_efficiency(hw, a->attn[i].size));
+      meas += fmax(a->attn[i].t - a->attn[i].n * hw->launch_s, 1e-9);
+    }
+    hw->attn_eff = fmin(1.0, curve / meas);
+    if (diag) diag->attn_raw = curve / meas;
+    if (!quiet) printf("  attention (%d size(s)): %.3f of the GEMM curve's rate\n", a->nattn,
+                       hw->attn_eff);
+  }
+
+  /* memory-bound kernels; the table's residual: each kernel's rate in each traced step
+   * against its pooled rate, weighted by time (a short kernel's jitter weighs little) */
+  if (!quiet) printf("  %-28s %10s %12s %12s\n", "memory-bound kernels", "ops", "MB/op", "GB/s");
+  double wsq = 0, wsum = 0;
+  for (int i = 0; i < a->nmem; i++) {
+    const mem_pt *m = &a->mem[i];
+    double busy = m->t - m->n * hw->launch_s;
+    /* an op that is all launch overhead carries no rate: keep the micro-benchmark's */
+    if (!(m->bytes > 0) || !(busy > 20e-6)) continue;
+    double bw = m->bytes / busy;
+    set_kernel(hw, m->name, bw);
+    for (int j = 0; j < MAX_STEPS; j++) {
+      double sb = m->step_t[j] - m->step_n[j] * hw->launch_s;
+      if (m->step_n[j] == 0 || !(m->step_bytes[j] > 0) || !(sb > 0)) continue;
+      double r = bw * sb / m->step_bytes[j] - 1; /* model time / measured time - 1 */
+      wsq += m->step_t[j] * r * r;
+      wsum += m->step_t[j];
+    }
+    if (!quiet)
+      printf("  %-28s %10lld %12.3f %12.2f\n", m->name, (long long)m->n,
+             m->bytes / m->n * 1e-6, bw * 1e-9);
+  }
+  if (wsum > 0) {
+    double krms = sqrt(wsq / wsum);
+    if (diag) diag->kernel_rms = krms;
+    if (!quiet)
+      printf("  kernel rates step by step against the pooled rates: relative RMS residual "
+             "%.1f %% (time-weighted)\n", 100 * krms);
+  }
+out:
+  free(a);
+  return st;
+}

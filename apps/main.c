@@ -1,0 +1,209 @@
+/* fsdpbench: the command line. Subcommands: (default) train/run, prepare, plan, calibrate,
+ * selftest. It parses, runs, prints and exits: 0 success, 2 bad input (one line on stderr),
+ * 3 does not fit (a simulated peak above the device, or an executed run refused up front),
+ * 4 timeout or peer failure, 1 any other failure (one line with file:line context), 77
+ * skipped (selftest without GPU).
+ * Before anything else it makes sure the BLAS runs the right kernel for this CPU (some
+ * libraries misdetect new CPUs): it sets the library's override variable and re-executes. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../traces/chrome_trace.h"
+#include "../strategies/strategy.h"
+#include "../traces/memory_snapshot.h"
+#include "../engine/comm/comm.h"
+#include "../engine/config/config.h"
+#include "../engine/core/json_out.h"
+#include "compare.h"
+#include "export.h"
+#include "../engine/exec/data.h"
+#include "../engine/exec/runner.h"
+#include "report.h"
+#include "../engine/ops/blas.h"
+#include "selftest.h"
+#include "calibrate.h"
+#include "plan.h"
+#include "validate.h"
+
+static int fb_exit_code(fb_status st);
+
+static int fail(fb_status st) {
+  if (st == FB_EUSAGE)
+    fprintf(stderr, "fsdpbench: error: %s\n", fb_error_msg());
+  else if (st == FB_ENOMEM || st == FB_EUNSUPPORTED)
+    fprintf(stderr, "fsdpbench: error: %s [%s]\n", fb_error_msg(), fb_status_name(st));
+  else
+    fprintf(stderr, "fsdpbench: error: %s [%s, %s]\n", fb_error_msg(), fb_status_name(st),
+            fb_error_where());
+  return fb_exit_code(st);
+}
+
+/* The documented exit codes: 0 ok, 1 runtime failure, 2 bad usage/config/input, 3 does not
+ * fit, 4 timeout or peer failure. */
+static int fb_exit_code(fb_status st) {
+  switch (st) {
+  case FB_OK: return 0;
+  case FB_EUSAGE: return 2;
+  case FB_ENOMEM: return 3;
+  case FB_ETIMEOUT:
+  case FB_ECOMM: return 4;
+  default: return 1;
+  }
+}
+
+static void maybe_reexec(char **argv) {
+  const char *hint = fb_blas_kernel_hint();
+  if (!hint || getenv("FSDPBENCH_NO_REEXEC")) return;
+  char *copy = strdup(hint);
+  if (!copy || putenv(copy)) return;
+  setenv("FSDPBENCH_NO_REEXEC", "1", 1);
+  execv("/proc/self/exe", argv);
+  /* exec failed: keep running with the library's own choice */
+}
+
+static int cmd_prepare(int argc, char **argv) {
+  if (argc != 4) {
+    fprintf(stderr, "fsdpbench: error: prepare: want `fsdpbench prepare TEXT_FILE OUT.tok`\n");
+    return 2;
+  }
+  uint64_t n = 0;
+  fb_status st = fb_data_prepare(argv[2], argv[3], &n);
+  if (st != FB_OK) return fail(st);
+  printf("prepare: %s -> %s: %llu byte-level tokens (vocab 256)\n", argv[2], argv[3],
+         (unsigned long long)n);
+  return 0;
+}
+
+/* A simulated run reports what it predicts even when the peak exceeds the device: then one
+ * line says so and the exit code is 3 (does not fit). */
+static int predicted_fit(const fb_run_result *res) {
+  if (!res->predicted) return 0;
+  int64_t peak = 0;
+  for (int i = 0; i < res->nranks; i++)
+    if (res->ranks[i].mem.peak_total > peak) peak = res->ranks[i].mem.peak_total;
+  if (res->mem_capacity <= 0 || peak <= res->mem_capacity) return 0;
+  fprintf(stderr, "fsdpbench: does not fit: predicted peak %.1f GiB allocated per rank > %.1f "
+          "GiB of one %s device (recompute, more ranks, a smaller micro-batch or a sharding "
+          "strategy lower it; exit 3)\n", (double)peak / 1073741824.0,
+          (double)res->mem_capacity / 1073741824.0, res->hardware);
+  return 3;
+}
+
+/* --list-strategies / --list-backends: one registered name per line, then what it is. */
+static int list_registry(const char *what) {
+  if (!strcmp(what, "--list-strategies")) {
+    for (int i = 0; fb_strategy_at(i); i++)
+      printf("%-8s %s\n", fb_strategy_at(i)->name, fb_strategy_at(i)->summary);
+  } else {
+    for (int i = 0; fb_device_entry_at(i); i++) {
+      char why[256] = "";
+      bool ok = fb_device_available(fb_device_entry_at(i)->name, why, sizeof why);
+      printf("%-10s %s%s%s\n", fb_device_entry_at(i)->name, fb_device_entry_at(i)->help,
+             ok ? "" : "; not usable here: ", ok ? "" : why);
+    }
+  }
+  return 0;
+}
+
+static int cmd_run(int argc, char **argv, int first) {
+  for (int i = first; i < argc; i++)
+    if (!strcmp(argv[i], "--list-strategies") || !strcmp(argv[i], "--list-backends"))
+      return list_registry(argv[i]);
+  fb_run_config cfg;
+  fb_cli_action action = FB_CLI_RUN;
+  fb_config_defaults(&cfg);
+  fb_status st = fb_config_parse_cli(&cfg, argc, argv, first, &action);
+  if (st != FB_OK) return fail(st);
+  if (action == FB_CLI_HELP) {
+    printf("usage: fsdpbench [train] [flags]      train / simulate one configuration\n"
+           "       fsdpbench plan [flags]         rank every strategy in simulation\n"
+           "       fsdpbench compare [flags]      run several strategies side by side\n"
+           "       fsdpbench calibrate [--out F] [--force] [--repeat N]  measure this machine into a profile\n"
+           "       fsdpbench validate [flags]     executed vs simulated, op by op, side-by-side trace\n"
+           "       fsdpbench validate --dataset F  the simulator against public GPU measurements\n"
+           "       fsdpbench selftest --backend cuda   GPU kernels and strategies vs the CPU\n"
+           "       fsdpbench prepare TEXT OUT.tok  byte-level tokens from any file\n"
+           "       fsdpbench export CKPT OUT.safetensors  a checkpoint's model for other tools\n"
+           "       fsdpbench --list-strategies | --list-backends   the registries, one per line\n\n");
+    fb_config_print_help(stdout);
+    return 0;
+  }
+  if (action == FB_CLI_VERSION) {
+    printf("fsdpbench %s (BLAS %s)\n", FB_VERSION, fb_blas_describe());
+    return 0;
+  }
+  st = fb_config_finalize(&cfg);
+  if (st != FB_OK) return fail(st);
+  const bool mpi = !strcmp(cfg.comm, "mpi") ||
+                   (!strcmp(cfg.comm, "auto") && getenv("OMPI_COMM_WORLD_SIZE"));
+  int rank = 0, world = 1;
+  (void)world;
+  if (mpi) {
+#ifdef FB_HAVE_MPI
+    st = fb_mpi_init(&argc, &argv, &rank, &world);
+    if (st != FB_OK) return fail(st);
+#else
+    fb_error_set(FB_EUSAGE, __FILE__, __LINE__, "--comm: 'mpi' is not built into this binary "
+                 "(install libopenmpi-dev and rebuild)");
+    return fail(FB_EUSAGE);
+#endif
+  }
+  if (cfg.out[0] && !cfg.dry_run) { /* found now, not after the run */
+    st = fb_mkdir_p(cfg.out);
+    if (st == FB_OK && access(cfg.out, W_OK))
+      st = FB_ERR(FB_EUSAGE, "--out: '%s' is not writable: %s", cfg.out, strerror(errno));
+    if (st != FB_OK) return fail(st == FB_EIO ? FB_EUSAGE : st);
+  }
+  fb_run_result res;
+  st = fb_run(&cfg, &res);
+  if (cfg.dry_run) { /* printed by the run; nothing ran */
+    int rc = st == FB_OK ? 0 : fail(st);
+#ifdef FB_HAVE_MPI
+    if (mpi) fb_mpi_finalize();
+#endif
+    return rc;
+  }
+  if (st == FB_OK && rank == 0 && !cfg.quiet) fb_report_print(stdout, &res);
+  if (st == FB_OK && cfg.out[0]) {
+    st = fb_report_write(cfg.out, &res);
+    if (st == FB_OK && cfg.trace) st = fb_trace_write(cfg.out, &res);
+    if (st == FB_OK && cfg.mem_snapshot) st = fb_memsnap_write(cfg.out, &res);
+    if (st == FB_OK && rank == 0 && !cfg.quiet) printf("outputs written under %s/\n", cfg.out);
+  }
+  if (st != FB_OK) {
+    int rc = fail(st);
+#ifdef FB_HAVE_MPI
+    if (mpi) fb_mpi_finalize();
+#endif
+    return rc;
+  }
+  int rc = predicted_fit(&res);
+  fb_run_result_free(&res);
+#ifdef FB_HAVE_MPI
+  if (mpi) fb_mpi_finalize();
+#endif
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  maybe_reexec(argv);
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  const char *sub = argc > 1 ? argv[1] : "";
+  if (!strcmp(sub, "prepare")) return cmd_prepare(argc, argv);
+  if (!strcmp(sub, "export")) return fb_export_main(argc - 1, argv + 1);
+  if (!strcmp(sub, "compare")) return fb_compare_main(argc - 1, argv + 1);
+  if (!strcmp(sub, "plan")) return fb_plan_main(argc - 1, argv + 1);
+  if (!strcmp(sub, "validate")) return fb_validate_main(argc - 1, argv + 1);
+  if (!strcmp(sub, "calibrate")) return fb_calibrate_main(argc - 1, argv + 1);
+  if (!strcmp(sub, "selftest")) return fb_selftest_main(argc, argv);
+  if (!strcmp(sub, "train") || !strcmp(sub, "run")) return cmd_run(argc, argv, 2);
+  if (sub[0] && sub[0] != '-') {
+    fprintf(stderr, "fsdpbench: error: unknown subcommand '%s' (allowed: train, prepare, plan, "
+                    "compare, validate, calibrate, selftest, export, or flags; see --help)\n", sub);
+    return 2;
+  }
+  return cmd_run(argc, argv, 1);
+}

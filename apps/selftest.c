@@ -1,0 +1,654 @@
+/* `fsdpbench selftest --backend cuda`.
+ * Part 1: every entry of the cuda kernel table against the cpu kernel table on the same random
+ * inputs, for fp32 and bf16 activations (bf16 inputs are rounded to bf16 before both sides see
+ * them; the cpu side computes in fp32), printed as a table of max relative errors
+ * (max |gpu - cpu| / max |cpu|) against a tolerance per dtype. Accumulating outputs start from
+ * random values, so accumulate-vs-overwrite mistakes fail.
+ * Part 2: 3 training steps of every strategy against `single` through fb_run over NCCL (the
+ * communicator a GPU run uses: the local one needs host-addressable memory), losses and final
+ * parameter sums within 1e-5 relative. Without a launcher: world 1, then world 2 as two rank
+ * threads of this process, one GPU each (skipped, with the reason printed, when fewer than 2
+ * GPUs are visible: NCCL cannot put two ranks on one GPU). Under mpirun or torchrun the
+ * strategies run at the launcher's world.
+ * Without CUDA in the build or without a GPU it prints one "skipped" line and returns 77.
+ * It does not test the cpu kernels themselves (the gradient checks do). */
+#include "selftest.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../engine/core/status.h"
+#include "../engine/device/device.h"
+
+#ifdef FB_HAVE_CUDA
+#include "../engine/config/config.h"
+#include <cuda_runtime_api.h>
+
+#include "../engine/device/device_cuda.h"
+#include "../engine/device/kernels.h"
+#include "../engine/exec/runner.h"
+#include "../engine/ops/cpu_kernels.h"
+#include "../engine/ops/elementwise.h"
+#include "../strategies/strategy.h"
+#endif
+
+static int usage(const char *msg, const char *val) {
+  fprintf(stderr, "fsdpbench selftest: error: %s '%s' (usage: fsdpbench selftest --backend cuda)\n",
+          msg, val);
+  return 2;
+}
+
+#ifdef FB_HAVE_CUDA
+/* ---- harness -------------------------------------------------------------------------------- */
+typedef struct harness {
+  fb_device *gd;
+  fb_stream *gs;
+  fb_kctx gk, ck;  /* gpu context (act set per pass), cpu context (fp32, no device) */
+  uint64_t rng;
+  int fails, checks;
+  fb_status err;   /* first hard error */
+} harness;
+
+typedef struct tensor {
+  size_t n;
+  bool act;        /* stored in the activation dtype on the gpu */
+  float *cpu;      /* cpu side values (the cpu kernels work on these) */
+  fb_buf buf;      /* gpu copy */
+} tensor;
+
+static float rnd(harness *h) {
+  h->rng = h->rng * 6364136223846793005ull + 1442695040888963407ull;
+  return (float)((h->rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+static size_t act_size(const harness *h, bool act) {
+  return act ? fb_dtype_size(h->gk.act) : sizeof(float);
+}
+
+/* Values in [-scale, scale]; rounded to bf16 when the tensor is an activation of a bf16 pass. */
+static fb_status t_new(harness *h, tensor *t, size_t n, bool act, float scale) {
+  memset(t, 0, sizeof *t);
+  t->n = n;
+  t->act = act;
+  t->cpu = malloc((n ? n : 1) * sizeof(float));
+  if (!t->cpu) return FB_ERR(FB_ENOMEM, "selftest: out of host memory");
+  for (size_t i = 0; i < n; i++) {
+    float x = rnd(h) * scale;
+    if (act && h->gk.act == FB_BF16) x = fb_bf16_to_f32(fb_f32_to_bf16(x));
+    t->cpu[i] = x;
+  }
+  size_t es = act_size(h, act);
+  FB_TRY(fb_alloc(h->gd, n * es, FB_MEM_TEMP, "selftest", &t->buf));
+  void *staging = malloc((n ? n : 1) * es);
+  if (!staging) return FB_ERR(FB_ENOMEM, "selftest: out of host memory");
+  if (es == 2)
+    for (size_t i = 0; i < n; i++) ((uint16_t *)staging)[i] = fb_f32_to_bf16(t->cpu[i]);
+  else
+    memcpy(staging, t->cpu, n * sizeof(float));
+  fb_status st = fb_copy_h2d(h->gd, h->gs, t->buf.ptr, staging, n * es);
+  free(staging);
+  return st;
+}
+
+static void t_free(harness *h, tensor *t) {
+  free(t->cpu);
+  t->cpu = NULL;
+  fb_free(h->gd, &t->buf, h->gs);
+}
+
+/* Raw upload of host bytes (tokens, targets, doubles, bins). */
+static fb_status raw_new(harness *h, fb_buf *b, const void *src, size_t bytes) {
+  FB_TRY(fb_alloc(h->gd, bytes, FB_MEM_TEMP, "selftest", b));
+  return fb_copy_h2d(h->gd, h->gs, b->ptr, src, bytes);
+}
+
+static void report(harness *h, const char *kernel, const char *dtype, double err, double tol) {
+  bool ok = err <= tol && !isnan(err);
+  h->checks++;
+  if (!ok) h->fails++;
+  printf("  %-22s %-5s %12.3e %10.1e  %s\n", kernel, dtype, err, tol, ok ? "PASS" : "FAIL");
+}
+
+/* max |gpu - cpu| / max |cpu| over the tensor */
+static fb_status t_compare(harness *h, tensor *t, const char *kernel, double tol) {
+  size_t es = act_size(h, t->act);
+  void *raw = malloc((t->n ? t->n : 1) * es);
+  if (!raw) return FB_ERR(FB_ENOMEM, "selftest: out of host memory");
+  fb_status st = fb_copy_d2h(h->gd, h->gs, raw, t->buf.ptr, t->n * es);
+  if (st != FB_OK) {
+    free(raw);
+    return st;
+  }
+  double dmax = 0, ref = 0;
+  for (size_t i = 0; i < t->n; i++) {
+    double g = es == 2 ? fb_bf16_to_f32(((uint16_t *)raw)[i]) : ((float *)raw)[i];
+    double c = t->cpu[i];
+    double d = fabs(g - c);
+    if (isnan(g) != isnan(c)) d = INFINITY;
+    if (d > dmax || isnan(d)) dmax = d;
+    if (fabs(c) > ref) ref = fabs(c);
+  }
+  free(raw);
+  report(h, kernel, t->act ? fb_dtype_name(h->gk.act) : "fp32", dmax / (ref > 1e-30 ? ref : 1e-30),
+         tol);
+  return FB_OK;
+}
+
+#define TRY_H(expr)                                                                            \
+  do {                                                                                         \
+    fb_status st_ = (expr);                                                                    \
+    if (st_ != FB_OK) {                                                                        \
+      h->err = st_;                                                                            \
+      goto out;                                                                                \
+    }                                                                                          \
+  } while (0)
+
+static double tol_act(const harness *h) { return h->gk.act == FB_BF16 ? 3e-2 : 2e-5; }
+static double tol_gemm(const harness *h) { return h->gk.act == FB_BF16 ? 3e-2 : 1e-4; }
+
+/* ---- kernel checks ---------------------------------------------------------------------------- */
+static void check_encoder(harness *h) {
+  const int B = 2, T = 16, C = 48, V = 40;
+  int32_t tok[2 * 16];
+  for (int i = 0; i < B * T; i++) tok[i] = (int32_t)((i * 7 + 3) % V) / (i % 3 == 0 ? 1 : 2);
+  tensor wte, wpe, out, dout, dwte, dwpe;
+  fb_buf dtok = {0};
+  memset(&wte, 0, sizeof wte), memset(&wpe, 0, sizeof wpe), memset(&out, 0, sizeof out);
+  memset(&dout, 0, sizeof dout), memset(&dwte, 0, sizeof dwte), memset(&dwpe, 0, sizeof dwpe);
+  TRY_H(raw_new(h, &dtok, tok, sizeof tok));
+  TRY_H(t_new(h, &wte, (size_t)V * C, true, 1));
+  TRY_H(t_new(h, &wpe, (size_t)T * C, true, 1));
+  TRY_H(t_new(h, &out, (size_t)B * T * C, true, 1));
+  TRY_H(fb_cpu_kernels.encoder_fwd(&h->ck, out.cpu, tok, wte.cpu, wpe.cpu, B, T, C));
+  TRY_H(h->gd->ops->kernels->encoder_fwd(&h->gk, out.buf.ptr, dtok.ptr, wte.buf.ptr, wpe.buf.ptr,
+                                         B, T, C));
+  TRY_H(t_compare(h, &out, "encoder_fwd", tol_act(h)));
+  TRY_H(t_new(h, &dout, (size_t)B * T * C, true, 1));
+  TRY_H(t_new(h, &dwte, (size_t)V * C, true, 1));
+  TRY_H(t_new(h, &dwpe, (size_t)T * C, true, 1));
+  TRY_H(fb_cpu_kernels.encoder_bwd(&h->ck, dwte.cpu, dwpe.cpu, dout.cpu, tok, B, T, C));
+  TRY_H(h->gd->ops->kernels->encoder_bwd(&h->gk, dwte.buf.ptr, dwpe.buf.ptr, dout.buf.ptr,
+                                         dtok.ptr, B, T, C));
+  TRY_H(t_compare(h, &dwte, "encoder_bwd.dwte", tol_act(h) * 2));
+  TRY_H(t_compare(h, &dwpe, "encoder_bwd.dwpe", tol_act(h) * 2));
+out:
+  t_free(h, &wte), t_free(h, &wpe), t_free(h, &out), t_free(h, &dout), t_free(h, &dwte);
+  t_free(h, &dwpe);
+  fb_free(h->gd, &dtok, h->gs);
+}
+
+static void check_norms(harness *h, bool rms) {
+  const int N = 37, C = 96;
+  const char *fw = rms ? "rmsnorm_fwd" : "layernorm_fwd";
+  tensor inp, w, b, out, mean, rstd, dout, dinp, dw, db;
+  tensor *all[] = {&inp, &w, &b, &out, &mean, &rstd, &dout, &dinp, &dw, &db};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) memset(all[i], 0, sizeof(tensor));
+  TRY_H(t_new(h, &inp, (size_t)N * C, true, 2));
+  TRY_H(t_new(h, &w, C, true, 1));
+  TRY_H(t_new(h, &b, C, true, 1));
+  TRY_H(t_new(h, &out, (size_t)N * C, true, 1));
+  TRY_H(t_new(h, &mean, N, false, 1));
+  TRY_H(t_new(h, &rstd, N, false, 1));
+  if (rms) {
+    TRY_H(fb_cpu_kernels.rmsnorm_fwd(&h->ck, out.cpu, rstd.cpu, inp.cpu, w.cpu, N, C, 1e-5f));
+    TRY_H(h->gd->ops->kernels->rmsnorm_fwd(&h->gk, out.buf.ptr, rstd.buf.ptr, inp.buf.ptr,
+                                           w.buf.ptr, N, C, 1e-5f));
+  } else {
+    TRY_H(fb_cpu_kernels.layernorm_fwd(&h->ck, out.cpu, mean.cpu, rstd.cpu, inp.cpu, w.cpu, b.cpu,
+                                       N, C, 1e-5f));
+    TRY_H(h->gd->ops->kernels->layernorm_fwd(&h->gk, out.buf.ptr, mean.buf.ptr, rstd.buf.ptr,
+                                             inp.buf.ptr, w.buf.ptr, b.buf.ptr, N, C, 1e-5f));
+    TRY_H(t_compare(h, &mean, "layernorm_fwd.mean", 1e-5));
+  }
+  TRY_H(t_compare(h, &out, fw, tol_act(h)));
+  TRY_H(t_compare(h, &rstd, rms ? "rmsnorm_fwd.rstd" : "layernorm_fwd.rstd", 1e-5));
+  /* backward from the cpu statistics on both sides (the gpu ones were just compared) */
+  TRY_H(fb_copy_h2d(h->gd, h->gs, rstd.buf.ptr, rstd.cpu, N * sizeof(float)));
+  TRY_H(fb_copy_h2d(h->gd, h->gs, mean.buf.ptr, mean.cpu, N * sizeof(float)));
+  TRY_H(t_new(h, &dout, (size_t)N * C, true, 1));
+  TRY_H(t_new(h, &dinp, (size_t)N * C, true, 1));
+  TRY_H(t_new(h, &dw, C, true, 1));
+  TRY_H(t_new(h, &db, C, true, 1));
+  if (rms) {
+    TRY_H(fb_cpu_kernels.rmsnorm_bwd(&h->ck, dinp.cpu, dw.cpu, dout.cpu, inp.cpu, w.cpu, rstd.cpu,
+                                     N, C));
+    TRY_H(h->gd->ops->kernels->rmsnorm_bwd(&h->gk, dinp.buf.ptr, dw.buf.ptr, dout.buf.ptr,
+                                           inp.buf.ptr, w.buf.ptr, rstd.buf.ptr, N, C));
+    TRY_H(t_compare(h, &dinp, "rmsnorm_bwd.dinp", tol_act(h)));
+    TRY_H(t_compare(h, &dw, "rmsnorm_bwd.dw", tol_act(h)));
+  } else {
+    TRY_H(fb_cpu_kernels.layernorm_bwd(&h->ck, dinp.cpu, dw.cpu, db.cpu, dout.cpu, inp.cpu, w.cpu,
+                                       mean.cpu, rstd.cpu, N, C));
+    TRY_H(h->gd->ops->kernels->layernorm_bwd(&h->gk, dinp.buf.ptr, dw.buf.ptr, db.buf.ptr,
+                                             dout.buf.ptr, inp.buf.ptr, w.buf.ptr, mean.buf.ptr,
+                                             rstd.buf.ptr, N, C));
+    TRY_H(t_compare(h, &dinp, "layernorm_bwd.dinp", tol_act(h)));
+    TRY_H(t_compare(h, &dw, "layernorm_bwd.dw", tol_act(h)));
+    TRY_H(t_compare(h, &db, "layernorm_bwd.db", tol_act(h)));
+  }
+out:
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) t_free(h, all[i]);
+}
+
+static void check_matmul(harness *h) {
+  const int N = 45, C = 64, OC = 80;
+  tensor inp, w, bias, out, dout, dinp, dw, db;
+  tensor *all[] = {&inp, &w, &bias, &out, &dout, &dinp, &dw, &db};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) memset(all[i], 0, sizeof(tensor));
+  TRY_H(t_new(h, &inp, (size_t)N * C, true, 1));
+  TRY_H(t_new(h, &w, (size_t)OC * C, true, 1));
+  TRY_H(t_new(h, &bias, OC, true, 1));
+  TRY_H(t_new(h, &out, (size_t)N * OC, true, 1));
+  TRY_H(fb_cpu_kernels.matmul_fwd(&h->ck, out.cpu, inp.cpu, w.cpu, bias.cpu, N, C, OC));
+  TRY_H(h->gd->ops->kernels->matmul_fwd(&h->gk, out.buf.ptr, inp.buf.ptr, w.buf.ptr,
+                                        bias.buf.ptr, N, C, OC));
+  TRY_H(t_compare(h, &out, "matmul_fwd", tol_gemm(h)));
+  TRY_H(t_new(h, &dout, (size_t)N * OC, true, 1));
+  TRY_H(t_new(h, &dinp, (size_t)N * C, true, 1));
+  TRY_H(t_new(h, &dw, (size_t)OC * C, true, 1));
+  TRY_H(t_new(h, &db, OC, true, 1));
+  TRY_H(fb_cpu_kernels.matmul_bwd(&h->ck, dinp.cpu, dw.cpu, db.cpu, dout.cpu, inp.cpu, w.cpu, N,
+                                  C, OC));
+  TRY_H(h->gd->ops->kernels->matmul_bwd(&h->gk, dinp.buf.ptr, dw.buf.ptr, db.buf.ptr,
+                                        dout.buf.ptr, inp.buf.ptr, w.buf.ptr, N, C, OC));
+  TRY_H(t_compare(h, &dinp, "matmul_bwd.dinp", tol_gemm(h)));
+  TRY_H(t_compare(h, &dw, "matmul_bwd.dw", tol_gemm(h)));
+  TRY_H(t_compare(h, &db, "matmul_bwd.dbias", tol_gemm(h)));
+out:
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) t_free(h, all[i]);
+}
+
+/* q, k, v live inside one fused qkv buffer [B, T, (H + 2 KVH) hd], as the model lays them out. */
+static void check_attention(harness *h) {
+  const int B = 2, T = 33, H = 4, KVH = 2, hd = 40, ld = (H + 2 * KVH) * hd;
+  size_t nqkv = (size_t)B * T * ld, nout = (size_t)B * T * H * hd;
+  tensor qkv, out, lse, dout, dqkv;
+  tensor *all[] = {&qkv, &out, &lse, &dout, &dqkv};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) memset(all[i], 0, sizeof(tensor));
+  float *cpu_scratch = malloc(fb_attention_scratch_bytes(NULL, B, T, H, KVH, hd));
+  if (!cpu_scratch) {
+    h->err = FB_ERR(FB_ENOMEM, "selftest: out of host memory");
+    return;
+  }
+  TRY_H(t_new(h, &qkv, nqkv, true, 1.5f));
+  TRY_H(t_new(h, &out, nout, true, 1));
+  TRY_H(t_new(h, &lse, (size_t)B * H * T, false, 1));
+  const float *q = qkv.cpu, *kk = qkv.cpu + H * hd, *v = qkv.cpu + (H + KVH) * hd;
+  char *gq = qkv.buf.ptr;
+  size_t es = act_size(h, true);
+  TRY_H(fb_cpu_kernels.attention_fwd(&h->ck, out.cpu, lse.cpu, q, kk, v, B, T, H, KVH, hd, ld, ld,
+                                     cpu_scratch));
+  TRY_H(h->gd->ops->kernels->attention_fwd(&h->gk, out.buf.ptr, lse.buf.ptr, gq,
+                                           gq + (size_t)H * hd * es,
+                                           gq + (size_t)(H + KVH) * hd * es, B, T, H, KVH, hd, ld,
+                                           ld, NULL));
+  TRY_H(t_compare(h, &out, "attention_fwd", tol_gemm(h)));
+  TRY_H(t_compare(h, &lse, "attention_fwd.lse", h->gk.act == FB_BF16 ? 1e-2 : 1e-5));
+  /* backward from the cpu forward results on both sides */
+  TRY_H(fb_copy_h2d(h->gd, h->gs, lse.buf.ptr, lse.cpu, lse.n * sizeof(float)));
+  {
+    void *st = malloc(nout * es);
+    if (!st) {
+      h->err = FB_ERR(FB_ENOMEM, "selftest: out of host memory");
+      goto out;
+    }
+    for (size_t i = 0; i < nout; i++) {
+      if (es == 2) {
+        ((uint16_t *)st)[i] = fb_f32_to_bf16(out.cpu[i]);
+        out.cpu[i] = fb_bf16_to_f32(((uint16_t *)st)[i]);
+      } else {
+        ((float *)st)[i] = out.cpu[i];
+      }
+    }
+    fb_status s2 = fb_copy_h2d(h->gd, h->gs, out.buf.ptr, st, nout * es);
+    free(st);
+    TRY_H(s2);
+  }
+  TRY_H(t_new(h, &dout, nout, true, 1));
+  TRY_H(t_new(h, &dqkv, nqkv, true, 1)); /* overwritten: start from garbage */
+  {
+    float *dq = dqkv.cpu, *dk = dqkv.cpu + H * hd, *dv = dqkv.cpu + (H + KVH) * hd;
+    char *gdq = dqkv.buf.ptr;
+    TRY_H(fb_cpu_kernels.attention_bwd(&h->ck, dq, dk, dv, dout.cpu, q, kk, v, out.cpu, lse.cpu,
+                                       B, T, H, KVH, hd, ld, ld, cpu_scratch));
+    TRY_H(h->gd->ops->kernels->attention_bwd(&h->gk, gdq, gdq + (size_t)H * hd * es,
+                                             gdq + (size_t)(H + KVH) * hd * es, dout.buf.ptr, gq,
+                                             gq + (size_t)H * hd * es,
+                                             gq + (size_t)(H + KVH) * hd * es, out.buf.ptr,
+                                             lse.buf.ptr, B, T, H, KVH, hd, ld, ld, NULL));
+    TRY_H(t_compare(h, &dqkv, "attention_bwd.dqkv", tol_gemm(h) * 2));
+  }
+out:
+  free(cpu_scratch);
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) t_free(h, all[i]);
+}
+
+static void check_rope(harness *h) {
+  const int B = 2, T = 20, nh = 3, hd = 16, ld = 4 * hd;
+  tensor x;
+  memset(&x, 0, sizeof x);
+  TRY_H(t_new(h, &x, (size_t)B * T * ld, true, 1));
+  TRY_H(fb_cpu_kernels.rope_fwd(&h->ck, x.cpu, B, T, nh, hd, ld, 10000.0f));
+  TRY_H(h->gd->ops->kernels->rope_fwd(&h->gk, x.buf.ptr, B, T, nh, hd, ld, 10000.0f));
+  TRY_H(t_compare(h, &x, "rope_fwd", tol_act(h)));
+  TRY_H(fb_cpu_kernels.rope_bwd(&h->ck, x.cpu, B, T, nh, hd, ld, 10000.0f));
+  TRY_H(h->gd->ops->kernels->rope_bwd(&h->gk, x.buf.ptr, B, T, nh, hd, ld, 10000.0f));
+  TRY_H(t_compare(h, &x, "rope_bwd", tol_act(h) * 2));
+out:
+  t_free(h, &x);
+}
+
+static void check_elementwise(harness *h) {
+  const size_t n = 5000;
+  const fb_kernels *g = h->gd->ops->kernels, *c = &fb_cpu_kernels;
+  tensor a, b, o, d, da, db;
+  tensor *all[] = {&a, &b, &o, &d, &da, &db};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) memset(all[i], 0, sizeof(tensor));
+  TRY_H(t_new(h, &a, n, true, 4));
+  TRY_H(t_new(h, &b, n, true, 2));
+  TRY_H(t_new(h, &o, n, true, 1));
+  TRY_H(t_new(h, &d, n, true, 1));
+  TRY_H(t_new(h, &da, n, true, 1));
+  TRY_H(t_new(h, &db, n, true, 1));
+  TRY_H(c->gelu_fwd(&h->ck, o.cpu, a.cpu, n));
+  TRY_H(g->gelu_fwd(&h->gk, o.buf.ptr, a.buf.ptr, n));
+  TRY_H(t_compare(h, &o, "gelu_fwd", tol_act(h)));
+  TRY_H(c->gelu_bwd(&h->ck, da.cpu, a.cpu, d.cpu, n));
+  TRY_H(g->gelu_bwd(&h->gk, da.buf.ptr, a.buf.ptr, d.buf.ptr, n));
+  TRY_H(t_compare(h, &da, "gelu_bwd", tol_act(h)));
+  TRY_H(c->swiglu_fwd(&h->ck, o.cpu, a.cpu, b.cpu, n));
+  TRY_H(g->swiglu_fwd(&h->gk, o.buf.ptr, a.buf.ptr, b.buf.ptr, n));
+  TRY_H(t_compare(h, &o, "swiglu_fwd", tol_act(h)));
+  TRY_H(c->swiglu_bwd(&h->ck, da.cpu, db.cpu, d.cpu, a.cpu, b.cpu, n));
+  TRY_H(g->swiglu_bwd(&h->gk, da.buf.ptr, db.buf.ptr, d.buf.ptr, a.buf.ptr, b.buf.ptr, n));
+  TRY_H(t_compare(h, &da, "swiglu_bwd.da", tol_act(h)));
+  TRY_H(t_compare(h, &db, "swiglu_bwd.db", tol_act(h)));
+  TRY_H(c->add(&h->ck, o.cpu, a.cpu, b.cpu, n));
+  TRY_H(g->add(&h->gk, o.buf.ptr, a.buf.ptr, b.buf.ptr, n));
+  TRY_H(t_compare(h, &o, "add", tol_act(h)));
+out:
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) t_free(h, all[i]);
+}
+
+static void check_xent(harness *h) {
+  const int N = 19, V = 300;
+  int32_t tgt[19];
+  for (int i = 0; i < N; i++) tgt[i] = i % 5 == 4 ? -1 : (i * 37) % V;
+  tensor lg;
+  memset(&lg, 0, sizeof lg);
+  fb_buf dt = {0}, dl = {0};
+  double loss_c = 0.25, loss_g = 0.25;
+  TRY_H(raw_new(h, &dt, tgt, sizeof tgt));
+  TRY_H(raw_new(h, &dl, &loss_g, sizeof loss_g));
+  TRY_H(t_new(h, &lg, (size_t)N * V, true, 6));
+  TRY_H(fb_cpu_kernels.xent_fwd_bwd(&h->ck, lg.cpu, &loss_c, tgt, N, V, 1.0f / N));
+  TRY_H(h->gd->ops->kernels->xent_fwd_bwd(&h->gk, lg.buf.ptr, dl.ptr, dt.ptr, N, V, 1.0f / N));
+  TRY_H(fb_copy_d2h(h->gd, h->gs, &loss_g, dl.ptr, sizeof loss_g));
+  TRY_H(t_compare(h, &lg, "xent_fwd_bwd.dlogits", tol_act(h)));
+  report(h, "xent_fwd_bwd.loss", fb_dtype_name(h->gk.act), fabs(loss_g - loss_c) / fabs(loss_c),
+         h->gk.act == FB_BF16 ? 1e-2 : 1e-5);
+out:
+  t_free(h, &lg);
+  fb_free(h->gd, &dt, h->gs);
+  fb_free(h->gd, &dl, h->gs);
+}
+
+/* fp32-only entries: acc, scale, adamw, sgd, sumsq_bins, sum_f64, cast. */
+static void check_vectors(harness *h) {
+  const size_t n = 70001;
+  const fb_kernels *g = h->gd->ops->kernels, *c = &fb_cpu_kernels;
+  tensor p, gr, m, v, x;
+  tensor *all[] = {&p, &gr, &m, &v, &x};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) memset(all[i], 0, sizeof(tensor));
+  fb_buf bins = {0}, sum = {0}, half = {0};
+  uint64_t *hb = calloc(4 * FB_NORM_BINS, sizeof *hb);
+  uint16_t *hh = malloc(n * sizeof *hh);
+  float *back = malloc(n * sizeof *back);
+  if (!hb || !hh || !back) {
+    h->err = FB_ERR(FB_ENOMEM, "selftest: out of host memory");
+    goto out;
+  }
+  TRY_H(t_new(h, &p, n, false, 1));
+  TRY_H(t_new(h, &gr, n, false, 1));
+  TRY_H(t_new(h, &m, n, false, 0.1f));
+  TRY_H(t_new(h, &v, n, false, 0.01f));
+  for (size_t i = 0; i < n; i++) v.cpu[i] = fabsf(v.cpu[i]);
+  TRY_H(fb_copy_h2d(h->gd, h->gs, v.buf.ptr, v.cpu, n * sizeof(float)));
+  TRY_H(t_new(h, &x, n, false, 3));
+  TRY_H(c->acc_f32(&h->ck, x.cpu, gr.cpu, n));
+  TRY_H(g->acc_f32(&h->gk, x.buf.ptr, gr.buf.ptr, n));
+  TRY_H(t_compare(h, &x, "acc_f32", 1e-7));
+  TRY_H(c->scale_f32(&h->ck, x.cpu, 0.37f, n));
+  TRY_H(g->scale_f32(&h->gk, x.buf.ptr, 0.37f, n));
+  TRY_H(t_compare(h, &x, "scale_f32", 1e-7));
+  fb_adamw_args aa = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                      .weight_decay = 0.1f, .bias_corr1 = 0.19f, .bias_corr2 = 0.0975f,
+                      .grad_scale = 0.8f};
+  TRY_H(c->adamw(&h->ck, p.cpu, gr.cpu, m.cpu, v.cpu, n, &aa));
+  TRY_H(g->adamw(&h->gk, p.buf.ptr, gr.buf.ptr, m.buf.ptr, v.buf.ptr, n, &aa));
+  TRY_H(t_compare(h, &p, "adamw.p", 1e-6));
+  TRY_H(t_compare(h, &m, "adamw.m", 1e-6));
+  TRY_H(t_compare(h, &v, "adamw.v", 1e-6));
+  fb_sgd_args sa = {.lr = 1e-2f, .momentum = 0.9f, .weight_decay = 0.01f, .grad_scale = 1.0f};
+  TRY_H(c->sgd(&h->ck, p.cpu, gr.cpu, m.cpu, n, &sa));
+  TRY_H(g->sgd(&h->gk, p.buf.ptr, gr.buf.ptr, m.buf.ptr, n, &sa));
+  TRY_H(t_compare(h, &p, "sgd.p", 1e-6));
+  TRY_H(t_compare(h, &m, "sgd.mom", 1e-6));
+  /* exact norm: bins must be identical */
+  TRY_H(raw_new(h, &bins, hb, 2 * FB_NORM_BINS * sizeof *hb));
+  TRY_H(c->sumsq_bins(&h->ck, hb, gr.cpu, n));
+  TRY_H(g->sumsq_bins(&h->gk, bins.ptr, gr.buf.ptr, n));
+  TRY_H(fb_copy_d2h(h->gd, h->gs, hb + 2 * FB_NORM_BINS, bins.ptr,
+                    2 * FB_NORM_BINS * sizeof *hb));
+  report(h, "sumsq_bins", "fp32",
+         memcmp(hb, hb + 2 * FB_NORM_BINS, 2 * FB_NORM_BINS * sizeof *hb) ? 1.0 : 0.0, 0.0);
+  double sc = 1.5, sg = 1.5;
+  TRY_H(raw_new(h, &sum, &sg, sizeof sg));
+  TRY_H(c->sum_f64(&h->ck, &sc, gr.cpu, n));
+  TRY_H(g->sum_f64(&h->gk, sum.ptr, gr.buf.ptr, n));
+  TRY_H(fb_copy_d2h(h->gd, h->gs, &sg, sum.ptr, sizeof sg));
+  report(h, "sum_f64", "fp64", fabs(sg - sc) / fmax(fabs(sc), 1e-300), 1e-12);
+  /* casts: fp32 -> bf16 must match the shared rounding bit for bit; and back exactly */
+  TRY_H(fb_alloc(h->gd, n * 2, FB_MEM_TEMP, "selftest", &half));
+  TRY_H(g->cast(&h->gk, half.ptr, FB_BF16, gr.buf.ptr, FB_F32, n));
+  TRY_H(fb_copy_d2h(h->gd, h->gs, hh, half.ptr, n * 2));
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i++) bad += hh[i] != fb_f32_to_bf16(gr.cpu[i]);
+  report(h, "cast f32->bf16", "bf16", (double)bad, 0.0);
+  TRY_H(g->cast(&h->gk, x.buf.ptr, FB_F32, half.ptr, FB_BF16, n));
+  TRY_H(fb_copy_d2h(h->gd, h->gs, back, x.buf.ptr, n * sizeof(float)));
+  bad = 0;
+  for (size_t i = 0; i < n; i++) bad += back[i] != fb_bf16_to_f32(hh[i]);
+  report(h, "cast bf16->f32", "fp32", (double)bad, 0.0);
+out:
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) t_free(h, all[i]);
+  fb_free(h->gd, &bins, h->gs);
+  fb_free(h->gd, &sum, h->gs);
+  fb_free(h->gd, &half, h->gs);
+  free(hb);
+  free(hh);
+  free(back);
+}
+
+static int kernel_checks(harness *h) {
+  printf("selftest: cuda kernels against the cpu kernels\n");
+  printf("  %-22s %-5s %12s %10s  %s\n", "kernel", "dtype", "max rel err", "tol", "result");
+  const fb_dtype acts[] = {FB_F32, FB_BF16};
+  for (size_t i = 0; i < 2 && h->err == FB_OK; i++) {
+    h->gk.act = acts[i];
+    check_encoder(h);
+    if (h->err == FB_OK) check_norms(h, false);
+    if (h->err == FB_OK) check_norms(h, true);
+    if (h->err == FB_OK) check_matmul(h);
+    if (h->err == FB_OK) check_attention(h);
+    if (h->err == FB_OK) check_rope(h);
+    if (h->err == FB_OK) check_elementwise(h);
+    if (h->err == FB_OK) check_xent(h);
+  }
+  h->gk.act = FB_F32;
+  if (h->err == FB_OK) check_vectors(h);
+  if (h->err == FB_OK) {
+    fb_status st = fb_stream_sync(h->gd, h->gs);
+    if (st != FB_OK) h->err = st;
+  }
+  if (h->err != FB_OK) {
+    fprintf(stderr, "selftest: error: %s (%s)\n", fb_error_msg(), fb_error_where());
+    return 1;
+  }
+  printf("selftest: kernels: %d checks, %d failed\n", h->checks, h->fails);
+  return h->fails ? 1 : 0;
+}
+
+/* ---- strategy equivalence --------------------------------------------------------------------- */
+static fb_status run_one(const char *strategy, const char *comm, int world, int batch,
+                         fb_run_result *res) {
+  fb_run_config cfg;
+  fb_config_defaults(&cfg);
+  snprintf(cfg.model, sizeof cfg.model, "debug");
+  snprintf(cfg.strategy, sizeof cfg.strategy, "%s", strategy);
+  snprintf(cfg.backend, sizeof cfg.backend, "cuda");
+  snprintf(cfg.comm, sizeof cfg.comm, "%s", comm);
+  cfg.world = world;
+  cfg.steps = 3;
+  cfg.batch = batch;
+  cfg.seq = 64;
+  cfg.micro_batch = 0;
+  cfg.quiet = true;
+  cfg.out[0] = '\0';
+  cfg.trace = false;
+  FB_TRY(fb_config_finalize(&cfg));
+  return fb_run(&cfg, res);
+}
+
+static double rel(double a, double b) { return fabs(a - b) / fmax(fabs(b), 1e-30); }
+
+/* One row per strategy (single excluded) at `world` (0 = the launcher's) against ref. */
+static int strategy_rows(const fb_run_result *ref, int world, int batch) {
+  int fails = 0;
+  for (int i = 0; i < fb_strategy_count(); i++) {
+    const char *name = fb_strategy_at(i)->name;
+    if (!strcmp(name, "single")) continue;
+    fb_run_result r;
+    memset(&r, 0, sizeof r);
+    fb_status st = run_one(name, "nccl", world, batch, &r);
+    if (st != FB_OK) {
+      fprintf(stderr, "selftest: error: %s (world %d): %s (%s)\n", name, world, fb_error_msg(),
+              fb_error_where());
+      printf("  %-8s %-6d %14s %14s  %s\n", name, world, "-", "-", "FAIL");
+      fails++;
+      continue;
+    }
+    double le = 0;
+    for (int s = 0; s < r.nsteps && s < ref->nsteps; s++)
+      le = fmax(le, rel(r.loss[s], ref->loss[s]));
+    double pe = rel(r.param_sum, ref->param_sum);
+    /* param_sum is only known on rank 0 of a multi-process run */
+    bool has_sum = !isnan(r.param_sum);
+    bool ok = r.nsteps == ref->nsteps && le <= 1e-5 && (!has_sum || pe <= 1e-5) && !isnan(le);
+    printf("  %-8s %-6d %14.3e %14.3e  %s\n", name, r.world, le, has_sum ? pe : 0.0,
+           ok ? "PASS" : "FAIL");
+    fails += !ok;
+    fb_run_result_free(&r);
+  }
+  return fails;
+}
+
+static int strategy_checks(void) {
+  const char *ws = getenv("OMPI_COMM_WORLD_SIZE") ? getenv("OMPI_COMM_WORLD_SIZE")
+                                                  : getenv("WORLD_SIZE");
+  const int W = ws ? atoi(ws) : 1;
+  const bool launched = W > 1;
+  const int batch = 4 * (W > 1 ? W : 2); /* the global batch splits evenly over any world */
+  int gpus = 0;
+  if (cudaGetDeviceCount(&gpus) != cudaSuccess) {
+    (void)cudaGetLastError();
+    gpus = 0;
+  }
+  if (launched)
+    printf("selftest: 3-step equivalence against single (nccl at the launcher's world %d)\n", W);
+  else
+    printf("selftest: 3-step equivalence against single (nccl, world 1 and 2 in this process; "
+           "%d GPU%s visible)\n", gpus, gpus == 1 ? "" : "s");
+  /* the reference: one rank. Under a launcher every process runs it alone, over the local
+   * communicator (it issues no collective); in one process over nccl at world 1. */
+  fb_run_result ref;
+  memset(&ref, 0, sizeof ref);
+  fb_status st = run_one("single", launched ? "local" : "nccl", 1, batch, &ref);
+  if (st != FB_OK) {
+    fprintf(stderr, "selftest: error: single: %s (%s)\n", fb_error_msg(), fb_error_where());
+    return 1;
+  }
+  int fails = 0;
+  printf("  %-8s %-6s %14s %14s  %s\n", "strategy", "world", "max loss err", "param sum err",
+         "result");
+  if (launched) {
+    fails += strategy_rows(&ref, 0, batch);
+  } else {
+    fails += strategy_rows(&ref, 1, batch);
+    if (gpus >= 2)
+      fails += strategy_rows(&ref, 2, batch);
+    else
+      printf("  world 2 skipped: %d GPU visible; NCCL needs one GPU per rank and two processes "
+             "cannot be started from here (run the self-test under torchrun or mpirun with 2 "
+             "ranks for world 2)\n", gpus);
+  }
+  fb_run_result_free(&ref);
+  printf("selftest: strategies: %d failed\n", fails);
+  return fails ? 1 : 0;
+}
+
+static int run_cuda(void) {
+  harness hh, *h = &hh;
+  memset(h, 0, sizeof *h);
+  h->rng = 0x5eed5eedull;
+  fb_status st = fb_device_open(&fb_cuda_device_ops, 0, 1, 1, 0, NULL, &h->gd);
+  if (st != FB_OK) {
+    fprintf(stderr, "selftest: error: %s (%s)\n", fb_error_msg(), fb_error_where());
+    return 1;
+  }
+  st = h->gd->ops->stream_create(h->gd, FB_STREAM_COMPUTE, &h->gs);
+  if (st != FB_OK) {
+    fprintf(stderr, "selftest: error: %s (%s)\n", fb_error_msg(), fb_error_where());
+    fb_device_close(h->gd);
+    return 1;
+  }
+  h->gk = (fb_kctx){.dev = h->gd, .s = h->gs, .act = FB_F32, .unit = -1};
+  h->ck = (fb_kctx){.dev = NULL, .s = NULL, .act = FB_F32, .unit = -1};
+  int rc = kernel_checks(h);
+  (void)fb_stream_sync(h->gd, h->gs);
+  h->gd->ops->stream_destroy(h->gd, h->gs);
+  fb_device_close(h->gd);
+  int rc2 = strategy_checks();
+  int bad = rc || rc2;
+  printf("selftest: %s\n", bad ? "FAILED" : "all checks passed");
+  return bad ? 1 : 0;
+}
+#endif
+
+int fb_selftest_main(int argc, char **argv) {
+  int i = 0;
+  if (i < argc && argv[i] && strcmp(argv[i], "selftest") && argv[i][0] != '-') i++; /* program */
+  if (i < argc && argv[i] && !strcmp(argv[i], "selftest")) i++;
+  const char *backend = "cuda";
+  for (; i < argc; i++) {
+    if (!strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i];
+    else if (!strncmp(argv[i], "--backend=", 10)) backend = argv[i] + 10;
+    else return usage("unknown argument", argv[i]);
+  }
+  if (strcmp(backend, "cuda"))
+    return usage("--backend: only 'cuda' has a self-test, got", backend);
+  char why[256] = "";
+  if (!fb_device_available("cuda", why, sizeof why)) {
+    printf("selftest: skipped: %s\n", why);
+    return 77;
+  }
+#ifdef FB_HAVE_CUDA
+  return run_cuda();
+#else
+  printf("selftest: skipped: this build has no CUDA\n");
+  return 77;
+#endif
+}

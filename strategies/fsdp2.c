@@ -1,0 +1,461 @@
+/* `fsdp2` (PyTorch FSDP2, fully_shard): per-parameter dim-0 sharding. Every parameter of a
+ * unit is split on its first dimension across the W ranks, its rows padded up to a multiple of
+ * W (DTensor Shard(0)); a rank keeps its rows of every parameter, concatenated per unit
+ * (`S` elements: fp32 master, fp32 gradient accumulator, optimizer state). Per unit:
+ *  - unshard: copy-in (the rank's shards, cast to the compute dtype, into one all-gather
+ *    input), one all-gather into a rank-major output [rank][param shards], then copy-out on the
+ *    compute stream into the unit's flat unsharded parameters (model order, what the kernels
+ *    read); in forward the all-gather output is kept until the next unit's copy-out, as FSDP2
+ *    keeps its AllGatherResult, otherwise the comm stream waits for the copy-out and frees it;
+ *  - reduce: chunk_cat of the unit's gradient rows (padded, rank-major, cast to the reduce
+ *    dtype) into a reduce-scatter input on the compute stream, one reduce-scatter on the comm
+ *    stream (straight into the fp32 accumulator for the step's first fp32 reduction, else into
+ *    an output); at the next unit's post-backward the compute stream waits for it, folds the
+ *    output into the accumulator and the input and output are freed.
+ * Every buffer is freed on the stream that allocated it after waits on the other streams'
+ * events: no record_stream, no rate limiter. Reshard after forward for every block; the root
+ * unit (embeddings, final norm, head) stays gathered from its forward to its backward (FSDP2's
+ * root default). Mechanisms: ../shared/gpu-data/runtime-mechanisms.md, section 3.
+ * What it does not model: FSDP2's host work per unit (no public per-hook figures), separate
+ * copy-in / all-gather / reduce-scatter streams (one comm stream serves all three), the
+ * in-place all-gather (its input is a slice of the output; here a separate buffer). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "state_ranges.h"
+
+typedef enum { U_SHARDED = 0, U_GATHERING, U_GATHERED } unit_state;
+
+typedef struct f2_unit {
+  int64_t *soff;          /* [count + 1] offset of each parameter's shard inside the rank's S */
+  int64_t S;              /* shard elements per rank: sum of ceil(rows / W) * cols */
+  fb_buf p, g;            /* persistent fp32 shards: parameters, gradient accumulator */
+  fb_optim_state optim;
+  fb_buf ag_out;          /* all-gather output W*S (compute dtype), comm stream */
+  fb_buf full;            /* unsharded parameters, unit flat layout (compute dtype) */
+  fb_buf g_full;          /* unsharded gradients (compute dtype) */
+  fb_buf g_acc;           /* no-reduce with bf16 compute: fp32 accumulated unsharded grads */
+  fb_buf rs_in;           /* reduce-scatter input W*S (reduce dtype), compute stream */
+  fb_buf rs_out;          /* reduce-scatter output S (reduce dtype), comm stream, folded later */
+  unit_state state;
+  bool fold_pending, fold_overwrite;
+  fb_event *ev_ready, *ev_gather, *ev_copyout, *ev_rs, *ev_fold;
+} f2_unit;
+
+typedef struct f2_state {
+  f2_unit *u;
+  int inflight;  /* gathers issued and not yet consumed */
+  int held;      /* unit whose all-gather output forward keeps until the next copy-out, or -1 */
+  int rs_prev;   /* unit whose reduce-scatter input waits to be freed, or -1 */
+} f2_state;
+
+static int64_t rows_per_rank(const fb_rank *r, const fb_param *pp) {
+  return (pp->rows + r->world - 1) / r->world;
+}
+
+/* Rows of parameter pp that rank c holds for real (the rest of its shard is padding). */
+static int64_t real_rows(const fb_rank *r, const fb_param *pp, int c) {
+  const int64_t q = rows_per_rank(r, pp), left = pp->rows - (int64_t)c * q;
+  return left <= 0 ? 0 : left < q ? left : q;
+}
+
+static void f2_teardown(fb_rank *r) {
+  f2_state *s = r->st;
+  if (!s) return;
+  for (int i = 0; s->u && i < r->model->nunits; i++) {
+    f2_unit *x = &s->u[i];
+    fb_buf *bufs[] = {&x->p,      &x->g,     &x->ag_out, &x->full,
+                      &x->g_full, &x->g_acc, &x->rs_in,  &x->rs_out};
+    for (size_t b = 0; b < sizeof bufs / sizeof *bufs; b++) fb_free(r->dev, bufs[b], NULL);
+    fb_optim_free(r, &x->optim);
+    fb_event *evs[] = {x->ev_ready, x->ev_gather, x->ev_copyout, x->ev_rs, x->ev_fold};
+    for (int e = 0; e < 5; e++)
+      if (evs[e]) r->dev->ops->event_destroy(r->dev, evs[e]);
+    free(x->soff);
+  }
+  free(s->u);
+  free(s);
+  r->st = NULL;
+}
+
+/* The shard layout of unit i and its persistent state: the rank's real rows of every
+ * parameter from the counter-based init, padding rows zero. */
+static fb_status unit_init(fb_rank *r, int i) {
+  f2_unit *x = &((f2_state *)r->st)->u[i];
+  const fb_unit *un = &r->model->units[i];
+  x->soff = calloc((size_t)un->count + 1, sizeof *x->soff);
+  if (!x->soff) return FB_ERR(FB_ENOMEM, "out of host memory (fsdp2 layout)");
+  for (int k = 0; k < un->count; k++) {
+    const fb_param *pp = &r->model->params[un->first + k];
+    x->soff[k + 1] = x->soff[k] + rows_per_rank(r, pp) * pp->cols;
+  }
+  x->S = x->soff[un->count];
+  const size_t bytes = (size_t)x->S * 4;
+  fb_kctx k = fb_rank_kctx(r, r->compute, i);
+  FB_TRY(fb_alloc(r->dev, bytes, FB_MEM_PARAM_SHARD, "fsdp2.params.shard", &x->p));
+  FB_TRY(fb_k_memset0(&k, "zero_params", x->p.ptr, bytes));
+  for (int j = 0; j < un->count; j++) {
+    const fb_param *pp = &r->model->params[un->first + j];
+    const int64_t q = rows_per_rank(r, pp), n = real_rows(r, pp, r->rank) * pp->cols;
+    FB_TRY(fb_materialize_range(r, i, pp->offset + (int64_t)r->rank * q * pp->cols, n,
+                                (float *)x->p.ptr + x->soff[j]));
+  }
+  FB_TRY(fb_alloc(r->dev, bytes, FB_MEM_GRAD_SHARD, "fsdp2.grads.shard", &x->g));
+  FB_TRY(fb_k_memset0(&k, "zero_grad", x->g.ptr, bytes));
+  FB_TRY(fb_optim_alloc(r, x->S, "fsdp2.optim.shard", &x->optim));
+  fb_event **evs[] = {&x->ev_ready, &x->ev_gather, &x->ev_copyout, &x->ev_rs, &x->ev_fold};
+  for (int e = 0; e < 5; e++) FB_TRY(r->dev->ops->event_create(r->dev, evs[e]));
+  return FB_OK;
+}
+
+static fb_status f2_setup(fb_rank *r) {
+  f2_state *s = calloc(1, sizeof *s);
+  if (!s) return FB_ERR(FB_ENOMEM, "out of host memory (fsdp2 state)");
+  s->held = s->rs_prev = -1;
+  r->st = s;
+  fb_status st = FB_OK;
+  s->u = calloc((size_t)r->model->nunits, sizeof *s->u);
+  if (!s->u) st = FB_ERR(FB_ENOMEM, "out of host memory (fsdp2 units)");
+  for (int i = 0; st == FB_OK && i < r->model->nunits; i++) st = unit_init(r, i);
+  if (st != FB_OK) f2_teardown(r);
+  return st;
+}
+
+/* ---- copies between the flat unit layout and the rank-major collective buffers ------------ */
+
+/* dst (dt, n) = src (st): a copy when the dtypes agree, else a cast; src NULL: zeros. */
+static fb_status piece(const fb_kctx *k, const char *name, char *dst, fb_dtype dt,
+                       const char *src, fb_dtype st, int64_t n) {
+  if (n <= 0) return FB_OK;
+  if (!src) return fb_k_memset0(k, name, dst, (size_t)n * fb_dtype_size(dt));
+  if (dt == st) return fb_k_copy(k, name, dst, src, (size_t)n * fb_dtype_size(dt));
+  return fb_k_cast(k, dst, dt, src, st, (size_t)n);
+}
+
+/* Between unit i's flat layout `flat` (fdt) and the rank-major `rm` (bdt, W blocks of S, block
+ * c holding rows [c*q, (c+1)*q) of every parameter), on the compute stream. to_flat: the
+ * copy-out (real rows); else chunk_cat (rows, then zero padding). PyTorch runs each as one
+ * kernel (split_with_sizes_copy, _chunk_cat): the sim prices one op of the same bytes; an
+ * executing device moves it piece by piece. */
+static fb_status transpose(fb_rank *r, int i, bool to_flat, char *flat, fb_dtype fdt, char *rm,
+                           fb_dtype bdt) {
+  const f2_unit *x = &((f2_state *)r->st)->u[i];
+  const fb_unit *un = &r->model->units[i];
+  const char *name = to_flat ? "fsdp2.copy_out" : "fsdp2.chunk_cat";
+  const size_t fs = fb_dtype_size(fdt), bs = fb_dtype_size(bdt);
+  fb_kctx k = fb_rank_kctx(r, r->compute, i);
+  if (r->dev->simulated) /* both kernels move the padded W*S elements */
+    return to_flat ? piece(&k, name, flat, fdt, rm, bdt, (int64_t)r->world * x->S)
+                   : piece(&k, name, rm, bdt, flat, fdt, (int64_t)r->world * x->S);
+  for (int c = 0; c < r->world; c++)
+    for (int j = 0; j < un->count; j++) {
+      const fb_param *pp = &r->model->params[un->first + j];
+      const int64_t q = rows_per_rank(r, pp), n = real_rows(r, pp, c) * pp->cols;
+      char *f = flat + (size_t)(pp->offset + (int64_t)c * q * pp->cols) * fs;
+      char *b = rm + (size_t)((int64_t)c * x->S + x->soff[j]) * bs;
+      if (to_flat) FB_TRY(piece(&k, name, f, fdt, b, bdt, n));
+      if (to_flat) continue;
+      FB_TRY(piece(&k, name, b, bdt, f, fdt, n));
+      FB_TRY(piece(&k, name, b + (size_t)n * bs, bdt, NULL, bdt, q * pp->cols - n));
+    }
+  return FB_OK;
+}
+
+/* ---- parameters: copy-in, all-gather, copy-out ------------------------------------------- */
+
+/* Issues unit i's copy-in and all-gather on the comm stream (no-op when held or in flight). */
+static fb_status gather(fb_rank *r, int i) {
+  f2_state *s = r->st;
+  f2_unit *x = &s->u[i];
+  if (x->state != U_SHARDED) return FB_OK;
+  const size_t ps = fb_psz(r);
+  fb_buf in = {0};
+  /* the comm stream must see the shard as the compute stream left it (after the optimizer) */
+  FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute));
+  FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
+  FB_TRY(fb_alloc_on(r->dev, r->commst, (size_t)x->S * ps, FB_MEM_COMM, "fsdp2.ag_input", &in));
+  fb_kctx k = fb_rank_kctx(r, r->commst, i);
+  fb_status st = piece(&k, "fsdp2.copy_in", in.ptr, r->pdt, x->p.ptr, FB_F32, x->S);
+  if (st == FB_OK)
+    st = fb_alloc_on(r->dev, r->commst, (size_t)x->S * r->world * ps, FB_MEM_COMM,
+                     "fsdp2.ag_output", &x->ag_out);
+  if (st == FB_OK)
+    st = fb_all_gather(r->comm, r->commst, i, in.ptr, x->ag_out.ptr, (size_t)x->S, r->pdt);
+  if (st == FB_OK) st = fb_event_record(r->dev, x->ev_gather, r->commst);
+  fb_free(r->dev, &in, r->commst);
+  FB_TRY(st);
+  x->state = U_GATHERING;
+  s->inflight++;
+  return FB_OK;
+}
+
+static fb_status prefetch(fb_rank *r, int i) {
+  f2_state *s = r->st;
+  if (i < 0 || s->u[i].state != U_SHARDED || s->inflight >= r->cfg->max_inflight) return FB_OK;
+  return gather(r, i);
+}
+
+/* Frees unit i's all-gather output once the comm stream has waited for its copy-out. */
+static fb_status drop_ag_out(fb_rank *r, int i) {
+  f2_unit *x = &((f2_state *)r->st)->u[i];
+  FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_copyout));
+  fb_free(r->dev, &x->ag_out, r->commst);
+  return FB_OK;
+}
+
+/* The all-gather output forward kept for the next unit: freed now. */
+static fb_status flush_held(fb_rank *r) {
+  f2_state *s = r->st;
+  const int h = s->held;
+  s->held = -1;
+  return h >= 0 ? drop_ag_out(r, h) : FB_OK;
+}
+
+/* Makes unit i's unsharded parameters usable by the compute stream: wait for its all-gather,
+ * copy out. `hold` (forward): keep the all-gather output until the next unit's copy-out. */
+static fb_status acquire(fb_rank *r, int i, bool hold) {
+  f2_state *s = r->st;
+  f2_unit *x = &s->u[i];
+  FB_TRY(gather(r, i));
+  if (x->state == U_GATHERING) {
+    FB_TRY(fb_stream_wait(r->dev, r->compute, x->ev_gather));
+    s->inflight--;
+    FB_TRY(flush_held(r));
+    FB_TRY(fb_alloc(r->dev, (size_t)r->model->units[i].numel * fb_psz(r), FB_MEM_PARAM_FULL,
+                    "fsdp2.unsharded_params", &x->full));
+    FB_TRY(transpose(r, i, true, x->full.ptr, r->pdt, x->ag_out.ptr, r->pdt));
+    FB_TRY(fb_event_record(r->dev, x->ev_copyout, r->compute));
+    if (hold) s->held = i;
+    else FB_TRY(drop_ag_out(r, i));
+    x->state = U_GATHERED;
+  }
+  r->view[i].params = x->full.ptr;
+  return FB_OK;
+}
+
+/* Frees unit i's unsharded parameters (compute stream: allocated and used there). */
+static void release(fb_rank *r, int i) {
+  f2_unit *x = &((f2_state *)r->st)->u[i];
+  fb_free(r->dev, &x->full, r->compute);
+  x->state = U_SHARDED;
+  r->view[i].params = NULL;
+}
+
+static fb_status f2_pre_forward(fb_rank *r, int i) {
+  FB_TRY(acquire(r, i, true));
+  if (r->cfg->prefetch_forward) FB_TRY(prefetch(r, fb_next_fwd_unit(r->model, i)));
+  return FB_OK;
+}
+
+/* The root (unit 0) is not resharded after forward; neither is anything under ZeRO-2
+ * (--reshard-after-forward false) or no-reshard accumulation. */
+static fb_status f2_post_forward(fb_rank *r, int i) {
+  const bool keep = i == 0 || !r->cfg->reshard_after_forward ||
+                    r->cfg->accum == FB_ACCUM_NO_RESHARD;
+  if (!keep) release(r, i);
+  return FB_OK;
+}
+
+/* ---- gradients: chunk_cat, reduce-scatter, fold ------------------------------------------ */
+
+/* no-reduce keeps unsharded gradients across micro-steps; with a low-precision compute dtype
+ * and an fp32 reduce dtype FSDP2 keeps them upcast to fp32 (to_accumulated_grad_if_needed). */
+static bool upcast_accum(const fb_rank *r) {
+  return r->cfg->accum == FB_ACCUM_NO_REDUCE && r->n_micro > 1 && r->pdt != r->rdt &&
+         r->rdt == FB_F32;
+}
+
+static fb_status f2_pre_backward(fb_rank *r, int i) {
+  f2_unit *x = &((f2_state *)r->st)->u[i];
+  FB_TRY(flush_held(r)); /* the end of forward */
+  FB_TRY(acquire(r, i, false));
+  if (r->cfg->prefetch_backward) FB_TRY(prefetch(r, fb_next_bwd_unit(r->model, i)));
+  if (x->g_full.ptr) { /* no-reduce, micro-step > 0: accumulate into the kept gradients */
+    r->view[i].grads = x->g_full.ptr;
+    return FB_OK;
+  }
+  FB_TRY(fb_alloc(r->dev, (size_t)r->model->units[i].numel * fb_psz(r), FB_MEM_GRAD_FULL,
+                  "fsdp2.unsharded_grads", &x->g_full));
+  r->view[i].grads = x->g_full.ptr;
+  fb_kctx k = fb_rank_kctx(r, r->compute, i);
+  return fb_k_memset0(&k, "zero_grad", x->g_full.ptr, x->g_full.bytes);
+}
+
+/* The compute stream waits for the previous unit's reduce-scatter (FSDP2 does so before it
+ * drops that reduction's input), folds its output into the fp32 accumulator when it did not
+ * land there, and frees both buffers on the streams that allocated them. */
+static fb_status retire_prev(fb_rank *r) {
+  f2_state *s = r->st;
+  if (s->rs_prev < 0) return FB_OK;
+  const int i = s->rs_prev;
+  f2_unit *x = &s->u[i];
+  s->rs_prev = -1;
+  FB_TRY(fb_stream_wait(r->dev, r->compute, x->ev_rs));
+  fb_free(r->dev, &x->rs_in, r->compute);
+  if (!x->fold_pending) return FB_OK;
+  x->fold_pending = false;
+  FB_TRY(fb_fold_reduced(r, i, x->g.ptr, x->rs_out.ptr, x->S, x->fold_overwrite));
+  FB_TRY(fb_event_record(r->dev, x->ev_fold, r->compute));
+  FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_fold));
+  fb_free(r->dev, &x->rs_out, r->commst);
+  return FB_OK;
+}
+
+/* Reduce-scatters unit i's gradient `g` (gdt): chunk_cat into the input, one reduce-scatter
+ * into the accumulator (first reduction of the step in fp32) or into an output folded there
+ * at the next retire_prev (in FSDP2 the reduce-scatter stream adds it; a cpu device runs
+ * kernels on the issuing thread, so the fold is ordered on the compute stream instead). */
+static fb_status reduce(fb_rank *r, int i, const void *g, fb_dtype gdt) {
+  f2_state *s = r->st;
+  f2_unit *x = &s->u[i];
+  const size_t rs = fb_dtype_size(r->rdt);
+  const bool first = r->micro == 0 || r->cfg->accum == FB_ACCUM_NO_REDUCE;
+  const bool direct = first && r->rdt == FB_F32;
+  FB_TRY(retire_prev(r));
+  FB_TRY(fb_alloc(r->dev, (size_t)x->S * r->world * rs, FB_MEM_COMM, "fsdp2.rs_input",
+                  &x->rs_in));
+  FB_TRY(transpose(r, i, false, (char *)g, gdt, x->rs_in.ptr, r->rdt));
+  fb_free(r->dev, &x->g_full, r->compute);
+  fb_free(r->dev, &x->g_acc, r->compute);
+  FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute));
+  FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
+  if (!direct)
+    FB_TRY(fb_alloc_on(r->dev, r->commst, (size_t)x->S * rs, FB_MEM_COMM, "fsdp2.rs_output",
+                       &x->rs_out));
+  void *dst = direct ? x->g.ptr : x->rs_out.ptr;
+  FB_TRY(fb_reduce_scatter(r->comm, r->commst, i, x->rs_in.ptr, dst, (size_t)x->S, r->rdt));
+  FB_TRY(fb_event_record(r->dev, x->ev_rs, r->commst));
+  x->fold_pending = !direct;
+  x->fold_overwrite = first;
+  s->rs_prev = i;
+  return FB_OK;
+}
+
+static fb_status f2_post_backward(fb_rank *r, int i) {
+  f2_unit *x = &((f2_state *)r->st)->u[i];
+  const fb_accum_mode mode = r->cfg->accum;
+  const bool last_micro = r->micro == r->n_micro - 1;
+  r->view[i].grads = NULL;
+  if (!(mode == FB_ACCUM_NO_RESHARD && !last_micro)) release(r, i);
+  if (upcast_accum(r)) { /* fp32 accumulated unsharded gradients */
+    if (!x->g_acc.ptr)
+      FB_TRY(fb_alloc(r->dev, (size_t)r->model->units[i].numel * 4, FB_MEM_GRAD_FULL,
+                      "fsdp2.grads.accumulated", &x->g_acc));
+    FB_TRY(fb_fold_dtype(r, i, x->g_acc.ptr, x->g_full.ptr, r->pdt,
+                         r->model->units[i].numel, r->micro == 0));
+    fb_free(r->dev, &x->g_full, r->compute);
+  }
+  if (mode == FB_ACCUM_NO_REDUCE && !last_micro) return FB_OK; /* keep unsharded grads */
+  if (x->g_acc.ptr) FB_TRY(reduce(r, i, x->g_acc.ptr, FB_F32));
+  else FB_TRY(reduce(r, i, x->g_full.ptr, r->pdt));
+  /* the micro-step ends with the root: the compute stream waits for the last reduction
+   * (finalize_backward), which follows every earlier one on the comm stream */
+  return i == 0 ? retire_prev(r) : FB_OK;
+}
+
+/* ---- optimizer and readback -------------------------------------------------------------- */
+
+static fb_status f2_step(fb_rank *r) {
+  f2_state *s = r->st;
+  const fb_model *m = r->model;
+  FB_TRY(retire_prev(r));
+  FB_TRY(fb_norm_begin(r)); /* padding rows are zero: each element counted once */
+  for (int i = 0; i < m->nunits; i++) FB_TRY(fb_norm_add(r, s->u[i].g.ptr, s->u[i].S));
+  FB_TRY(fb_norm_finish(r, true));
+  for (int i = 0; i < m->nunits; i++) {
+    f2_unit *x = &s->u[i];
+    const fb_unit *un = &m->units[i];
+    for (int j = 0; j < un->count; j++) {
+      const fb_param *pp = &m->params[un->first + j];
+      const int64_t n = real_rows(r, pp, r->rank) * pp->cols, o = x->soff[j];
+      const int64_t start = pp->offset + (int64_t)r->rank * rows_per_rank(r, pp) * pp->cols;
+      if (n > 0)
+        FB_TRY(fb_optim_update(r, i, start, n, (float *)x->p.ptr + o, (const float *)x->g.ptr + o,
+                               &x->optim, o));
+    }
+  }
+  return FB_OK;
+}
+
+/* Checkpoints: the rank's real rows of every parameter (disjoint across ranks: save = load). */
+static fb_status f2_ranges(fb_rank *r, bool save, fb_state_range **out, int *n) {
+  (void)save;
+  f2_state *s = r->st;
+  const fb_model *m = r->model;
+  int cap = 0;
+  *out = NULL, *n = 0;
+  for (int i = 0; i < m->nunits; i++) {
+    f2_unit *x = &s->u[i];
+    for (int j = 0; j < m->units[i].count; j++) {
+      const fb_param *pp = &m->params[m->units[i].first + j];
+      const int64_t cnt = real_rows(r, pp, r->rank) * pp->cols, o = x->soff[j];
+      const int64_t start = pp->offset + (int64_t)r->rank * rows_per_rank(r, pp) * pp->cols;
+      fb_status st = fb_ranges_push(out, n, &cap, i, start, cnt, (float *)x->p.ptr + o, &x->optim, o);
+      if (st != FB_OK) {
+        free(*out);
+        return st;
+      }
+    }
+  }
+  return FB_OK;
+}
+
+/* Host: the unit's flat layout (gaps zero) from the rank-major gathered shards. */
+static void unpack_host(const fb_rank *r, int i, const float *rm, float *host) {
+  const f2_unit *x = &((f2_state *)r->st)->u[i];
+  const fb_unit *un = &r->model->units[i];
+  memset(host, 0, (size_t)un->numel * sizeof *host);
+  for (int c = 0; c < r->world; c++)
+    for (int j = 0; j < un->count; j++) {
+      const fb_param *pp = &r->model->params[un->first + j];
+      const int64_t q = rows_per_rank(r, pp), n = real_rows(r, pp, c) * pp->cols;
+      memcpy(host + pp->offset + (int64_t)c * q * pp->cols, rm + (int64_t)c * x->S + x->soff[j],
+             (size_t)n * sizeof *host);
+    }
+}
+
+/* Readback (not part of the algorithm, so not recorded): all-gather the fp32 shards, rank 0
+ * copies them to the host and unpacks them there. */
+static fb_status f2_read_params(fb_rank *r, int i, float *host) {
+  f2_unit *x = &((f2_state *)r->st)->u[i];
+  const size_t n = (size_t)x->S * r->world;
+  fb_buf all = {0};
+  float *h = host ? malloc(n * sizeof *h) : NULL;
+  if (host && !h) return FB_ERR(FB_ENOMEM, "out of host memory (fsdp2 readback)");
+  fb_status st = fb_alloc(r->dev, n * 4, FB_MEM_TEMP, "fsdp2.readback", &all);
+  if (st == FB_OK) st = fb_stream_sync(r->dev, r->compute); /* the optimizer's writes */
+  if (st == FB_OK)
+    st = fb_comm_unrecorded(r->comm, r->commst, FB_COLL_ALL_GATHER, x->p.ptr, all.ptr,
+                            (size_t)x->S, FB_F32, 0);
+  if (st == FB_OK) st = fb_stream_sync(r->dev, r->commst);
+  if (st == FB_OK && host) st = fb_copy_d2h(r->dev, r->commst, h, all.ptr, n * 4);
+  if (st == FB_OK && host) unpack_host(r, i, h, host);
+  fb_free(r->dev, &all, NULL);
+  free(h);
+  return st;
+}
+
+const fb_strategy fb_strategy_fsdp2 = {
+    .name = "fsdp2",
+    .summary = "per-parameter dim-0 shards (FSDP2): copy-in, all-gather, copy-out, chunk_cat",
+    .setup = f2_setup,
+    .teardown = f2_teardown,
+    .pre_forward = f2_pre_forward,
+    .post_forward = f2_post_forward,
+    .pre_backward = f2_pre_backward,
+    .post_backward = f2_post_backward,
+    .optimizer_step = f2_step,
+    .read_params = f2_read_params,
+    /* runtime-mechanisms.md section 3 names FSDP2's per-unit host work (hooks, foreach copies,
+     * k setattrs, DTensor views) but gives no figure for it, and FSDP2 has no rate limiter:
+     * not modelled (only op dispatch, host_op_us) */
+    .host = NULL,
+    .tunes_prefetch = true,
+    .tunes_reshard = true,
+    .accum_modes = 1u << FB_ACCUM_NO_RESHARD | 1u << FB_ACCUM_NO_REDUCE,
+    .shards_all = true,
+    .state_ranges = f2_ranges,
+    .memory = "16P'/W, P' = sum over parameters of rows padded to a multiple of W x cols; + per "
+              "unit in flight: all-gather input P/W and output P, unsharded params P",
+};

@@ -1,0 +1,56 @@
+/* `zero1` (DeepSpeed ZeRO stage 1): parameters and gradients replicated, optimizer state
+ * sharded. Every rank keeps the full parameters (compute dtype) and, during backward, the full
+ * gradient of every unit; rank r owns slice r (fsdp's padded flat layout) of the fp32 master
+ * parameters, of the fp32 gradient accumulator and of the optimizer state. Once the backward
+ * of a reducing micro-step has finished, every unit's full gradient is reduce-scattered into
+ * the owners' slices (rank order 0..W-1 on the local communicator, as fsdp) and freed; the
+ * step updates each rank's slice and all-gathers the slices into everyone's full parameters.
+ * The machinery is shared with zero2 (common.c, fb_zero_*); this file decides when to reduce.
+ * Accumulation: reduce (every micro-step; later micro-steps reduce into a temporary that is
+ * added to the slice) or no-reduce (DeepSpeed's stage 1 communicates only at the accumulation
+ * boundary: gradients accumulate locally, the last micro-step reduces them). no-reshard is
+ * refused: the parameters are replicated and never resharded.
+ * It does not overlap the reductions with the backward (zero2 does), bucket units together, or
+ * model DeepSpeed's host work: no public per-hook figure is cited here (host = NULL). */
+#include "common.h"
+
+static fb_status z1_setup(fb_rank *r) {
+  const fb_run_config *c = r->cfg;
+  const int n_micro = c->batch / r->world / c->micro_batch;
+  if (n_micro > 1 && c->accum == FB_ACCUM_NO_RESHARD)
+    return FB_ERR(FB_EUSAGE, "--accum: 'no-reshard' is not available with zero1 (parameters are "
+                  "replicated, never resharded); allowed: reduce, no-reduce");
+  return fb_zero_setup(r);
+}
+
+/* Nothing is reduced until the root, the last unit of the backward, completes; then every
+ * unit's gradient is reduce-scattered, in the order backward completed them. */
+static fb_status z1_post_backward(fb_rank *r, int u) {
+  r->view[u].grads = NULL;
+  const bool last_micro = r->micro == r->n_micro - 1;
+  if (u != 0 || (r->cfg->accum == FB_ACCUM_NO_REDUCE && !last_micro)) return FB_OK;
+  for (int i = r->model->nunits - 1; i >= 1; i--) FB_TRY(fb_zero_reduce(r, i));
+  FB_TRY(fb_zero_reduce(r, 0));
+  /* folded before the next micro-step; after the last one the step folds them */
+  return last_micro ? FB_OK : fb_zero_fold_all(r);
+}
+
+const fb_strategy fb_strategy_zero1 = {
+    .name = "zero1",
+    .summary = "ZeRO-1: replicated params and grads, sharded optimizer; reduce-scatter after "
+               "backward",
+    .setup = z1_setup,
+    .teardown = fb_zero_teardown,
+    .pre_forward = fb_zero_pre_forward,
+    .post_forward = fb_zero_post_forward,
+    .pre_backward = fb_zero_pre_backward,
+    .post_backward = z1_post_backward,
+    .optimizer_step = fb_zero_step,
+    .read_params = fb_zero_read_params,
+    .host = NULL,
+    .accum_modes = 1u << FB_ACCUM_NO_REDUCE, /* DeepSpeed stage 1: reduce at the boundary */
+    .memory = "4P + 16P/W: params 4P replicated; fp32 master + grad shard + AdamW 16P/W; "
+              "+ full grads 4P during backward",
+    .state_ranges = fb_zero_state_ranges,
+    .state_loaded = fb_zero_state_loaded,
+};
