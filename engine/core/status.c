@@ -37,6 +37,7 @@ const char *fb_status_name(fb_status st) {
   case FB_EDEVICE: return "device";
   case FB_EUNSUPPORTED: return "unsupported";
   case FB_EINTERNAL: return "internal";
+  case FB_EINTERRUPTED: return "interrupted";
   case FB_ESKIP: return "skipped";
   }
   return "unknown";

@@ -16,6 +16,7 @@ typedef enum fb_status {
   FB_EDEVICE = 7,    /* CUDA / cuBLAS / NCCL / CUPTI error */
   FB_EUNSUPPORTED = 8, /* valid request this build or backend cannot do */
   FB_EINTERNAL = 9,  /* broken invariant detected at run time */
+  FB_EINTERRUPTED = 10, /* SIGINT / SIGTERM: stopped cleanly after a step (exit code 1) */
   FB_ESKIP = 77      /* test / selftest could not run here (e.g. no GPU) */
 } fb_status;
 

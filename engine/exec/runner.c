@@ -6,6 +6,7 @@
 #include "runner.h"
 
 #include <math.h>
+#include <signal.h>
 #include <unistd.h>
 #include <sys/stat.h>
 #include <errno.h>
@@ -110,16 +111,22 @@ static fb_status final_param_sum(fb_rank *r, double *sum) {
 
 /* Sums the loss over ranks through a device buffer and the communicator, on the comm stream
  * (a metric: outside the ledger, the recorder and the cost model). */
-static fb_status reduce_loss(fb_rank *r, double *loss) {
+static fb_status reduce_loss(fb_rank *r, double v[2]) {
   fb_device *d = r->dev;
   void *buf = NULL;
-  FB_TRY(d->ops->alloc(d, r->commst, sizeof *loss, FB_MEM_TEMP, &buf));
-  fb_status st = fb_copy_h2d(d, r->commst, buf, loss, sizeof *loss);
-  if (st == FB_OK) st = fb_comm_unrecorded(r->comm, r->commst, FB_COLL_ALL_REDUCE, buf, buf, 1, FB_F64, 0);
-  if (st == FB_OK) st = fb_copy_d2h(d, r->commst, loss, buf, sizeof *loss);
-  d->ops->free(d, buf, sizeof *loss, FB_MEM_TEMP, r->commst);
+  const size_t bytes = 2 * sizeof *v;
+  FB_TRY(d->ops->alloc(d, r->commst, bytes, FB_MEM_TEMP, &buf));
+  fb_status st = fb_copy_h2d(d, r->commst, buf, v, bytes);
+  if (st == FB_OK) st = fb_comm_unrecorded(r->comm, r->commst, FB_COLL_ALL_REDUCE, buf, buf, 2, FB_F64, 0);
+  if (st == FB_OK) st = fb_copy_d2h(d, r->commst, v, buf, bytes);
+  d->ops->free(d, buf, bytes, FB_MEM_TEMP, r->commst);
   return st;
 }
+
+/* SIGINT / SIGTERM: the run stops after the step in progress (every rank the same step: the
+ * flag travels with the loss all-reduce), with a final checkpoint when --ckpt is set. */
+static volatile sig_atomic_t stop_signal;
+static void on_stop(int sig) { stop_signal = sig; }
 
 /* --resume / --init-from: the state from a checkpoint (or parameters from a .safetensors
  * file), resharded to this strategy and world. */
@@ -220,11 +227,20 @@ static fb_status rank_run(rank_ctx *ctx) {
     if (cupti && step == cupti_first) FB_CHECK_GOTO(st, kernel_trace(ctx->rank, true, &cupti_on), out);
     FB_CHECK_GOTO(st, fb_exec_step(&e, step, &loss), out);
     if (cupti_on && step == cupti_last) FB_CHECK_GOTO(st, kernel_trace(ctx->rank, false, &cupti_on), out);
-    if (!dev->simulated && res->world > 1) FB_CHECK_GOTO(st, reduce_loss(&r, &loss), out);
+    double v[2] = {loss, stop_signal ? 1.0 : 0.0};
+    if (!dev->simulated && res->world > 1) FB_CHECK_GOTO(st, reduce_loss(&r, v), out);
+    loss = v[0];
+    const bool stop = v[1] > 0 && step + 1 < c->steps;
     FB_CHECK_GOTO(st, fb_recorder_step_end(rec, &rr->steps[step]), out);
     if (c->ckpt[0] && ((c->save_every > 0 && (step + 1) % c->save_every == 0) ||
-                       step == c->steps - 1))
+                       step == c->steps - 1 || stop))
       FB_CHECK_GOTO(st, save(&r, c->ckpt, step + 1), out);
+    if (stop) {
+      st = FB_ERR(FB_EINTERRUPTED, "stopped by signal %d after step %d of %d%s%s", (int)stop_signal,
+                  step + 1, c->steps, c->ckpt[0] ? "; resume with --resume " : "",
+                  c->ckpt[0] ? c->ckpt : "");
+      goto out;
+    }
     if (ctx->rank == 0) {
       res->loss[step] = dev->simulated ? NAN : loss / ((double)c->batch * c->seq);
       res->grad_norm[step] = dev->simulated ? NAN : r.grad_norm;
@@ -631,6 +647,12 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
   if (!strcmp(c->comm, "local"))
     FB_CHECK_GOTO(st, fb_local_group_create(c->world, c->timeout_s, &sh.group), fail);
 
+  /* a signal stops the run after its step; a second one acts as usual (SA_RESETHAND) */
+  struct sigaction stop_act = {.sa_handler = on_stop, .sa_flags = SA_RESETHAND}, old_int, old_term;
+  sigemptyset(&stop_act.sa_mask);
+  stop_signal = 0;
+  sigaction(SIGINT, &stop_act, &old_int);
+  sigaction(SIGTERM, &stop_act, &old_term);
   int started = 0;
   for (int i = 0; i < sh.nlocal; i++) {
     ctx[i] = (rank_ctx){.sh = &sh, .index = i, .rank = sh.first_rank + i};
@@ -646,6 +668,8 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
     started++;
   }
   for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  sigaction(SIGINT, &old_int, NULL);
+  sigaction(SIGTERM, &old_term, NULL);
   if (st == FB_OK) {
     /* report the root cause: a timeout or abort on one rank is usually caused by another */
     int pick = -1;
