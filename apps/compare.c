@@ -458,17 +458,22 @@ static void collect(cmp_row *row, const fb_run_result *res) {
   row->param_sum = res->predicted ? NAN : res->param_sum;
 }
 
+/* cfg runs `name`; a one-rank strategy (the reference) takes the others' global batch on one
+ * rank, their micro-batches in turn. */
+static void set_strategy(fb_run_config *cfg, const char *name) {
+  snprintf(cfg->strategy, sizeof cfg->strategy, "%s", name);
+  const fb_strategy *strat = fb_strategy_lookup(name);
+  if (strat && strat->one_rank && cfg->world > 1) {
+    if (cfg->batch <= 0) cfg->batch = fb_auto_batch(cfg->world);
+    if (cfg->micro_batch <= 0) cfg->micro_batch = cfg->batch / cfg->world;
+    cfg->world = 1;
+  }
+}
+
 static fb_status run_one(const cmp_plan *p, cmp_row *row, const cmp_files *files) {
   fb_run_config cfg = p->base;
   apply_point(p, row->point, &cfg, row->sweep, sizeof row->sweep);
-  snprintf(cfg.strategy, sizeof cfg.strategy, "%s", row->strategy);
-  const fb_strategy *strat = fb_strategy_lookup(row->strategy);
-  if (strat && strat->one_rank && cfg.world > 1) {
-    /* the reference: the others' global batch on one rank, their micro-batches in turn */
-    if (cfg.batch <= 0) cfg.batch = fb_auto_batch(cfg.world);
-    if (cfg.micro_batch <= 0) cfg.micro_batch = cfg.batch / cfg.world;
-    cfg.world = 1;
-  }
+  set_strategy(&cfg, row->strategy);
   cfg.quiet = true;
   cfg.out[0] = '\0';
   row->world = cfg.world;
@@ -748,7 +753,7 @@ int fb_compare_main(int argc, char **argv) {
     fb_run_config probe = p->base;
     char desc[512];
     apply_point(p, 0, &probe, desc, sizeof desc);
-    snprintf(probe.strategy, sizeof probe.strategy, "%s", p->strategies[0]);
+    set_strategy(&probe, p->strategies[0]);
     st = fb_config_finalize(&probe);
   }
   if (st != FB_OK) {
