@@ -237,6 +237,11 @@ void fb_plan_print(FILE *f, const fb_run_config *base, const fb_plan_row *rows_i
               r->error);
     }
   }
+  /* the registry's one-rank strategies are not data-parallel candidates: say so, by name */
+  for (int i = 0; fb_strategy_at(i); i++)
+    if (fb_strategy_at(i)->one_rank)
+      fprintf(f, "\nnot a candidate: %s (runs one rank; the reference the others are tested "
+                 "against)\n", fb_strategy_at(i)->name);
   (void)base;
   free(rows);
 }
