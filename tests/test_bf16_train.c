@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "run_config.h"
 #include "engine/exec/runner.h"
 #include "strategies/strategy.h"
 
@@ -17,12 +18,7 @@ enum { STEPS = 20, GB = 8, SEQ = 32 };
 static fb_status run(const char *strategy, int world, fb_dtype pdt, fb_dtype rdt, int steps,
                      fb_run_result *res) {
   fb_run_config c;
-  fb_config_defaults(&c);
-  snprintf(c.model, sizeof c.model, "debug");
-  snprintf(c.strategy, sizeof c.strategy, "%s", strategy);
-  snprintf(c.backend, sizeof c.backend, "cpu");
-  snprintf(c.comm, sizeof c.comm, "local");
-  c.world = world;
+  test_config(&c, "cpu", strategy, world);
   c.batch = GB;
   c.micro_batch = GB / 2; /* single runs the two ranks' micro-batches one after the other */
   c.seq = SEQ;
@@ -30,10 +26,7 @@ static fb_status run(const char *strategy, int world, fb_dtype pdt, fb_dtype rdt
   c.seed = 11;
   c.param_dtype = pdt;
   c.reduce_dtype = rdt;
-  c.quiet = true;
-  c.threads = 2;
-  fb_status st = fb_config_finalize(&c);
-  return st != FB_OK ? st : fb_run(&c, res);
+  return test_run(&c, res);
 }
 
 static bool same(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "run_config.h"
 #include "engine/exec/runner.h"
 #include "strategies/strategy.h"
 
@@ -19,12 +20,7 @@ enum { STEPS = 10, GB = 24, SEQ = 32 };
 static fb_status run(const char *strategy, int world, int micro, double clip, fb_accum_mode mode,
                      fb_run_result *res) {
   fb_run_config c;
-  fb_config_defaults(&c);
-  snprintf(c.model, sizeof c.model, "debug");
-  snprintf(c.strategy, sizeof c.strategy, "%s", strategy);
-  snprintf(c.backend, sizeof c.backend, "cpu");
-  snprintf(c.comm, sizeof c.comm, "local");
-  c.world = world;
+  test_config(&c, "cpu", strategy, world);
   c.batch = GB;
   c.micro_batch = micro;
   c.seq = SEQ;
@@ -32,11 +28,7 @@ static fb_status run(const char *strategy, int world, int micro, double clip, fb
   c.seed = 3;
   c.grad_clip = clip;
   c.accum = mode;
-  c.quiet = true;
-  c.threads = 2;
-  fb_status st = fb_config_finalize(&c);
-  if (st != FB_OK) return st;
-  return fb_run(&c, res);
+  return test_run(&c, res);
 }
 
 static bool same_bits(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }

@@ -13,26 +13,19 @@
 #include <string.h>
 
 #include "check.h"
+#include "run_config.h"
 #include "strategies/strategy.h"
 #include "engine/exec/runner.h"
 #include "strategies/common.h"
 
 static fb_status run(const char *strategy, int world, int batch, fb_run_result *res) {
   fb_run_config c;
-  fb_config_defaults(&c);
-  snprintf(c.model, sizeof c.model, "debug");
-  snprintf(c.strategy, sizeof c.strategy, "%s", strategy);
-  snprintf(c.backend, sizeof c.backend, "cpu");
-  snprintf(c.comm, sizeof c.comm, "local");
-  c.world = world;
+  test_config(&c, "cpu", strategy, world);
   c.batch = batch;
   c.seq = 32;
   c.steps = 3;
-  c.quiet = true;
-  c.threads = 2;
   c.mem_snapshot = true; /* keep the whole memory timeline */
-  fb_status st = fb_config_finalize(&c);
-  return st == FB_OK ? fb_run(&c, res) : st;
+  return test_run(&c, res);
 }
 
 static void check_ledger(const char *s, const fb_run_result *r) {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "run_config.h"
 #include "engine/exec/runner.h"
 #include "strategies/strategy.h"
 
@@ -33,12 +34,7 @@ static const variant variants[] = {
 static fb_status run(const char *backend, const char *strategy, int world, const variant *v,
                      fb_run_result *res) {
   fb_run_config c;
-  fb_config_defaults(&c);
-  snprintf(c.model, sizeof c.model, "debug");
-  snprintf(c.strategy, sizeof c.strategy, "%s", strategy);
-  snprintf(c.backend, sizeof c.backend, "%s", backend);
-  snprintf(c.comm, sizeof c.comm, "local");
-  c.world = world;
+  test_config(&c, backend, strategy, world);
   c.micro_batch = 1;
   c.batch = world * v->micro_per_rank;
   c.seq = SEQ;
@@ -46,10 +42,7 @@ static fb_status run(const char *backend, const char *strategy, int world, const
   c.seed = 5;
   c.accum = v->accum;
   c.recompute = v->recompute;
-  c.quiet = true;
-  c.threads = 2;
-  fb_status st = fb_config_finalize(&c);
-  return st != FB_OK ? st : fb_run(&c, res);
+  return test_run(&c, res);
 }
 
 static bool same(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }

@@ -610,8 +610,9 @@ static fb_status nccl_type(const fb_comm *c, fb_dtype t, ncclDataType_t *out) {
   }
 }
 
-/* Takes call_mu for a collective; fails fast (releasing it) when the communicator failed. */
-static fb_status coll_begin(fb_comm *c, fb_coll op) {
+/* Binds the device and takes call_mu for an NCCL call on c; fails fast (releasing it) when the
+ * communicator failed earlier or was destroyed. `what` names the refused call. */
+static fb_status lock_healthy(fb_comm *c, const char *what) {
   nccl_impl *n = c->impl;
   FB_TRY(fb_cuda_bind(c->dev));
   call_lock(c);
@@ -620,9 +621,14 @@ static fb_status coll_begin(fb_comm *c, fb_coll op) {
   if (f || !n->comm) {
     call_unlock(c);
     return FB_ERR(f ? (fb_status)f : FB_ECOMM, "rank %d: %s refused: the NCCL communicator "
-                  "failed earlier (%s)", c->rank, fb_coll_name(op), f ? msg : "destroyed");
+                  "failed earlier (%s)", c->rank, what, f ? msg : "destroyed");
   }
   return FB_OK;
+}
+
+/* Takes call_mu for a collective; fails fast (releasing it) when the communicator failed. */
+static fb_status coll_begin(fb_comm *c, fb_coll op) {
+  return lock_healthy(c, fb_coll_name(op));
 }
 
 /* After the NCCL call: waits for a nonblocking enqueue, tracks the collective (at group_end
@@ -724,15 +730,7 @@ static fb_status nccl_barrier(fb_comm *c, fb_stream *s) {
  * between (group_end then still closes NCCL's group before anything is aborted). */
 static fb_status nccl_group_start(fb_comm *c) {
   nccl_impl *n = c->impl;
-  FB_TRY(fb_cuda_bind(c->dev));
-  call_lock(c);
-  char msg[512];
-  int f = failed_status(n, msg, sizeof msg);
-  if (f || !n->comm) {
-    call_unlock(c);
-    return FB_ERR(f ? (fb_status)f : FB_ECOMM, "rank %d: group refused: the NCCL communicator "
-                  "failed earlier (%s)", c->rank, f ? msg : "destroyed");
-  }
+  FB_TRY(lock_healthy(c, "group"));
   ncclResult_t r = ncclGroupStart();
   if (r != ncclSuccess) {
     fb_status st = fail_call(c, "ncclGroupStart", r);
@@ -973,15 +971,7 @@ static fb_status impl_start(fb_comm *c, ncclComm_t comm, fb_comm **out) {
 static fb_status nccl_split(fb_comm *c, int color, int key, int size, fb_comm **out) {
   (void)size;
   nccl_impl *n = c->impl;
-  FB_TRY(fb_cuda_bind(c->dev));
-  call_lock(c);
-  char msg[512];
-  int f = failed_status(n, msg, sizeof msg);
-  if (f || !n->comm) {
-    call_unlock(c);
-    return FB_ERR(f ? (fb_status)f : FB_ECOMM, "rank %d: split refused: the NCCL communicator "
-                  "failed earlier (%s)", c->rank, f ? msg : "destroyed");
-  }
+  FB_TRY(lock_healthy(c, "split"));
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
   cfg.blocking = 0;
   ncclComm_t child = NULL;
