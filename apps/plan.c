@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../strategies/strategy.h"
+#include "../engine/core/progress.h"
 #include "../engine/exec/runner.h"
 #include "report.h"
 #include "../engine/sim/hardware.h"
@@ -142,7 +143,16 @@ fb_status fb_plan_run(const fb_run_config *base_in, fb_plan_row **rows, int *nro
   int n = build_candidates(micro, cands, 64);
   fb_plan_row *out = calloc((size_t)n, sizeof *out);
   if (!out) return FB_ERR(FB_ENOMEM, "plan: out of host memory");
-  for (int i = 0; i < n; i++) run_one(&base, &cands[i], hw.mem_capacity, &out[i]);
+  fb_progress prog; /* stderr: in place on a terminal, else a line every few seconds */
+  fb_progress_start(&prog, "plan: candidate", n, true);
+  for (int i = 0; i < n; i++) {
+    char opts[160], what[200];
+    describe(&cands[i], opts, sizeof opts);
+    snprintf(what, sizeof what, "done, running %s (%s)", cands[i].strategy, opts);
+    fb_progress_update(&prog, i, what);
+    run_one(&base, &cands[i], hw.mem_capacity, &out[i]);
+  }
+  fb_progress_end(&prog);
   *rows = out;
   *nrows = n;
   return FB_OK;
@@ -246,6 +256,24 @@ void fb_plan_print(FILE *f, const fb_run_config *base, const fb_plan_row *rows_i
   free(rows);
 }
 
+/* The documented exit codes (as apps/main.c): 0 ok, 1 runtime failure, 2 bad input, 3 does
+ * not fit, 4 timeout or peer failure. */
+static int plan_exit(fb_status st) {
+  switch (st) {
+  case FB_OK: return 0;
+  case FB_EUSAGE: return 2;
+  case FB_ENOMEM: return 3;
+  case FB_ETIMEOUT:
+  case FB_ECOMM: return 4;
+  default: return 1;
+  }
+}
+
+static int plan_fail(fb_status st) {
+  fprintf(stderr, "fsdpbench plan: error: %s\n", fb_error_msg());
+  return plan_exit(st);
+}
+
 int fb_plan_main(int argc, char **argv) {
   fb_run_config cfg;
   fb_config_defaults(&cfg);
@@ -257,7 +285,9 @@ int fb_plan_main(int argc, char **argv) {
            "each one honours (prefetch, reshard_after_forward on/off; each accumulation mode\n"
            "when there are several micro-steps) with --backend sim, drops what does not fit in\n"
            "the profile's memory and ranks the rest by predicted step time. The run flags are\n"
-           "those of the main command:\n\n", fb_strategy_names());
+           "those of the main command.\n"
+           "Exit codes: 0 ranked; 1 runtime failure; 2 bad usage; 3 no candidate fits. Progress\n"
+           "(candidate k/N, elapsed, ETA) goes to stderr.\n\n", fb_strategy_names());
     fb_config_print_help(stdout);
     return 0;
   }
@@ -267,16 +297,10 @@ int fb_plan_main(int argc, char **argv) {
     if (!cfg.hardware[0]) snprintf(cfg.hardware, sizeof cfg.hardware, "h100");
     st = fb_config_finalize(&cfg);
   }
-  if (st != FB_OK) {
-    fprintf(stderr, "fsdpbench plan: error: %s\n", fb_error_msg());
-    return st;
-  }
+  if (st != FB_OK) return plan_fail(st);
   fb_hardware hw;
   st = fb_hardware_load(cfg.hardware, &hw);
-  if (st != FB_OK) {
-    fprintf(stderr, "fsdpbench plan: error: %s\n", fb_error_msg());
-    return st;
-  }
+  if (st != FB_OK) return plan_fail(st);
   int world = cfg.world > 0 ? cfg.world : hw.devices_per_node;
   int batch = cfg.batch > 0 ? cfg.batch : fb_auto_batch(world); /* what the runs will take */
   int per_rank = batch / world;
@@ -294,17 +318,22 @@ int fb_plan_main(int argc, char **argv) {
   int n = 0;
   int64_t capacity = 0;
   st = fb_plan_run(&cfg, &rows, &n, &capacity);
-  if (st != FB_OK) {
-    fprintf(stderr, "fsdpbench plan: error: %s\n", fb_error_msg());
-    return st;
-  }
+  if (st != FB_OK) return plan_fail(st);
   fb_plan_print(stdout, &cfg, rows, n, capacity);
-  int ok = 0;
-  for (int i = 0; i < n; i++) ok += rows[i].st == FB_OK;
+  int ok = 0, fit = 0;
+  for (int i = 0; i < n; i++) {
+    ok += rows[i].st == FB_OK;
+    fit += rows[i].st == FB_OK && rows[i].peak_bytes <= capacity;
+  }
   free(rows);
   if (!ok) {
     fprintf(stderr, "fsdpbench plan: error: no candidate could be simulated\n");
-    return FB_EINTERNAL;
+    return plan_exit(FB_EINTERNAL);
+  }
+  if (!fit) {
+    fprintf(stderr, "fsdpbench plan: no candidate fits in %.1f GiB per device with model %s on "
+            "world %d (exit 3; see the table above)\n", gib(capacity), cfg.spec.name, world);
+    return plan_exit(FB_ENOMEM);
   }
   return 0;
 }

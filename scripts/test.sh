@@ -12,3 +12,4 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DFSDPB_SANITIZE=ON -DFSDPB_CU
 cmake --build build-asan -j"$(nproc)"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 (cd build-asan && ctest --output-on-failure -j2 -LE 'slow|mpi' --timeout 900)
+bash scripts/fuzz.sh || [ $? -eq 77 ] # every parser under libFuzzer, 10 s each (77: no clang)

@@ -98,5 +98,56 @@ if [[ $size -ne $((32 + 2 * ntok)) ]]; then
 fi
 expect "token >= vocab" "--data" "bad_tokens.bin" -- "${fast[@]}" --data "$tmp/bad_tokens.bin"
 
+# Bounds (issue 15): sizes far beyond any published model, files too big or too deep, and a
+# token header whose count the file cannot hold are refused at once (exit 2, one line), before
+# anything is allocated or simulated. Each case was a finding of tests/fuzz or a known gap.
+model_yaml() { # FILE KEY VALUE: the debug-llama model with KEY set to VALUE
+  sed "s/^$2:.*/$2: $3/" "${FB_SRC:-.}/models/debug-llama.yaml" >"$1"
+}
+for kv in layers=100000000 vocab=2000000000 dim=1073741824 heads=1000000 ffn=2147483647 \
+          max_seq=100000000; do
+  model_yaml "$tmp/huge_${kv%%=*}.yaml" "${kv%%=*}" "${kv#*=}"
+  expect "model ${kv%%=*} too large" "${kv%%=*}" "" -- "${fast[@]}" --model "$tmp/huge_${kv%%=*}.yaml"
+done
+head -c $((2 * 1024 * 1024)) /dev/zero | tr '\0' '#' >"$tmp/huge.yaml"
+expect "YAML over 1 MiB" "--config" "huge.yaml" -- --config "$tmp/huge.yaml"
+{ printf 'steps: '; head -c 200000 /dev/zero | tr '\0' '['; echo; } >"$tmp/deep.yaml"
+expect "YAML nested 200000 deep" "steps" "" -- --config "$tmp/deep.yaml"
+{ grep -v '^kernel_gbs\|^  ' "${FB_SRC:-.}/models/hardware/cpu.yaml"
+  printf 'kernel_gbs:\n  gelu_fwd: {a: {b: {c: 1}}}\n'; } >"$tmp/deep_hw.yaml"
+expect "hardware kernel_gbs nested" "kernel_gbs.gelu_fwd" "" -- --backend sim \
+  --hardware "$tmp/deep_hw.yaml" --model debug --world 2 --batch 2 --steps 1
+expect "flag name with a newline" "argument 1" "" -- $'--ste\nps' 3
+# fuzz_hardware finding: a flow value folded over blank lines held newlines, which the error
+# line echoed (two lines on stderr). Control characters in keys and values are now refused.
+{ grep -v '^kernel_gbs\|^  ' "${FB_SRC:-.}/models/hardware/cpu.yaml"
+  printf 'kernel_gbs: {gelu_fwd: 3.5, adamw: h11\n\n\n200}\n'; } >"$tmp/folded_hw.yaml"
+expect "hardware value with newlines" "kernel_gbs.adamw" "" -- --backend sim \
+  --hardware "$tmp/folded_hw.yaml" --model debug --world 2 --batch 2 --steps 1
+printf 'model: debug\nsteps: "3\\n4"\n' >"$tmp/newline_value.yaml"
+expect "config value with an escaped newline" "steps" "" -- --config "$tmp/newline_value.yaml"
+{
+  printf 'FSDPTOK1\x01\x00\x00\x00\x00\x02\x00\x00'
+  printf '\x00\x00\x00\x00\x00\x01\x00\x00' # 2^40 tokens: 2 TiB claimed by a 52-byte file
+  printf '\x02\x00\x00\x00\x00\x00\x00\x00'
+  head -c 20 /dev/zero
+} >"$tmp/huge_count.bin"
+expect "token header count beyond the file" "--data" "truncated" -- "${fast[@]}" \
+  --data "$tmp/huge_count.bin"
+
+# plan: nothing fits -> exit 3 with one line on stderr saying so, last (the table is on
+# stdout; a slow machine may also print progress lines before it); bad input -> 2.
+cases=$((cases + 1))
+timeout 120 "$FSDPBENCH" plan --model 70B --world 1 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [[ $rc -ne 3 || $(grep -c "no candidate fits" "$tmp/err") -ne 1 ]] ||
+   ! tail -n 1 "$tmp/err" | grep -q "no candidate fits"; then
+  fails=$((fails + 1))
+  echo "FAIL plan 70B on one rank: exit $rc (want 3), stderr: $(head -c 400 "$tmp/err")"
+else
+  echo "ok   plan 70B on one rank: exit 3: $(cat "$tmp/err")"
+fi
+expect "plan unknown model" "--model" "" -- plan --model no-such-model
+
 echo "test_cli_badinput: $cases cases, $fails failed"
 [[ $fails -eq 0 ]]

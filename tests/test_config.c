@@ -378,6 +378,61 @@ static void test_bad_yaml(void) {
   expect_yaml_usage("out: \"a\\nb\"\n", "out", "control character", NULL);
 }
 
+/* Bounds (issue 15): each size key has an upper bound with a reason, fb_model_build refuses a
+ * spec whose products overflow int64 (a spec made in code skips the loader's bounds), and the
+ * reader's mapping shape delivers one level of entries and refuses anything deeper. */
+static fb_status collect_entry(void *ctx, const char *path, int line, const char *key,
+                               const char *name, const char *value) {
+  char *out = ctx;
+  size_t n = strlen(out);
+  snprintf(out + n, 256 - n, "%s.%s=%s@%d;", key, name, value, line);
+  return FB_OK;
+}
+
+static fb_status collect_key(void *ctx, const char *path, int line, const char *key,
+                             const char *value) {
+  return collect_entry(ctx, path, line, "", key, value);
+}
+
+static void test_bounds(void) {
+  fb_model_spec s;
+  const char *base = "name: b\nfamily: llama\nvocab: 64\ndim: 32\nheads: 4\nkv_heads: 2\n"
+                     "ffn: 64\nmax_seq: 16\nnorm_eps: 1e-5\nrope_theta: 10000\ntied: true\n"
+                     "init_std: 0.02\n";
+  char text[512];
+  snprintf(text, sizeof text, "%slayers: 1024\n", base);
+  CHECK_OK(fb_model_spec_load(write_file("l1024.yaml", text), &s));
+  snprintf(text, sizeof text, "%slayers: 1025\n", base);
+  fb_status st = fb_model_spec_load(write_file("l1025.yaml", text), &s);
+  CHECK(st == FB_EUSAGE && strstr(fb_error_msg(), "layers: '1025'") &&
+            strstr(fb_error_msg(), "[1, 1024]") && strstr(fb_error_msg(), "published"),
+        "layers 1025: %s", fb_error_msg());
+
+  fb_model_spec big = {.name = "big", .family = FB_GPT2, .vocab = 8, .dim = 2147483646,
+                       .layers = 1, .heads = 1, .kv_heads = 1, .ffn = 8, .max_seq = 8};
+  fb_model m;
+  st = fb_model_build(&big, &m); /* qkv is 3*dim x dim: 1.4e19 elements */
+  CHECK(st == FB_EUSAGE && strstr(fb_error_msg(), "overflows"), "dim 2^31-2: %s %s",
+        fb_status_name(st), fb_error_msg());
+  big = (fb_model_spec){.name = "wide", .family = FB_LLAMA, .vocab = 8, .dim = 1 << 30,
+                        .layers = 8, .heads = 1, .kv_heads = 1, .ffn = 1 << 30, .max_seq = 8};
+  st = fb_model_build(&big, &m); /* each block 2^62 elements: the total wraps at block 2 */
+  CHECK(st == FB_EUSAGE && strstr(fb_error_msg(), "overflows"), "8 x 2^62: %s %s",
+        fb_status_name(st), fb_error_msg());
+
+  char got[256] = "";
+  const fb_yaml_shape shape = {.flag = "--x", .visit = collect_key, .entry = collect_entry};
+  CHECK_OK(fb_yaml_read(write_file("map.yaml", "a: 1\nk:\n  x: 2\n  y: ~\nb: 3\n"), &shape,
+                        got));
+  CHECK(!strcmp(got, ".a=1@1;k.x=2@3;k.y=@4;.b=3@5;"), "entries: %s", got);
+  st = fb_yaml_read(write_file("deep.yaml", "k:\n  x: {y: 1}\n"), &shape, got);
+  CHECK(st == FB_EUSAGE && strstr(fb_error_msg(), "k.x") && strstr(fb_error_msg(), "deep.yaml:2"),
+        "nested entry: %s", fb_error_msg());
+  st = fb_yaml_read(write_file("list.yaml", "a: [1, 2]\n"), &shape, got);
+  CHECK(st == FB_EUSAGE && strstr(fb_error_msg(), "list"), "list without lists: %s",
+        fb_error_msg());
+}
+
 /* Parameter count of a spec, computed here independently of the engine. */
 static int64_t count_params(const fb_model_spec *s) {
   int64_t V = s->vocab, D = s->dim, F = s->ffn, L = s->layers;
@@ -537,6 +592,7 @@ int main(void) {
   test_bad_flags();
   test_bad_yaml();
   test_models();
+  test_bounds();
   test_resolve();
   test_help();
   char cmd[600];

@@ -61,6 +61,11 @@ typedef struct flag_ref {
 static fb_status split_flag(int argc, char **argv, int *i, flag_ref *r) {
   const char *arg = argv[*i];
   memset(r, 0, sizeof *r);
+  /* Errors echo the argument: a newline in it would split the one error line. */
+  for (const char *p = arg; *p; p++)
+    if ((unsigned char)*p < 0x20 || *p == 0x7f)
+      return FB_ERR(FB_EUSAGE, "argument %d contains a control character (0x%02x; want --name, "
+                    "--name=value or a value on one line)", *i, (unsigned char)*p);
   if (strncmp(arg, "--", 2) || !arg[2])
     return FB_ERR(FB_EUSAGE, "unexpected argument '%s' (flags start with --; see --help)", arg);
   char name[64];

@@ -158,6 +158,19 @@ typedef fb_status (*fb_yaml_visit_fn)(void *ctx, const char *path, int line, con
                                       const char *value);
 fb_status fb_yaml_read_flat(const char *path, const char *flag, fb_yaml_visit_fn visit,
                             void *ctx);
+/* The same reader with the shape chosen: lists of scalars allowed or not, and values that may
+ * be a one-level mapping of scalars, whose entries go to `entry` (key, entry name, value) in
+ * file order (NULL: such values are refused). Duplicate entry names are the visitor's to
+ * refuse. Nothing deeper is ever accepted; a file over 1 MiB is refused unread. */
+typedef fb_status (*fb_yaml_entry_fn)(void *ctx, const char *path, int line, const char *key,
+                                      const char *name, const char *value);
+typedef struct fb_yaml_shape {
+  const char *flag;       /* names the file in "cannot read" errors (--config, --hardware) */
+  bool lists;             /* a value may be a list of scalars (arrives joined with ',') */
+  fb_yaml_visit_fn visit; /* each key with a scalar (or list) value */
+  fb_yaml_entry_fn entry; /* each entry of a mapping value; NULL = mappings refused */
+} fb_yaml_shape;
+fb_status fb_yaml_read(const char *path, const fb_yaml_shape *shape, void *ctx);
 /* Parses a byte size ("4096", "512K", "512M", "8G", "1.5GiB"; K/M/G/T and KB/KiB ... are all
  * powers of 1024). Returns 0 on success, -1 when malformed, negative or too large. */
 int fb_parse_bytes(const char *s, int64_t *out);

@@ -2,6 +2,7 @@
  * required key present, sizes positive and consistent (dim % heads, heads % kv_heads, even
  * head dim for RoPE). Errors name the file and the key. Shapes and parameter lists are built
  * from the spec in engine/model/. */
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -39,14 +40,40 @@ static int key_index(const char *k) {
   return -1;
 }
 
-static fb_status set_int(const char *where, const char *key, const char *v, int *out) {
+/* Upper bounds of the integer keys, each far above any published model, so that a typo or a
+ * hostile file is refused at once instead of making the simulator build 10^8 layers for
+ * minutes; the products of these bounds fit in int64 (fb_model_build checks them again). A
+ * largest-everything model is refused by the memory check in about a second. */
+typedef struct int_bound {
+  long max;
+  const char *why;
+} int_bound;
+
+static const int_bound int_bounds[K_N] = {
+    [K_VOCAB] = {.max = 1L << 24, .why = "larger than any published vocabulary: Gemma has 256000"},
+    [K_DIM] = {.max = 1L << 17, .why = "larger than any published model: PaLM-540B has 18432"},
+    [K_LAYERS] = {.max = 1024, .why = "8x any published model (llama3.1-405b has 126); the "
+                                      "simulator takes seconds per 1000 layers"},
+    [K_HEADS] = {.max = 1L << 14, .why = "larger than any published model: llama3.1-405b has 128"},
+    [K_KV_HEADS] = {.max = 1L << 14, .why = "at most the heads bound"},
+    [K_FFN] = {.max = 1L << 20, .why = "larger than any published model: llama3.1-405b has 53248"},
+    [K_MAX_SEQ] = {.max = 1L << 20,
+                   .why = "8x any published training context (llama3.1-405b has 131072)"},
+};
+
+static fb_status set_int(const char *where, spec_key k, const char *key, const char *v,
+                         int *out) {
+  const int_bound *b = &int_bounds[k];
+  assert(b->max > 0 && b->max <= INT_MAX);
   char *e;
   errno = 0;
   long x = (*v && !isspace((unsigned char)*v)) ? strtol(v, &e, 10) : 0;
   if (!*v || isspace((unsigned char)*v) || *e || errno)
-    return FB_ERR(FB_EUSAGE, "%s%s: '%s' is not an integer (want an integer >= 1)", where, key, v);
-  if (x < 1 || x > INT_MAX)
-    return FB_ERR(FB_EUSAGE, "%s%s: '%s' is not allowed (want an integer >= 1)", where, key, v);
+    return FB_ERR(FB_EUSAGE, "%s%s: '%s' is not an integer (want an integer in [1, %ld])", where,
+                  key, v, b->max);
+  if (x < 1 || x > b->max)
+    return FB_ERR(FB_EUSAGE, "%s%s: '%s' is not allowed (want an integer in [1, %ld]; %s)",
+                  where, key, v, b->max, x < 1 ? "sizes are positive" : b->why);
   *out = (int)x;
   return FB_OK;
 }
@@ -87,13 +114,13 @@ static fb_status visit(void *vctx, const char *path, int line, const char *key, 
     else if (!strcmp(v, "llama")) s->family = FB_LLAMA;
     else return FB_ERR(FB_EUSAGE, "%sfamily: '%s' is not allowed (want gpt2 or llama)", where, v);
     return FB_OK;
-  case K_VOCAB: return set_int(where, key, v, &s->vocab);
-  case K_DIM: return set_int(where, key, v, &s->dim);
-  case K_LAYERS: return set_int(where, key, v, &s->layers);
-  case K_HEADS: return set_int(where, key, v, &s->heads);
-  case K_KV_HEADS: return set_int(where, key, v, &s->kv_heads);
-  case K_FFN: return set_int(where, key, v, &s->ffn);
-  case K_MAX_SEQ: return set_int(where, key, v, &s->max_seq);
+  case K_VOCAB: return set_int(where, K_VOCAB, key, v, &s->vocab);
+  case K_DIM: return set_int(where, K_DIM, key, v, &s->dim);
+  case K_LAYERS: return set_int(where, K_LAYERS, key, v, &s->layers);
+  case K_HEADS: return set_int(where, K_HEADS, key, v, &s->heads);
+  case K_KV_HEADS: return set_int(where, K_KV_HEADS, key, v, &s->kv_heads);
+  case K_FFN: return set_int(where, K_FFN, key, v, &s->ffn);
+  case K_MAX_SEQ: return set_int(where, K_MAX_SEQ, key, v, &s->max_seq);
   case K_NORM_EPS: return set_pos_float(where, key, v, &s->norm_eps);
   case K_ROPE_THETA: return set_pos_float(where, key, v, &s->rope_theta);
   case K_INIT_STD: return set_pos_float(where, key, v, &s->init_std);

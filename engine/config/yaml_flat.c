@@ -1,7 +1,9 @@
-/* Reader for the one YAML shape this project uses: a single flat mapping of scalar keys to
- * scalar values (or a short list of scalars). Built on libyaml's event parser; reports every
- * problem as FB_EUSAGE "path:line:col: ...". It knows nothing about which keys exist: the
- * visitor decides that. */
+/* Reader for the YAML shapes this project uses: a single flat mapping of scalar keys to
+ * scalar values (or a short list of scalars), where the caller may allow a one-level mapping
+ * of scalars as a value (hardware profiles' kernel_gbs). Built on libyaml's event parser (the
+ * only libyaml API the project uses), it streams: nothing deeper than that shape is ever
+ * built, and a file over FB_YAML_MAX_BYTES is refused unread. Every problem is FB_EUSAGE
+ * "path:line:col: ...". It knows nothing about which keys exist: the visitors decide that. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +12,12 @@
 
 #include "../core/files.h"
 #include "config.h"
+
+/* The largest YAML file read: run configs, models and hardware profiles are a few KB, so a
+ * bigger file is a mistake (or hostile) and is refused before libyaml reads any of it. Nesting
+ * is bounded by construction: a value is a scalar, one list of scalars or (where the shape
+ * allows) one mapping of scalars, and the first event deeper than that is refused. */
+#define FB_YAML_MAX_BYTES (1 << 20)
 
 typedef struct seen_key {
   char key[64];
@@ -43,23 +51,83 @@ static bool is_null_scalar(const yaml_event_t *ev) {
          !strcmp(v, "NULL");
 }
 
-/* Reads a value after a key: a scalar, or a sequence of scalars joined with ','. */
-static fb_status read_value(yaml_parser_t *p, const char *path, const char *key, char *val,
-                            size_t n) {
+/* Keys and values are echoed in error lines: a control character (a newline or NUL from a
+ * quoted escape or a folded flow scalar) would split the one line or cut the value short, so
+ * it is refused without echoing the text (a fuzz_hardware finding). Tabs are allowed. */
+static fb_status check_text(const yaml_event_t *ev, const char *path, const char *what) {
+  const unsigned char *v = ev->data.scalar.value;
+  for (size_t i = 0; i < ev->data.scalar.length; i++)
+    if ((v[i] < 0x20 && v[i] != '\t') || v[i] == 0x7f)
+      return FB_ERR(FB_EUSAGE, "%s:%zu:%zu: %s: contains a control character (byte %zu is "
+                    "0x%02x; want text on one line)", path, ev->start_mark.line + 1,
+                    ev->start_mark.column + 1, what, i, v[i]);
+  return FB_OK;
+}
+
+/* One scalar event into val (null -> ""), or FB_EUSAGE naming what when it does not fit. */
+static fb_status copy_scalar(const yaml_event_t *ev, const char *path, const char *what,
+                             char *val, size_t n) {
+  FB_TRY(check_text(ev, path, what));
+  if (ev->data.scalar.length >= n)
+    return FB_ERR(FB_EUSAGE, "%s:%zu:%zu: %s: value is too long (%zu characters, at most %zu)",
+                  path, ev->start_mark.line + 1, ev->start_mark.column + 1, what,
+                  ev->data.scalar.length, n - 1);
+  snprintf(val, n, "%s", is_null_scalar(ev) ? "" : (const char *)ev->data.scalar.value);
+  return FB_OK;
+}
+
+/* The entries of a one-level mapping value (after its MAPPING_START): each `name: scalar`
+ * goes to shape->entry; a deeper value is refused. */
+static fb_status read_entries(yaml_parser_t *p, const char *path, const fb_yaml_shape *shape,
+                              void *ctx, const char *key) {
+  for (;;) {
+    yaml_event_t kev, vev;
+    FB_TRY(next_event(p, &kev, path));
+    if (kev.type == YAML_MAPPING_END_EVENT) {
+      yaml_event_delete(&kev);
+      return FB_OK;
+    }
+    const size_t line = kev.start_mark.line + 1, col = kev.start_mark.column + 1;
+    char name[64], val[1024], what[160];
+    fb_status st = FB_OK;
+    if (kev.type != YAML_SCALAR_EVENT)
+      st = FB_ERR(FB_EUSAGE, "%s:%zu:%zu: %s: each entry is 'name: value' with a plain name",
+                  path, line, col, key);
+    else
+      st = copy_scalar(&kev, path, key, name, sizeof name);
+    yaml_event_delete(&kev);
+    if (st) return st;
+    snprintf(what, sizeof what, "%s.%s", key, name);
+    FB_TRY(next_event(p, &vev, path));
+    if (vev.type == YAML_SCALAR_EVENT)
+      st = copy_scalar(&vev, path, what, val, sizeof val);
+    else
+      st = FB_ERR(FB_EUSAGE, "%s:%zu:%zu: %s: want a single value (lists, mappings and aliases "
+                  "are not allowed here)", path, vev.start_mark.line + 1,
+                  vev.start_mark.column + 1, what);
+    yaml_event_delete(&vev);
+    if (st) return st;
+    FB_TRY(shape->entry(ctx, path, (int)line, key, name, val));
+  }
+}
+
+/* Reads a value after a key: a scalar, a sequence of scalars joined with ',' (where
+ * shape->lists), or a one-level mapping handed entry by entry to shape->entry (where set). */
+static fb_status read_value(yaml_parser_t *p, const char *path, const fb_yaml_shape *shape,
+                            void *ctx, const char *key, char *val, size_t n, bool *is_map) {
   yaml_event_t ev;
   fb_status st = next_event(p, &ev, path);
   if (st) return st;
   size_t line = ev.start_mark.line + 1, col = ev.start_mark.column + 1;
+  *is_map = false;
   switch (ev.type) {
-  case YAML_SCALAR_EVENT:
-    if (ev.data.scalar.length >= n) {
-      st = FB_ERR(FB_EUSAGE, "%s:%zu:%zu: %s: value is too long (%zu characters, at most %zu)",
-                  path, line, col, key, ev.data.scalar.length, n - 1);
+  case YAML_SCALAR_EVENT: st = copy_scalar(&ev, path, key, val, n); break;
+  case YAML_SEQUENCE_START_EVENT: {
+    if (!shape->lists) {
+      st = FB_ERR(FB_EUSAGE, "%s:%zu:%zu: %s: a list is not allowed here (want a single value)",
+                  path, line, col, key);
       break;
     }
-    snprintf(val, n, "%s", is_null_scalar(&ev) ? "" : (const char *)ev.data.scalar.value);
-    break;
-  case YAML_SEQUENCE_START_EVENT: {
     size_t len = 0;
     val[0] = 0;
     for (;;) {
@@ -76,9 +144,11 @@ static fb_status read_value(yaml_parser_t *p, const char *path, const char *key,
         yaml_event_delete(&item);
         break;
       }
-      int w = snprintf(val + len, n - len, "%s%s", len ? "," : "",
-                       (const char *)item.data.scalar.value);
+      st = check_text(&item, path, key);
+      int w = st ? 0 : snprintf(val + len, n - len, "%s%s", len ? "," : "",
+                                (const char *)item.data.scalar.value);
       yaml_event_delete(&item);
+      if (st) break;
       if (w < 0 || (size_t)w >= n - len) {
         st = FB_ERR(FB_EUSAGE, "%s:%zu:%zu: %s: list is too long", path, line, col, key);
         break;
@@ -88,6 +158,11 @@ static fb_status read_value(yaml_parser_t *p, const char *path, const char *key,
     break;
   }
   case YAML_MAPPING_START_EVENT:
+    if (shape->entry) {
+      *is_map = true;
+      st = read_entries(p, path, shape, ctx, key);
+      break;
+    }
     st = FB_ERR(FB_EUSAGE, "%s:%zu:%zu: %s: nested mappings are not allowed (want a single value)",
                 path, line, col, key);
     break;
@@ -105,6 +180,12 @@ static fb_status read_value(yaml_parser_t *p, const char *path, const char *key,
 
 fb_status fb_yaml_read_flat(const char *path, const char *flag, fb_yaml_visit_fn visit,
                             void *ctx) {
+  const fb_yaml_shape flat = {.flag = flag, .lists = true, .visit = visit};
+  return fb_yaml_read(path, &flat, ctx);
+}
+
+fb_status fb_yaml_read(const char *path, const fb_yaml_shape *shape, void *ctx) {
+  const char *flag = shape->flag;
   fb_status st = fb_check_input(path, flag, "a YAML file");
   if (st != FB_OK) return st;
   FILE *f = fopen(path, "rb");
@@ -114,6 +195,12 @@ fb_status fb_yaml_read_flat(const char *path, const char *flag, fb_yaml_visit_fn
     fclose(f);
     return FB_ERR(FB_EUSAGE, "%s: cannot read '%s': it is a directory (want a YAML file)", flag,
                   path);
+  }
+  if (fstat(fileno(f), &sb) == 0 && sb.st_size > FB_YAML_MAX_BYTES) {
+    fclose(f);
+    return FB_ERR(FB_EUSAGE, "%s: '%s' is %lld bytes (want a YAML file of at most %d bytes: "
+                  "configurations, models and hardware profiles are a few KB)", flag, path,
+                  (long long)sb.st_size, FB_YAML_MAX_BYTES);
   }
   yaml_parser_t p;
   if (!yaml_parser_initialize(&p)) {
@@ -153,6 +240,7 @@ fb_status fb_yaml_read_flat(const char *path, const char *flag, fb_yaml_visit_fn
         goto free_event;
       }
       char key[64], nk[64], val[1024];
+      FB_CHECK_GOTO(st, check_text(&ev, path, "a key"), free_event);
       if (ev.data.scalar.length >= sizeof key) {
         st = FB_ERR(FB_EUSAGE, "%s:%zu:%zu: key '%.40s...' is too long", path, line, col,
                     (const char *)ev.data.scalar.value);
@@ -177,8 +265,10 @@ fb_status fb_yaml_read_flat(const char *path, const char *flag, fb_yaml_visit_fn
       }
       snprintf(seen[nseen].key, sizeof seen[nseen].key, "%s", nk);
       seen[nseen++].line = (int)line;
-      FB_CHECK_GOTO(st, read_value(&p, path, key, val, sizeof val), free_event);
-      FB_CHECK_GOTO(st, visit(ctx, path, (int)line, key, val), free_event);
+      bool is_map;
+      FB_CHECK_GOTO(st, read_value(&p, path, shape, ctx, key, val, sizeof val, &is_map),
+                    free_event);
+      if (!is_map) FB_CHECK_GOTO(st, shape->visit(ctx, path, (int)line, key, val), free_event);
       break;
     }
     case YAML_SEQUENCE_START_EVENT:

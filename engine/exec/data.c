@@ -50,6 +50,17 @@ fb_status fb_data_open(fb_data *d, const char *spec, int vocab, uint64_t seed, i
                            "4 bytes)", spec, version, width);
     goto out;
   }
+  /* The header's count against the bytes the file holds, before anything is allocated: a
+   * corrupt count must not make the reader ask for terabytes. */
+  struct stat sb;
+  const uint64_t held = fstat(fileno(f), &sb) == 0 && sb.st_size > 32
+                            ? (uint64_t)(sb.st_size - 32) / width : 0;
+  if (count > held) {
+    st = FB_ERR(FB_EUSAGE, "--data: '%s' is truncated (header says %llu tokens, the file holds "
+                           "%llu of %u bytes)", spec, (unsigned long long)count,
+                (unsigned long long)held, width);
+    goto out;
+  }
   if (count < (uint64_t)seq + 1) {
     st = FB_ERR(FB_EUSAGE, "--data: '%s' holds %llu tokens, fewer than --seq + 1 = %d", spec,
                 (unsigned long long)count, seq + 1);

@@ -3,6 +3,7 @@
  * (normal(0, std), residual projections scaled by 1/sqrt(2L), norms 1, biases 0). */
 #include "model.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,16 @@ static fb_status add_param(builder *b, int unit, const char *name, int64_t rows,
     m->params = p;
     b->cap = cap;
   }
+  /* The spec's bounds (model_spec.c) keep every product far below 2^63; a spec built in code
+   * is checked here too, so no shape ever wraps around. */
+  int64_t numel, aligned, cursor, total;
+  if (rows < 1 || cols < 1 || __builtin_mul_overflow(rows, cols, &numel) ||
+      __builtin_add_overflow(b->unit_cursor, FB_PARAM_ALIGN - 1, &aligned) ||
+      __builtin_add_overflow(aligned / FB_PARAM_ALIGN * FB_PARAM_ALIGN, numel, &cursor) ||
+      __builtin_add_overflow(m->numel, numel, &total))
+    return FB_ERR(FB_EUSAGE, "model '%s': parameter %s is %lld x %lld: the model's size "
+                  "overflows a 64-bit count (want smaller dim, ffn, vocab, max_seq or layers)",
+                  m->spec.name, name, (long long)rows, (long long)cols);
   fb_param *p = &m->params[m->nparams];
   memset(p, 0, sizeof *p);
   snprintf(p->name, sizeof p->name, "%s", name);
@@ -31,14 +42,13 @@ static fb_status add_param(builder *b, int unit, const char *name, int64_t rows,
   p->unit = unit;
   p->rows = rows;
   p->cols = cols;
-  p->numel = rows * cols;
+  p->numel = numel;
   p->init = init;
   p->std = std;
   p->decay = rows > 1 && cols > 1;
-  b->unit_cursor = (b->unit_cursor + FB_PARAM_ALIGN - 1) / FB_PARAM_ALIGN * FB_PARAM_ALIGN;
-  p->offset = b->unit_cursor;
-  b->unit_cursor += p->numel;
-  m->numel += p->numel;
+  p->offset = aligned / FB_PARAM_ALIGN * FB_PARAM_ALIGN;
+  b->unit_cursor = cursor;
+  m->numel = total;
   m->nparams++;
   return FB_OK;
 }
@@ -57,7 +67,7 @@ fb_status fb_model_build(const fb_model_spec *s, fb_model *m) {
   memset(m, 0, sizeof *m);
   m->spec = *s;
   if (s->dim <= 0 || s->heads <= 0 || s->dim % s->heads || s->layers <= 0 || s->vocab <= 0 ||
-      s->kv_heads <= 0 || s->heads % s->kv_heads || s->ffn <= 0 || s->max_seq <= 0)
+      s->kv_heads <= 0 || s->heads % s->kv_heads || s->ffn <= 0 || s->max_seq <= 0 || s->layers == INT_MAX)
     return FB_ERR(FB_EUSAGE, "model '%s': inconsistent shape (dim %d, heads %d, kv_heads %d)",
                   s->name, s->dim, s->heads, s->kv_heads);
   m->nunits = 1 + s->layers;

@@ -1,6 +1,8 @@
 /* Hardware profile YAML: one mapping of keys, each with its unit in its name; every key is
- * required except `kernel_gbs`, an optional nested mapping of kernel name -> GB/s. A static
- * key table drives loading, range checks and writing, so the three cannot disagree.
+ * required except the optional ones, `kernel_gbs` (a one-level mapping of kernel name -> GB/s)
+ * and `extends: BASE` (inherit a base profile). Read with the project's one event-based YAML
+ * reader (config/yaml_flat.c). A static key table drives loading, range checks and writing,
+ * so the three cannot disagree.
  * This file does not model costs (cost_model.c) and does not measure anything (calibrate.c). */
 #include "hardware.h"
 
@@ -12,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <yaml.h>
 
 #include "../config/config.h"
 
@@ -292,40 +293,83 @@ double fb_hardware_kernel_bw(const fb_hardware *hw, const char *name) {
   return 0;
 }
 
-/* kernel_gbs: a mapping of kernel name -> GB/s (a number > 0). */
-static fb_status load_kernels(const char *file, yaml_document_t *doc, yaml_node_t *vn,
-                              fb_hardware *hw) {
-  if (vn->type != YAML_MAPPING_NODE)
-    return FB_ERR(FB_EUSAGE, "%s: key '%s' must be a mapping of kernel name to GB/s, e.g. "
-                  "'%s: {gelu_fwd: 3.5}' (%s)", file, KERNEL_KEY, KERNEL_KEY, KERNEL_DOC);
-  for (yaml_node_pair_t *p = vn->data.mapping.pairs.start; p < vn->data.mapping.pairs.top; p++) {
-    yaml_node_t *kn = yaml_document_get_node(doc, p->key);
-    yaml_node_t *xn = yaml_document_get_node(doc, p->value);
-    if (!kn || kn->type != YAML_SCALAR_NODE || !xn || xn->type != YAML_SCALAR_NODE)
-      return FB_ERR(FB_EUSAGE, "%s: key '%s': each entry is 'kernel_name: GB/s' (%s)", file,
-                    KERNEL_KEY, KERNEL_DOC);
-    const char *name = (const char *)kn->data.scalar.value;
-    const char *val = (const char *)xn->data.scalar.value;
-    size_t len = strlen(name);
-    if (len == 0 || len >= sizeof hw->kernels[0].name)
-      return FB_ERR(FB_EUSAGE, "%s: key '%s': kernel name '%s': allowed 1 to %zu characters",
-                    file, KERNEL_KEY, name, sizeof hw->kernels[0].name - 1);
-    if (hw->nkernels >= FB_HW_MAX_KERNELS)
-      return FB_ERR(FB_EUSAGE, "%s: key '%s': more than %d kernels", file, KERNEL_KEY,
-                    FB_HW_MAX_KERNELS);
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(val, &end);
-    if (end == val || *end != '\0' || errno == ERANGE || !isfinite(v) || !(v > 0))
-      return FB_ERR(FB_EUSAGE, "%s: key '%s.%s' = '%s': allowed a number > 0 (%s)", file,
-                    KERNEL_KEY, name, val, KERNEL_DOC);
-    for (int j = 0; j < hw->nkernels; j++)
-      if (!strcmp(hw->kernels[j].name, name))
-        return FB_ERR(FB_EUSAGE, "%s: key '%s.%s' given twice", file, KERNEL_KEY, name);
-    fb_hw_kernel *e = &hw->kernels[hw->nkernels++];
-    memcpy(e->name, name, len + 1);
-    e->bw = v * 1e9;
+/* Loading runs the shared event-based YAML reader (config/yaml_flat.c) twice over the file:
+ * the first pass finds `extends`, whose base profile is loaded first; the second applies every
+ * key over it. Both refuse anything deeper than `kernel_gbs`'s one-level mapping. */
+typedef struct hw_ctx {
+  fb_hardware *hw;
+  bool seen[HW_NKEYS];
+  char extends[1024]; /* pass 1: the base profile named ("" = none) */
+} hw_ctx;
+
+static fb_status unknown_key(const char *path, int line, const char *key) {
+  char known[1024];
+  size_t off = 0;
+  for (int i = 0; i < HW_NKEYS && off < sizeof known; i++)
+    off += (size_t)snprintf(known + off, sizeof known - off, "%s%s", i ? ", " : "",
+                            hw_keys[i].key);
+  if (off < sizeof known) snprintf(known + off, sizeof known - off, ", %s", KERNEL_KEY);
+  return FB_ERR(FB_EUSAGE, "%s:%d: unknown key '%s' (known keys: %s)", path, line, key, known);
+}
+
+/* Pass 1: remembers `extends`; every other key waits for pass 2. */
+static fb_status find_extends(void *vctx, const char *path, int line, const char *key,
+                              const char *val) {
+  hw_ctx *c = vctx;
+  if (strcmp(key, EXTENDS_KEY)) return FB_OK;
+  if (!val[0] || strlen(val) >= sizeof c->extends)
+    return FB_ERR(FB_EUSAGE, "%s:%d: key '%s' needs a profile name or path (1 to %zu "
+                  "characters)", path, line, EXTENDS_KEY, sizeof c->extends - 1);
+  snprintf(c->extends, sizeof c->extends, "%s", val);
+  return FB_OK;
+}
+
+static fb_status skip_entry(void *vctx, const char *path, int line, const char *key,
+                            const char *name, const char *val) {
+  return FB_OK;
+}
+
+/* Pass 2: one `key: value` (the reader has refused duplicates). */
+static fb_status apply_key(void *vctx, const char *path, int line, const char *key,
+                           const char *val) {
+  hw_ctx *c = vctx;
+  if (!strcmp(key, EXTENDS_KEY)) return FB_OK; /* applied first */
+  if (!strcmp(key, KERNEL_KEY))
+    return FB_ERR(FB_EUSAGE, "%s:%d: key '%s' must be a mapping of kernel name to GB/s, e.g. "
+                  "'%s: {gelu_fwd: 3.5}' (%s)", path, line, KERNEL_KEY, KERNEL_KEY, KERNEL_DOC);
+  const hw_key *k = find_key(key);
+  if (!k) return unknown_key(path, line, key);
+  c->seen[k - hw_keys] = true;
+  return set_key(path, k, val, c->hw);
+}
+
+/* Pass 2: one `kernel_gbs` entry, kernel name -> GB/s (a number > 0). */
+static fb_status apply_kernel(void *vctx, const char *path, int line, const char *key,
+                              const char *name, const char *val) {
+  fb_hardware *hw = ((hw_ctx *)vctx)->hw;
+  if (strcmp(key, KERNEL_KEY)) {
+    if (!find_key(key) && strcmp(key, EXTENDS_KEY)) return unknown_key(path, line, key);
+    return FB_ERR(FB_EUSAGE, "%s:%d: key '%s' needs a single value", path, line, key);
   }
+  size_t len = strlen(name);
+  if (len == 0 || len >= sizeof hw->kernels[0].name)
+    return FB_ERR(FB_EUSAGE, "%s:%d: key '%s': kernel name '%s': allowed 1 to %zu characters",
+                  path, line, KERNEL_KEY, name, sizeof hw->kernels[0].name - 1);
+  if (hw->nkernels >= FB_HW_MAX_KERNELS)
+    return FB_ERR(FB_EUSAGE, "%s:%d: key '%s': more than %d kernels", path, line, KERNEL_KEY,
+                  FB_HW_MAX_KERNELS);
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(val, &end);
+  if (end == val || *end != '\0' || errno == ERANGE || !isfinite(v) || !(v > 0))
+    return FB_ERR(FB_EUSAGE, "%s:%d: key '%s.%s' = '%s': allowed a number > 0 (%s)", path, line,
+                  KERNEL_KEY, name, val, KERNEL_DOC);
+  for (int j = 0; j < hw->nkernels; j++)
+    if (!strcmp(hw->kernels[j].name, name))
+      return FB_ERR(FB_EUSAGE, "%s:%d: key '%s.%s' given twice", path, line, KERNEL_KEY, name);
+  fb_hw_kernel *e = &hw->kernels[hw->nkernels++];
+  memcpy(e->name, name, len + 1);
+  e->bw = v * 1e9;
   return FB_OK;
 }
 
@@ -333,131 +377,42 @@ double fb_hardware_peak(const fb_hardware *hw, fb_dtype t) {
   return t == FB_BF16 ? hw->peak_bf16 : hw->peak_fp32;
 }
 
-static fb_status load_depth(const char *name_or_path, fb_hardware *out, int depth);
-
 /* `extends: BASE` (a profile name or path): the base profile's values first, so a cluster file
- * states only what differs (its network, its GPUs per node). At most 4 levels. */
-static fb_status load_base(const char *path, yaml_document_t *doc, yaml_node_t *root, int depth,
-                           fb_hardware *hw, bool *seen) {
-  for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;
-       p++) {
-    yaml_node_t *kn = yaml_document_get_node(doc, p->key);
-    yaml_node_t *vn = yaml_document_get_node(doc, p->value);
-    if (!kn || kn->type != YAML_SCALAR_NODE || strcmp((const char *)kn->data.scalar.value,
-                                                      EXTENDS_KEY))
-      continue;
-    if (!vn || vn->type != YAML_SCALAR_NODE || !vn->data.scalar.value[0])
-      return FB_ERR(FB_EUSAGE, "%s: key '%s' needs a profile name or path", path, EXTENDS_KEY);
+ * states only what differs (its network, its GPUs per node); the file may then set any key
+ * again, and its kernel table replaces the base's. At most 4 levels. */
+static fb_status load_depth(const char *name_or_path, fb_hardware *out, int depth) {
+  char path[1024];
+  FB_TRY(fb_resolve_yaml("models/hardware", name_or_path, path, sizeof path));
+  fb_hardware hw;
+  memset(&hw, 0, sizeof hw);
+  hw_ctx c = {.hw = &hw};
+  const fb_yaml_shape base_pass = {.flag = "--hardware", .visit = find_extends,
+                                   .entry = skip_entry};
+  const fb_yaml_shape key_pass = {.flag = "--hardware", .visit = apply_key,
+                                  .entry = apply_kernel};
+  FB_TRY(fb_yaml_read(path, &base_pass, &c));
+  if (c.extends[0]) {
     if (depth >= 4)
       return FB_ERR(FB_EUSAGE, "%s: key '%s' = '%s': allowed at most 4 levels of extends", path,
-                    EXTENDS_KEY, (const char *)vn->data.scalar.value);
-    FB_TRY(load_depth((const char *)vn->data.scalar.value, hw, depth + 1));
-    for (int i = 0; i < HW_NKEYS; i++) seen[i] = false; /* the file may set any key again */
-    hw->nkernels = 0;
-    return FB_OK;
+                    EXTENDS_KEY, c.extends);
+    FB_TRY(load_depth(c.extends, &hw, depth + 1));
+    hw.nkernels = 0;
   }
+  const bool based = hw.name[0] != 0; /* a base profile supplied every required key */
+  FB_TRY(fb_yaml_read(path, &key_pass, &c));
+  for (int i = 0; i < HW_NKEYS; i++) {
+    if (c.seen[i] || hw_keys[i].optional || based) continue;
+    char allowed[96];
+    range_text(&hw_keys[i], allowed, sizeof allowed);
+    return FB_ERR(FB_EUSAGE, "%s: missing key '%s' (%s; %s)", path, hw_keys[i].key,
+                  hw_keys[i].doc, allowed);
+  }
+  *out = hw;
   return FB_OK;
 }
 
 fb_status fb_hardware_load(const char *name_or_path, fb_hardware *out) {
   return load_depth(name_or_path, out, 0);
-}
-
-static fb_status load_depth(const char *name_or_path, fb_hardware *out, int depth) {
-  char path[1024];
-  FB_TRY(fb_resolve_yaml("models/hardware", name_or_path, path, sizeof path));
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return FB_ERR(FB_EUSAGE, "hardware profile '%s': cannot open %s (%s); profiles live in "
-                  "models/hardware/", name_or_path, path, strerror(errno));
-  fb_status st = FB_OK;
-  yaml_parser_t parser;
-  yaml_document_t doc;
-  bool have_parser = false, have_doc = false;
-  bool seen[HW_NKEYS] = {0};
-  bool seen_kernels = false;
-  fb_hardware hw;
-  memset(&hw, 0, sizeof hw);
-
-  if (!yaml_parser_initialize(&parser)) {
-    st = FB_ERR(FB_ENOMEM, "%s: cannot initialise the YAML parser", path);
-    goto out_file;
-  }
-  have_parser = true;
-  yaml_parser_set_input_file(&parser, f);
-  if (!yaml_parser_load(&parser, &doc)) {
-    st = FB_ERR(FB_EUSAGE, "%s:%zu: malformed YAML: %s", path, parser.problem_mark.line + 1,
-                parser.problem ? parser.problem : "parse error");
-    goto out_parser;
-  }
-  have_doc = true;
-  yaml_node_t *root = yaml_document_get_root_node(&doc);
-  if (!root || root->type != YAML_MAPPING_NODE) {
-    st = FB_ERR(FB_EUSAGE, "%s: a hardware profile is a mapping of keys to values", path);
-    goto out_doc;
-  }
-  FB_CHECK_GOTO(st, load_base(path, &doc, root, depth, &hw, seen), out_doc);
-  bool based = hw.name[0] != 0; /* a base profile supplied every required key */
-  for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;
-       p++) {
-    yaml_node_t *kn = yaml_document_get_node(&doc, p->key);
-    yaml_node_t *vn = yaml_document_get_node(&doc, p->value);
-    if (!kn || kn->type != YAML_SCALAR_NODE) {
-      st = FB_ERR(FB_EUSAGE, "%s: keys must be plain names", path);
-      goto out_doc;
-    }
-    const char *key = (const char *)kn->data.scalar.value;
-    if (!strcmp(key, EXTENDS_KEY)) continue; /* applied first, by load_base */
-    if (!strcmp(key, KERNEL_KEY) && vn) {
-      if (seen_kernels) {
-        st = FB_ERR(FB_EUSAGE, "%s: key '%s' given twice", path, key);
-        goto out_doc;
-      }
-      seen_kernels = true;
-      FB_CHECK_GOTO(st, load_kernels(path, &doc, vn, &hw), out_doc);
-      continue;
-    }
-    const hw_key *k = find_key(key);
-    if (!k) {
-      char known[1024];
-      size_t off = 0;
-      for (int i = 0; i < HW_NKEYS && off < sizeof known; i++)
-        off += (size_t)snprintf(known + off, sizeof known - off, "%s%s", i ? ", " : "",
-                                hw_keys[i].key);
-      if (off < sizeof known) snprintf(known + off, sizeof known - off, ", %s", KERNEL_KEY);
-      st = FB_ERR(FB_EUSAGE, "%s: unknown key '%s' (known keys: %s)", path, key, known);
-      goto out_doc;
-    }
-    if (!vn || vn->type != YAML_SCALAR_NODE) {
-      st = FB_ERR(FB_EUSAGE, "%s: key '%s' needs a single value", path, key);
-      goto out_doc;
-    }
-    int idx = (int)(k - hw_keys);
-    if (seen[idx]) {
-      st = FB_ERR(FB_EUSAGE, "%s: key '%s' given twice", path, key);
-      goto out_doc;
-    }
-    seen[idx] = true;
-    FB_CHECK_GOTO(st, set_key(path, k, (const char *)vn->data.scalar.value, &hw), out_doc);
-  }
-  for (int i = 0; i < HW_NKEYS; i++) {
-    if (!seen[i] && !hw_keys[i].optional && !based) {
-      char allowed[96];
-      range_text(&hw_keys[i], allowed, sizeof allowed);
-      st = FB_ERR(FB_EUSAGE, "%s: missing key '%s' (%s; %s)", path, hw_keys[i].key,
-                  hw_keys[i].doc, allowed);
-      goto out_doc;
-    }
-  }
-  *out = hw;
-
-out_doc:
-  if (have_doc) yaml_document_delete(&doc);
-out_parser:
-  if (have_parser) yaml_parser_delete(&parser);
-out_file:
-  fclose(f);
-  return st;
 }
 
 /* Shortest %g form of si / scale that reads back (times scale) to si within 1e-13: short
