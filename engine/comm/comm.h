@@ -17,7 +17,8 @@
  *    ranks of one color form a group ordered by key, then parent rank. Collectives on a
  *    sub-communicator follow the same rules among its members (local: sums in sub-rank order).
  *  - A collective waiting longer than the communicator's timeout fails the stream with
- *    FB_ETIMEOUT naming the rank and the collective.
+ *    FB_ETIMEOUT naming the collective and the ranks that did not reach it (local knows them;
+ *    mpi asks its peers first, comm_mpi.c); a rank stopped because another failed gets FB_ECOMM.
  * Supported dtypes: FB_F32, FB_F64, FB_U64 (sums of u64 are exact), FB_BF16 (nccl, sim).
  * Calls return once the work is enqueued; completion is observed through events/syncs on the
  * stream. This header does not record timings: the fb_comm_* wrappers do. */
@@ -70,7 +71,9 @@ struct fb_comm {
   struct fb_comm_stage *stage; /* staging buffers (comm_staged.c), NULL until needed */
 };
 
-/* Registry by name: "local", "mpi", "nccl", "sim"; NULL when unknown or not built. */
+/* Registry by name: "local", "mpi", "nccl", "sim"; NULL when unknown or not built. nccl lives
+ * in the CUDA module (engine/device/cuda_module.h): looking it up loads the module (NULL when
+ * it cannot be loaded), and the runner creates it through the module's table. */
 const fb_comm_ops *fb_comm_lookup(const char *name);
 
 /* local: one group shared by the W rank threads of this process, then one fb_comm per rank. */
@@ -85,6 +88,10 @@ void fb_local_group_abort(fb_local_group *g);
 /* mpi: rank and world come from MPI_COMM_WORLD (fb_mpi_init must have run). */
 fb_status fb_mpi_init(int *argc, char ***argv, int *rank, int *world);
 void fb_mpi_finalize(void);
+/* The way out of a failure after MPI_Init (fb_mpi_init): with several processes it ends every
+ * one of them with exit status `code` through MPI_Abort and does not return (MPI_Finalize
+ * would wait for peers stuck in a collective); a process alone finalizes and returns code. */
+int fb_mpi_fail(int code);
 fb_status fb_comm_mpi_create(fb_device *dev, double timeout_s, fb_comm **out);
 
 /* sim: no data moves; durations come from dev->hw (see engine/sim/). */
@@ -93,6 +100,7 @@ fb_status fb_comm_sim_create(fb_device *dev, int rank, int world, fb_comm **out)
 /* nccl: one GPU per rank; under a launcher one process per GPU, bootstrapped over MPI (mpirun)
  * or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (TCP rendezvous, like torchrun); without one, the
  * ranks are threads of this process sharing one unique id (one GPU each). */
+/* Defined in the CUDA module only: callers outside it use fb_cuda_module_load()->nccl_create. */
 fb_status fb_comm_nccl_create(fb_device *dev, double timeout_s, fb_comm **out);
 
 /* Communicator groups. Collective over c: every rank of c calls it, with no collective of c

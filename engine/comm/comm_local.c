@@ -4,8 +4,10 @@
  * barrier, checks that all issued the same collective, then computes ITS OWN share reading
  * every rank's buffers directly. Sums run in rank order 0..W-1 starting from rank 0's value,
  * so a result is bitwise the sequential ((x0 + x1) + x2) + ... whatever W and the chunking.
- * A barrier that waits longer than the comm's timeout_s fails with FB_ETIMEOUT and poisons the
- * group, so the other ranks fail too instead of hanging. It does not record timings (comm.c).
+ * A barrier that waits longer than the comm's timeout_s fails with FB_ETIMEOUT naming the ranks
+ * that did not arrive (one line: "rank 1 did not reach all_gather #7 (...) within 3 s ...") and
+ * poisons the group, so the other ranks fail too instead of hanging. It does not record
+ * timings (comm.c).
  * Groups (fb_comm_split): the ranks exchange (color, key) through the parent group's slots;
  * the first member of each color creates the sub-group, owned by the parent group (freed
  * with it) and poisoned with it, so an abort of the run's group reaches every sub-group. */
@@ -148,11 +150,12 @@ static void describe(const coll_args *a, char *buf, size_t n) {
              a->count, fb_dtype_name(a->t));
 }
 
-/* Called with g->mu held. */
+/* Called with g->mu held. FB_ECOMM whatever poisoned the group: this rank failed because
+ * another did (the runner reports the rank that timed out, FB_ETIMEOUT, before these). */
 static fb_status aborted(fb_local_group *g, int rank, const coll_args *a) {
   char what[128];
   describe(a, what, sizeof what);
-  return FB_ERR(g->poison_st, "rank %d: %s aborted because the group failed: %s", rank, what,
+  return FB_ERR(FB_ECOMM, "rank %d: %s aborted because the group failed: %s", rank, what,
                 g->poison_msg);
 }
 
@@ -213,13 +216,17 @@ static fb_status group_barrier(fb_local_group *g, int rank, const coll_args *a) 
     if (rc == ETIMEDOUT && g->gen == gen && !g->poisoned) {
       char missing[200] = "", what[128];
       size_t used = 0;
+      int nmiss = 0;
       for (int j = 0; j < g->world && used < sizeof missing; j++)
-        if (g->arrived_gen[j] != gen + 1)
+        if (g->arrived_gen[j] != gen + 1) {
           used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d",
                                    used ? ", " : "", j);
+          nmiss++;
+        }
       describe(a, what, sizeof what);
-      st = FB_ERR(FB_ETIMEOUT, "rank %d: %s waited %.1f s for rank(s) %s", rank, what,
-                  mono_s() - t0, missing);
+      st = FB_ERR(FB_ETIMEOUT, "rank%s %s did not reach %s within %g s (rank %d waited %.1f s): "
+                  "%s", nmiss > 1 ? "s" : "", missing, what, a->timeout_s, rank, mono_s() - t0,
+                  nmiss > 1 ? "they failed or are stuck" : "it failed or is stuck");
       poison_group(g, st, fb_error_msg());
       goto out;
     }

@@ -5,9 +5,14 @@
  * or the communicator's timeout passes (FB_ETIMEOUT naming the rank and the collective).
  * bf16 sums go through fp32 staging buffers (one rounding at the end); u64 sums are exact.
  * The reduction order is MPI's, so fp32/fp64 sums are not guaranteed bitwise equal to the
- * local communicator's rank-order sums. A dead peer ends the job through Open MPI's default
- * error handler (MPI_ERRORS_ARE_FATAL), which is kept on purpose. Groups (fb_comm_split) are
- * MPI_Comm_split of the private communicator, called on the host thread. Built only with MPI. */
+ * local communicator's rank-order sums. Failures come back as statuses (MPI_ERRORS_RETURN on
+ * the private communicators) so the caller ends the job through fb_mpi_fail (MPI_Abort, exit code 4):
+ * a timed-out rank first probes its peers (every rank that timed out too answers on a second
+ * private communicator within a grace period) to name the ranks that did not arrive; the
+ * lowest rank that answered reports, the others wait for its abort, so the job prints one
+ * line. A communicator that failed is never used or freed again (MPI may still own its
+ * requests). Groups (fb_comm_split) are MPI_Comm_split of the private communicator, called on
+ * the host thread. Built only with MPI. */
 #define _GNU_SOURCE
 #include "comm.h"
 
@@ -20,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../device/device_cpu.h"
 
@@ -41,6 +47,9 @@ typedef struct job {
 
 typedef struct mpi_comm {
   MPI_Comm comm;
+  MPI_Comm probe;     /* the liveness probe after a timeout (probe_peers) */
+  bool broken;        /* a collective failed or timed out: requests may still be in flight */
+  uint64_t probe_out; /* what this rank sends in the probe; lives as long as the process */
   uint64_t seq;
   pthread_mutex_t mu; /* guards pending */
   job *pending;       /* queued collectives (see comm_local.c: freed at destroy if skipped) */
@@ -77,6 +86,22 @@ fb_status fb_mpi_init(int *argc, char ***argv, int *rank, int *world) {
   MPI_Barrier(MPI_COMM_WORLD);
   fb_cpu_clock_align();
   return FB_OK;
+}
+
+int fb_mpi_fail(int code) {
+  int inited = 0, finalized = 0, world = 1;
+  MPI_Initialized(&inited);
+  MPI_Finalized(&finalized);
+  if (!inited || finalized) return code;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (world == 1) {
+    MPI_Finalize();
+    return code;
+  }
+  fflush(stdout);
+  fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, code);
+  _exit(code); /* not reached */
 }
 
 void fb_mpi_finalize(void) {
@@ -142,25 +167,119 @@ static void unstage_to_bf16(void *dst, const float *f, size_t n) {
   for (size_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = f32_to_bf16(f[i]);
 }
 
+static void sleep_s(double s) {
+  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  nanosleep(&ts, NULL);
+}
+
+#define PROBE_TAG 7411
+#define PROBE_GRACE_S 2.0 /* how far apart in time the ranks may time out and still meet */
+
+/* After a timeout on c: every rank that timed out sends its collective's number to every
+ * other one on m->probe and listens for PROBE_GRACE_S (at most the timeout); answered[j] says
+ * whether rank j was heard from (alive and stuck in the same way). The sends to ranks that
+ * never listen stay pending: the job is about to abort. */
+static void probe_peers(fb_comm *c, const coll_args *a, bool *answered) {
+  mpi_comm *m = c->impl;
+  const int W = c->world;
+  uint64_t *in = calloc((size_t)W, sizeof *in);
+  MPI_Request *rq = calloc((size_t)W, sizeof *rq);
+  if (!in || !rq) goto out;
+  m->probe_out = a->seq;
+  for (int j = 0; j < W; j++) {
+    answered[j] = j == c->rank;
+    rq[j] = MPI_REQUEST_NULL;
+    if (j == c->rank) continue;
+    MPI_Request sreq;
+    if (MPI_Isend(&m->probe_out, 1, MPI_UINT64_T, j, PROBE_TAG, m->probe, &sreq) == MPI_SUCCESS)
+      MPI_Request_free(&sreq);
+    MPI_Irecv(&in[j], 1, MPI_UINT64_T, j, PROBE_TAG, m->probe, &rq[j]);
+  }
+  const double grace = c->timeout_s < PROBE_GRACE_S ? c->timeout_s : PROBE_GRACE_S;
+  const double t0 = mono_s();
+  int left = W - 1;
+  while (left > 0 && mono_s() - t0 < grace) {
+    for (int j = 0; j < W; j++) {
+      int done = 0;
+      if (rq[j] == MPI_REQUEST_NULL || MPI_Test(&rq[j], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS ||
+          !done)
+        continue;
+      answered[j] = true;
+      left--;
+    }
+    sleep_s(0.002);
+  }
+out:
+  free(in); /* a receive still pending never completes: the job aborts */
+  free(rq);
+}
+
+/* c's rank j as a rank of MPI_COMM_WORLD (what mpirun and the logs number). */
+static int world_rank(fb_comm *c, int j) {
+  mpi_comm *m = c->impl;
+  MPI_Group g, wg;
+  int out = j;
+  MPI_Comm_group(m->comm, &g);
+  MPI_Comm_group(MPI_COMM_WORLD, &wg);
+  MPI_Group_translate_ranks(g, 1, &j, wg, &out);
+  MPI_Group_free(&g);
+  MPI_Group_free(&wg);
+  return out;
+}
+
+/* The timeout of collective `a` on this rank: probes the peers, then the lowest rank that
+ * answered returns the one line naming the ranks that did not arrive; the others wait a while
+ * for its abort (so the job prints one line) before failing the same way. */
+static fb_status timed_out(fb_comm *c, const coll_args *a, double waited) {
+  const int W = c->world, me = world_rank(c, c->rank);
+  char what[128], missing[256] = "";
+  describe(a, what, sizeof what);
+  bool *answered = calloc((size_t)W, sizeof *answered);
+  if (!answered)
+    return FB_ERR(FB_ETIMEOUT, "%s did not complete within %g s on rank %d: a peer rank failed "
+                  "or is stuck", what, c->timeout_s, me);
+  probe_peers(c, a, answered);
+  int nmiss = 0, lowest = c->rank;
+  size_t used = 0;
+  for (int j = W - 1; j >= 0; j--)
+    if (answered[j]) lowest = j;
+  for (int j = 0; j < W && used < sizeof missing; j++)
+    if (!answered[j])
+      used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d",
+                               nmiss++ ? ", " : "", world_rank(c, j));
+  free(answered);
+  if (lowest != c->rank) sleep_s(PROBE_GRACE_S + 5.0); /* the reporter aborts the job */
+  if (nmiss == 0)
+    return FB_ERR(FB_ETIMEOUT, "%s did not complete within %g s on rank %d although every rank "
+                  "answered a liveness probe (mismatched collectives?)", what, c->timeout_s, me);
+  return FB_ERR(FB_ETIMEOUT, "rank%s %s did not reach %s within %g s (rank %d waited %.1f s): %s",
+                nmiss > 1 ? "s" : "", missing, what, c->timeout_s, me, waited,
+                nmiss > 1 ? "they failed or are stuck" : "it failed or is stuck");
+}
+
 /* Polls req until done or the timeout; backs off from yielding to short sleeps so waiting
  * ranks leave the cores to the ones computing. */
 static fb_status wait_req(fb_comm *c, MPI_Request *req, const coll_args *a) {
+  mpi_comm *m = c->impl;
   const double t0 = mono_s();
   long sleep_ns = 10000;
   for (int it = 0;; it++) {
     int done = 0;
-    if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-      char what[128];
+    int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      char what[128], err[MPI_MAX_ERROR_STRING];
+      int len = 0;
+      m->broken = true;
       describe(a, what, sizeof what);
-      return FB_ERR(FB_ECOMM, "rank %d: %s failed in MPI_Test", c->rank, what);
+      MPI_Error_string(rc, err, &len);
+      return FB_ERR(FB_ECOMM, "rank %d: %s failed: %s (a peer rank failed; mpirun names it "
+                    "above)", world_rank(c, c->rank), what, err);
     }
     if (done) return FB_OK;
     const double waited = mono_s() - t0;
     if (c->timeout_s > 0 && waited > c->timeout_s) {
-      char what[128];
-      describe(a, what, sizeof what);
-      return FB_ERR(FB_ETIMEOUT, "rank %d: %s waited %.1f s and did not complete (a peer did "
-                    "not issue it, or is stuck)", c->rank, what, waited);
+      m->broken = true;
+      return timed_out(c, a, waited);
     }
     if (it < 64) {
       sched_yield();
@@ -180,6 +299,12 @@ static fb_status collective(fb_comm *c, const coll_args *a) {
   const int r = c->rank, W = c->world;
   const MPI_Datatype dt = mpi_type(a->t);
   const bool bf = a->t == FB_BF16;
+  if (m->broken) {
+    char what[128];
+    describe(a, what, sizeof what);
+    return FB_ERR(FB_ECOMM, "rank %d: %s not started: an earlier collective on this "
+                  "communicator failed", r, what);
+  }
   if (a->op != FB_COLL_BARRIER && n == 0) return FB_OK; /* every rank skips it alike */
   if (n > (size_t)INT_MAX / (size_t)W) {
     char what[128];
@@ -336,16 +461,24 @@ static fb_status m_barrier(fb_comm *c, fb_stream *s) {
 }
 
 /* The streams this comm used must be drained before it is destroyed; every rank destroys its
- * communicator (MPI_Comm_free is collective). */
+ * communicator (MPI_Comm_free is collective). A broken one (a collective failed) is left to
+ * MPI, and its probe buffer with it: the job is about to abort. */
 static void m_destroy(fb_comm *c) {
   mpi_comm *m = c->impl;
   for (job *j = m->pending, *nx; j; j = nx) {
     nx = j->next;
     free(j);
   }
+  if (m->broken) {
+    free(c);
+    return;
+  }
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Comm_free(&m->comm);
+  if (!finalized) {
+    MPI_Comm_free(&m->probe);
+    MPI_Comm_free(&m->comm);
+  }
   pthread_mutex_destroy(&m->mu);
   free(m);
   free(c);
@@ -366,20 +499,29 @@ const fb_comm_ops fb_mpi_comm_ops = {
     .host_memory = true,
 };
 
-/* Wraps an MPI communicator this fb_comm then owns (freed on failure too). */
+/* Wraps an MPI communicator this fb_comm then owns (freed on failure too); errors on it come
+ * back as return codes. Collective over mc (the probe communicator is a duplicate). */
 static fb_status wrap(fb_device *dev, MPI_Comm mc, double timeout_s, fb_comm **out) {
   int rank = 0, world = 1;
   MPI_Comm_rank(mc, &rank);
   MPI_Comm_size(mc, &world);
+  MPI_Comm_set_errhandler(mc, MPI_ERRORS_RETURN);
+  MPI_Comm probe = MPI_COMM_NULL;
+  if (MPI_Comm_dup(mc, &probe) != MPI_SUCCESS) {
+    MPI_Comm_free(&mc);
+    return FB_ERR(FB_ECOMM, "rank %d: mpi comm: MPI_Comm_dup failed", rank);
+  }
   fb_comm *c = calloc(1, sizeof *c);
   mpi_comm *m = calloc(1, sizeof *m);
   if (!c || !m || pthread_mutex_init(&m->mu, NULL) != 0) {
     free(m);
     free(c);
+    MPI_Comm_free(&probe);
     MPI_Comm_free(&mc);
     return FB_ERR(FB_ENOMEM, "rank %d: mpi comm: out of host memory", rank);
   }
   m->comm = mc;
+  m->probe = probe;
   *c = (fb_comm){.ops = &fb_mpi_comm_ops, .impl = m, .rank = rank, .world = world, .dev = dev,
                  .timeout_s = timeout_s};
   *out = c;

@@ -15,6 +15,7 @@
 
 #include "../comm/comm.h"
 #include "../core/crc32.h"
+#include "fault.h"
 
 #define MAGIC "FBCKPT1"
 enum { HAS_M = 1, HAS_V = 2 };
@@ -205,6 +206,7 @@ fb_status fb_ckpt_save(fb_rank *r, const char *dir, int steps_done) {
   int64_t bytes = 0;
   if (st == FB_OK) st = write_shard(r, tmpdir, v, n, &crc, &bytes);
   free(v);
+  fb_fault_point(r->rank, steps_done, FB_FAULT_SAVE); /* tests only (FSDPBENCH_FAULT) */
   char why[512] = "";
   if (st != FB_OK) snprintf(why, sizeof why, "%s", fb_error_msg());
   FB_TRY(all_ok(r, st == FB_OK, &ok));
