@@ -25,9 +25,7 @@
 
 #ifdef FB_HAVE_CUDA
 #include "../engine/config/config.h"
-#include <cuda_runtime_api.h>
-
-#include "../engine/device/device_cuda.h"
+#include "../engine/device/cuda_module.h"
 #include "../engine/device/kernels.h"
 #include "../engine/exec/runner.h"
 #include "../engine/ops/cpu_kernels.h"
@@ -562,11 +560,8 @@ static int strategy_checks(void) {
   const int W = ws ? atoi(ws) : 1;
   const bool launched = W > 1;
   const int batch = 4 * (W > 1 ? W : 2); /* the global batch splits evenly over any world */
-  int gpus = 0;
-  if (cudaGetDeviceCount(&gpus) != cudaSuccess) {
-    (void)cudaGetLastError();
-    gpus = 0;
-  }
+  const fb_cuda_module *cm = fb_cuda_module_loaded(); /* fb_device_available loaded it */
+  const int gpus = cm ? cm->gpu_count() : 0;
   if (launched)
     printf("selftest: 3-step equivalence against single (nccl at the launcher's world %d)\n", W);
   else
@@ -604,7 +599,7 @@ static int run_cuda(void) {
   harness hh, *h = &hh;
   memset(h, 0, sizeof *h);
   h->rng = 0x5eed5eedull;
-  fb_status st = fb_device_open(&fb_cuda_device_ops, 0, 1, 1, 0, NULL, &h->gd);
+  fb_status st = fb_device_open(fb_device_lookup("cuda"), 0, 1, 1, 0, NULL, &h->gd);
   if (st != FB_OK) {
     fprintf(stderr, "selftest: error: %s (%s)\n", fb_error_msg(), fb_error_where());
     return 1;

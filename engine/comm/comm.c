@@ -13,10 +13,11 @@ extern const fb_comm_ops fb_local_comm_ops;
 #ifdef FB_HAVE_MPI
 extern const fb_comm_ops fb_mpi_comm_ops;
 #endif
-/* Tables owned by the other backends' files (comm_sim.c, comm_nccl.c). */
+/* Tables owned by the other backends' files (comm_sim.c; comm_nccl.c is in the CUDA module,
+ * loaded when nccl is looked up). */
 extern const fb_comm_ops fb_sim_comm_ops;
 #ifdef FB_HAVE_CUDA
-extern const fb_comm_ops fb_nccl_comm_ops;
+#include "../device/cuda_module.h"
 #endif
 
 const fb_comm_ops *fb_comm_lookup(const char *name) {
@@ -27,7 +28,10 @@ const fb_comm_ops *fb_comm_lookup(const char *name) {
 #endif
   if (!strcmp(name, "sim")) return &fb_sim_comm_ops;
 #ifdef FB_HAVE_CUDA
-  if (!strcmp(name, "nccl")) return &fb_nccl_comm_ops;
+  if (!strcmp(name, "nccl")) {
+    const fb_cuda_module *m = fb_cuda_module_load(NULL, 0);
+    return m ? m->nccl_ops : NULL;
+  }
 #endif
   return NULL;
 }

@@ -89,11 +89,11 @@ extern "C" {
  * another library's cudaSetDevice could make stale). */
 fb_status fb_cuda_bind(const fb_device *d);
 /* The GPU ordinal a rank uses, out of `count` visible devices: the launcher's local rank
- * (LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID; first set wins)
- * modulo count, else `rank` modulo count (ranks as threads of one process). src (may be NULL)
- * receives what chose it. FB_EUSAGE naming the variable when its value is not a rank. */
+ * (fb_launch_detect: torchrun, Open MPI, MPICH, Slurm) modulo count, else `rank` modulo count
+ * (ranks as threads of one process). src (may be NULL) receives what chose it. FB_EUSAGE
+ * naming the variable when a launcher's value is not allowed. */
 fb_status fb_cuda_pick_ordinal(int rank, int count, int *ordinal, char *src, size_t src_len);
-/* Whether a launcher's local-rank variable is set (one rank per process). */
+/* Whether a launcher started this process (one rank per process). */
 bool fb_cuda_launched(void);
 #ifdef __cplusplus
 }

@@ -12,7 +12,7 @@
  * (fb_cupti_dropped, which also counts what CUPTI itself dropped) and the trace is partial.
  * Timestamps are on the host clock of the cpu device (fb_cpu_clock seconds): CUPTI is given a
  * CLOCK_MONOTONIC timestamp source, so GPU and host events share one axis.
- * Exists only in builds with CUDA: callers guard with #ifdef FB_HAVE_CUDA. It does not write
+ * Exists only inside the CUDA module: the engine calls it through cuda_module.h. It does not write
  * the trace file itself (chrome_trace.c does) nor choose the traced steps (the runner does). */
 #ifndef FB_CUPTI_H
 #define FB_CUPTI_H

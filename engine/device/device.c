@@ -16,7 +16,7 @@
 
 extern const fb_device_ops fb_sim_device_ops;
 #ifdef FB_HAVE_CUDA
-#include "device_cuda.h"
+#include "cuda_module.h"
 #endif
 
 /* What fb_device_open really allocates: the public struct plus the allocator's private
@@ -54,8 +54,23 @@ static const fb_device_caps sim_caps = {
 static const fb_device_caps cuda_caps = {
     .host_access = false, .executes = true, .bf16 = true, .gpu = true, .kernel_trace = true,
     .checks_order = false, .comm = "nccl", .comm_launched = "nccl", .comms = "nccl local mpi"};
-static bool cuda_available(char *why, size_t n) { return fb_cuda_present(why, n); }
-static int64_t cuda_capacity(int ranks_here) { return fb_cuda_capacity(ranks_here); }
+/* The cuda backend lives in the CUDA module (cuda_module.h), loaded on first use: the driver
+ * check comes first, so a machine without a GPU never loads it. */
+static bool cuda_available(char *why, size_t n) {
+  char reason[512];
+  if (!fb_cuda_driver_present(why, n)) return false;
+  const fb_cuda_module *m = fb_cuda_module_load(reason, sizeof reason);
+  if (!m && why && n) snprintf(why, n, "cannot load the CUDA module: %s", reason);
+  return m && m->present(why, n);
+}
+static int64_t cuda_capacity(int ranks_here) {
+  const fb_cuda_module *m = fb_cuda_module_load(NULL, 0);
+  return m ? m->capacity(ranks_here) : -1;
+}
+static const fb_device_ops *cuda_ops(bool load) {
+  const fb_cuda_module *m = load ? fb_cuda_module_load(NULL, 0) : fb_cuda_module_loaded();
+  return m ? m->device_ops : NULL;
+}
 #endif
 
 static const fb_device_entry registry[] = {
@@ -67,7 +82,7 @@ static const fb_device_entry registry[] = {
      .ops = &fb_cpu_opaque_device_ops, .caps = &opaque_caps, .capacity = host_capacity},
 #ifdef FB_HAVE_CUDA
     {.name = "cuda", .help = "NVIDIA GPUs: CUDA kernels, cuBLAS, NCCL",
-     .ops = &fb_cuda_device_ops, .caps = &cuda_caps, .available = cuda_available,
+     .resolve = cuda_ops, .caps = &cuda_caps, .available = cuda_available,
      .capacity = cuda_capacity},
 #endif
     {.name = "sim", .help = "no data: every op priced by the cost model of a hardware profile",
@@ -85,17 +100,22 @@ const fb_device_entry *fb_device_entry_lookup(const char *name) {
   return NULL;
 }
 
+/* The entry's ops; a backend in a loadable module is loaded when `load` (NULL if it cannot be). */
+static const fb_device_ops *entry_ops(const fb_device_entry *e, bool load) {
+  return e->ops ? e->ops : e->resolve ? e->resolve(load) : NULL;
+}
+
 const fb_device_ops *fb_device_lookup(const char *name) {
   const fb_device_entry *e = fb_device_entry_lookup(name);
-  return e ? e->ops : NULL;
+  return e ? entry_ops(e, true) : NULL;
 }
 
 /* A device built outside the registry (tests' fakes) executes nothing the host cannot see. */
 static const fb_device_caps unregistered_caps = {.host_access = true, .executes = true};
 
 const fb_device_caps *fb_device_caps_of(const fb_device *d) {
-  for (int i = 0; i < NREG; i++)
-    if (registry[i].ops == d->ops) return registry[i].caps;
+  for (int i = 0; i < NREG; i++) /* a device of a module's backend means it is loaded */
+    if (entry_ops(&registry[i], false) == d->ops) return registry[i].caps;
   return &unregistered_caps;
 }
 
@@ -304,4 +324,14 @@ double fb_coll_wire_bytes(fb_coll c, int64_t count, fb_dtype t, int world) {
   case FB_NCOLL: break;
   }
   return 0.0;
+}
+
+fb_status fb_event_record(fb_device *d, fb_event *e, fb_stream *s) {
+  if (d->rec) fb_recorder_event_record(d->rec, e, s);
+  return d->ops->event_record(d, e, s);
+}
+
+fb_status fb_stream_wait(fb_device *d, fb_stream *s, fb_event *e) {
+  if (d->rec) fb_recorder_stream_wait(d->rec, s, e);
+  return d->ops->stream_wait(d, s, e);
 }

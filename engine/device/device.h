@@ -104,6 +104,7 @@ typedef struct fb_op_cost {
   fb_coll coll; int64_t count; int world; /* collectives: elements per rank (AG/RS) or total */
   int stride;         /* collectives: ranks between the group's members (fb_comm.stride) */
   bool causal;        /* attention: causal mask (half the T x T products) */
+  int param;          /* recorder only: 1 + model id of the parameter the op applies, 0: none */
 } fb_op_cost;
 
 typedef struct fb_device_ops {
@@ -178,7 +179,11 @@ typedef struct fb_device_ops {
 typedef struct fb_device_entry {
   const char *name;               /* --backend value */
   const char *help;               /* one line for --help */
-  const fb_device_ops *ops;
+  const fb_device_ops *ops;       /* NULL for a backend in a loadable module: see resolve */
+  /* A backend in a loadable module (cuda, cuda_module.h): its ops once the module is loaded;
+   * with load true it loads the module first. NULL when it cannot be loaded. Reached through
+   * fb_device_lookup, so listing or naming backends loads nothing. */
+  const fb_device_ops *(*resolve)(bool load);
   const fb_device_caps *caps;
   /* Whether it can run here; fills why when not (NULL = always). */
   bool (*available)(char *why, size_t why_len);
@@ -200,7 +205,8 @@ struct fb_device {
   bool simulated;              /* true for sim: no data anywhere */
 };
 
-/* Registry: "cpu", "cpu-opaque", "cuda", "sim". NULL when the name is unknown or not built. */
+/* Registry: "cpu", "cpu-opaque", "cuda", "sim". NULL when the name is unknown or not built,
+ * or its module cannot be loaded (cuda: this loads the CUDA module). */
 const fb_device_ops *fb_device_lookup(const char *name);
 const fb_device_entry *fb_device_entry_lookup(const char *name);
 /* The i-th registered backend (built into this binary), NULL past the end. */
@@ -257,12 +263,9 @@ static inline fb_status fb_copy_d2h(fb_device *d, fb_stream *s, void *dst, const
                                     size_t n) {
   return n ? d->ops->copy_d2h(d, s, dst, src, n) : FB_OK;
 }
-static inline fb_status fb_event_record(fb_device *d, fb_event *e, fb_stream *s) {
-  return d->ops->event_record(d, e, s);
-}
-static inline fb_status fb_stream_wait(fb_device *d, fb_stream *s, fb_event *e) {
-  return d->ops->stream_wait(d, s, e);
-}
+/* Event record / stream wait, told to the recorder too (the trace's flow arrows). */
+fb_status fb_event_record(fb_device *d, fb_event *e, fb_stream *s);
+fb_status fb_stream_wait(fb_device *d, fb_stream *s, fb_event *e);
 static inline fb_status fb_event_sync(fb_device *d, fb_event *e) { return d->ops->event_sync(d, e); }
 static inline fb_status fb_stream_sync(fb_device *d, fb_stream *s) { return d->ops->stream_sync(d, s); }
 static inline double fb_now(fb_device *d) { return d->ops->now(d); }

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/launcher.h"
 #include "cuda_impl.h"
 #include "device_cpu.h"
 #include "device_cuda.h"
@@ -73,31 +74,22 @@ fb_status fb_cuda_bind(const fb_device *d) {
   return FB_OK;
 }
 
-/* The launchers' local-rank variables, in the order they are trusted. */
-static const char *const local_rank_env[] = {"LOCAL_RANK", "SLURM_LOCALID",
-                                             "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"};
-
+/* The launcher's local rank (engine/core/launcher.c: torchrun, Open MPI, MPICH, Slurm, in
+ * that precedence, strictly parsed) picks the GPU when a launcher started this process. */
 bool fb_cuda_launched(void) {
-  for (size_t i = 0; i < sizeof local_rank_env / sizeof local_rank_env[0]; i++) {
-    const char *v = getenv(local_rank_env[i]);
-    if (v && *v) return true;
-  }
-  return false;
+  fb_launch l;
+  return fb_launch_detect(&l) == FB_OK && strcmp(l.name, "none") != 0;
 }
 
 fb_status fb_cuda_pick_ordinal(int rank, int count, int *ordinal, char *src, size_t src_len) {
   if (count <= 0)
     return FB_ERR(FB_EDEVICE, "rank %d: no CUDA device is visible", rank);
-  for (size_t i = 0; i < sizeof local_rank_env / sizeof local_rank_env[0]; i++) {
-    const char *v = getenv(local_rank_env[i]);
-    if (!v || !*v) continue;
-    char *end;
-    long r = strtol(v, &end, 10);
-    if (*end != '\0' || r < 0 || r > 1000000)
-      return FB_ERR(FB_EUSAGE, "rank %d: %s=%s is not a local rank (a non-negative integer); "
-                    "cannot choose a GPU out of %d", rank, local_rank_env[i], v, count);
-    *ordinal = (int)(r % count);
-    if (src && src_len) snprintf(src, src_len, "%s=%ld mod %d GPUs", local_rank_env[i], r, count);
+  fb_launch l;
+  FB_TRY(fb_launch_detect(&l));
+  if (strcmp(l.name, "none")) {
+    *ordinal = l.local_rank % count;
+    if (src && src_len)
+      snprintf(src, src_len, "%s local rank %d mod %d GPUs", l.name, l.local_rank, count);
     return FB_OK;
   }
   if (rank < 0)

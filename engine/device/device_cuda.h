@@ -1,6 +1,6 @@
 /* The cuda device's public entry points: its ops table, whether a GPU is usable, and its
- * kernel table. Declarations only, safe to include from any file; the definitions exist only
- * in builds with CUDA (guard uses with #ifdef FB_HAVE_CUDA). It does not describe the
+ * kernel table. Declarations only; the definitions exist only inside the CUDA module
+ * (libfsdpbench_cuda.so): the engine reaches them through cuda_module.h. It does not describe the
  * backend's state (cuda_impl.h, private). */
 #ifndef FB_DEVICE_CUDA_H
 #define FB_DEVICE_CUDA_H

@@ -1,0 +1,43 @@
+/* The CUDA module's one exported symbol (see engine/device/cuda_module.h): the static table of
+ * what the engine reaches in libfsdpbench_cuda.so, the cuda device, the nccl communicator,
+ * CUPTI capture and the GPU queries. It sits in comm/ because it names both the device layer's
+ * and the communicator's entry points. Built only into the module (the *_cuda.c rule); every
+ * other symbol of the module is hidden. It adds no behaviour of its own. */
+#include <cuda_runtime_api.h>
+
+#include "../device/cuda_module.h"
+#include "../device/cupti.h"
+#include "../device/device_cuda.h"
+#include "comm.h"
+
+extern const fb_comm_ops fb_nccl_comm_ops;
+
+static int gpu_count(void) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    n = 0;
+  }
+  return n;
+}
+
+static const fb_cuda_module table = {
+    .abi = FB_CUDA_MODULE_ABI,
+    .size = sizeof(fb_cuda_module),
+    .device_ops = &fb_cuda_device_ops,
+    .present = fb_cuda_present,
+    .capacity = fb_cuda_capacity,
+    .gpu_count = gpu_count,
+    .nccl_ops = &fb_nccl_comm_ops,
+    .nccl_create = fb_comm_nccl_create,
+    .cupti_start = fb_cupti_start,
+    .cupti_stop = fb_cupti_stop,
+    .cupti_dropped = fb_cupti_dropped,
+    .cupti_rank = fb_cupti_rank,
+    .cupti_write_events = fb_cupti_write_events,
+    .cupti_clear = fb_cupti_clear,
+};
+
+__attribute__((visibility("default"))) const fb_cuda_module *fb_cuda_module_v1(void);
+
+const fb_cuda_module *fb_cuda_module_v1(void) { return &table; }
