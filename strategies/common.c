@@ -8,9 +8,23 @@
 
 #include "../engine/model/init.h"
 
+/* dst[0, n) = unit u's flat range [start, start+n); past the unit's end (world padding): 0. */
+static void fill_range(const fb_rank *r, int u, int64_t start, int64_t n, float *dst) {
+  const int64_t un = r->model->units[u].numel;
+  const int64_t valid = start >= un ? 0 : (un - start < n ? un - start : n);
+  if (valid) fb_unit_init(r->model, u, r->cfg->seed, start, valid, dst);
+  memset(dst + valid, 0, (size_t)(n - valid) * sizeof *dst);
+}
+
 fb_status fb_materialize_range(fb_rank *r, int u, int64_t start, int64_t n, float *dst) {
   if (n <= 0) return FB_OK;
   if (r->dev->simulated) return FB_OK;
+  if (fb_device_caps_of(r->dev)->host_access) {
+    /* host memory: generated in place, each page written once (no staging copy) */
+    FB_TRY(fb_stream_sync(r->dev, r->compute));
+    fill_range(r, u, start, n, dst);
+    return FB_OK;
+  }
   /* chunks of at most 16 Mi elements keep the host staging buffer small */
   const int64_t chunk = (int64_t)1 << 24;
   float *h = malloc((size_t)(n < chunk ? n : chunk) * sizeof *h);
@@ -18,13 +32,7 @@ fb_status fb_materialize_range(fb_rank *r, int u, int64_t start, int64_t n, floa
   fb_status st = FB_OK;
   for (int64_t o = 0; o < n && st == FB_OK; o += chunk) {
     int64_t c = n - o < chunk ? n - o : chunk;
-    /* ranges past the unit's end are world padding: zeros */
-    int64_t un = r->model->units[u].numel;
-    memset(h, 0, (size_t)c * sizeof *h);
-    if (start + o < un) {
-      int64_t valid = un - (start + o) < c ? un - (start + o) : c;
-      fb_unit_init(r->model, u, r->cfg->seed, start + o, valid, h);
-    }
+    fill_range(r, u, start + o, c, h);
     st = fb_copy_h2d(r->dev, r->compute, dst + o, h, (size_t)c * sizeof *h);
   }
   free(h);

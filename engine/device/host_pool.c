@@ -2,13 +2,22 @@
  * first word links to the next cached block of its size; the sizes live in one array sorted
  * by size (a run has tens of distinct large sizes), searched by bisection under one mutex.
  * The most recently freed block is handed out first (its pages are the warmest). It does not
- * split or merge blocks: a request is served only by a block of exactly its rounded size. */
+ * split or merge blocks: a request is served only by a block of exactly its rounded size.
+ * Blocks of FB_HOST_POOL_HUGE bytes or more are their own mappings, aligned to 2 MiB and
+ * advised MADV_HUGEPAGE, so that first touch faults them in 2 MiB at a time where the kernel
+ * has transparent huge pages (512x fewer page faults; a kernel without them ignores the
+ * advice); the size alone says how a block was obtained and is given back. */
+#define _GNU_SOURCE
 #include "host_pool.h"
 
 #include <assert.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+
+#define HUGE_ALIGN ((size_t)2 << 20)
 
 typedef struct free_list {
   size_t size;
@@ -23,6 +32,30 @@ struct fb_host_pool {
 };
 
 static size_t round64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
+
+/* A mapping of `size` bytes at a 2 MiB boundary (over-map, trim both ends), advised huge. */
+static void *map_huge(size_t size) {
+  const size_t len = size + HUGE_ALIGN;
+  if (len < size) return NULL;
+  char *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) return NULL;
+  char *p = (char *)(((uintptr_t)base + HUGE_ALIGN - 1) & ~(uintptr_t)(HUGE_ALIGN - 1));
+  const size_t page = 4096, mapped = (size + page - 1) & ~(page - 1);
+  if (p > base) munmap(base, (size_t)(p - base));
+  if (base + len > p + mapped) munmap(p + mapped, (size_t)(base + len - (p + mapped)));
+  (void)madvise(p, mapped, MADV_HUGEPAGE); /* advice only: no THP means 4 KiB pages */
+  return p;
+}
+
+/* A block from the system, by size class (see the top of the file). */
+static void *sys_get(size_t size) {
+  return size >= FB_HOST_POOL_HUGE ? map_huge(size) : aligned_alloc(64, size);
+}
+
+static void sys_put(void *b, size_t size) {
+  if (size >= FB_HOST_POOL_HUGE) munmap(b, size);
+  else free(b);
+}
 
 fb_host_pool *fb_host_pool_create(void) {
   fb_host_pool *p = calloc(1, sizeof *p);
@@ -50,7 +83,7 @@ static void release_all(fb_host_pool *p) {
   for (size_t i = 0; i < p->n; i++) {
     for (void *b = p->lists[i].head, *nx; b; b = nx) {
       memcpy(&nx, b, sizeof nx);
-      free(b);
+      sys_put(b, p->lists[i].size);
       p->st.reserved -= (int64_t)p->lists[i].size;
       p->st.cached -= (int64_t)p->lists[i].size;
     }
@@ -87,10 +120,10 @@ void *fb_host_pool_get(fb_host_pool *p, size_t bytes) {
     return b;
   }
   p->st.misses++;
-  b = aligned_alloc(64, size);
+  b = sys_get(size);
   if (!b && p->st.cached > 0) { /* memory held for other sizes: give it back and retry */
     release_all(p);
-    b = aligned_alloc(64, size);
+    b = sys_get(size);
   }
   if (b) p->st.reserved += (int64_t)size;
   pthread_mutex_unlock(&p->mu);
@@ -114,7 +147,7 @@ void fb_host_pool_put(fb_host_pool *p, void *ptr, size_t bytes) {
       if (!l) { /* cannot remember the size: hand the block back to the system */
         p->st.reserved -= (int64_t)size;
         pthread_mutex_unlock(&p->mu);
-        free(ptr);
+        sys_put(ptr, size);
         return;
       }
       p->lists = l;

@@ -1,7 +1,8 @@
 /* Deterministic parameter initialisation: the value of element i of parameter p is a pure
- * function of (seed, p->id, i) — a counter-based generator (SplitMix64 finaliser of the
- * counter, Box-Muller on its two halves). Any slice can be generated alone and equals the same
- * slice of the full initialisation, which is what makes sharded ("meta") init exact. */
+ * function of (seed, p->id, i) — a counter-based generator (SplitMix64 finaliser of counter
+ * i/2, Box-Muller on its two 24-bit halves; elements 2k and 2k+1 are the transform's cos and
+ * sin outputs). Any slice can be generated alone and equals the same slice of the full
+ * initialisation, which is what makes sharded ("meta") init exact. */
 #ifndef FB_INIT_H
 #define FB_INIT_H
 #include <stdint.h>
