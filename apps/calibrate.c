@@ -37,6 +37,7 @@
 
 #include "../engine/comm/comm.h"
 #include "../engine/config/config.h"
+#include "../engine/core/progress.h"
 #include "../engine/device/device.h"
 #include "../engine/device/device_cpu.h"
 #include "../engine/device/kernels.h"
@@ -570,6 +571,10 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out, fb_
 
   /* (the machine's load is checked around this by fb_calibrate_main) */
   if (!quiet) printf("calibrate: %d thread(s), %s\n", threads, fb_blas_describe());
+  /* progress on stderr, per measurement; in place only when it cannot split stdout's lines */
+  fb_progress prog;
+  fb_progress_start(&prog, "calibrate: measurement", 8, quiet || !isatty(STDOUT_FILENO));
+  fb_progress_update(&prog, 0, "FMA peak and memory bandwidth");
   fb_blas_set_threads(threads); /* as the runner does: GEMMs and kernels use `threads` */
   double peak = measure_fma_peak(threads, o->quick);
   double triad = measure_triad(threads, o->quick);
@@ -580,7 +585,8 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out, fb_
   hw.peak_bf16 = peak; /* the cpu device computes in fp32 only */
   hw.mem_bw = triad;
 
-  FB_TRY(cdev_open(threads, 0, 1, &c));
+  FB_CHECK_GOTO(st, cdev_open(threads, 0, 1, &c), out);
+  fb_progress_update(&prog, 1, "kernel overhead");
 
   /* per-kernel overhead and the elementwise kernels' share of the triad bandwidth */
   add_arg tiny = {.n = 16}, big = {.n = o->quick ? (size_t)8 << 20 : (size_t)16 << 20};
@@ -600,7 +606,9 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out, fb_
   fb_free(c.d, &big.a, NULL);
   fb_free(c.d, &big.b, NULL);
 
+  fb_progress_update(&prog, 2, "kernels");
   FB_CHECK_GOTO(st, measure_kernels(&c, budget, o->quick, quiet, &hw), out);
+  fb_progress_update(&prog, 3, "GEMM curve");
 
   /* GEMM curve: squares, the transformer shapes of gpt2-124m at B*T = 256 and 1024 and of
    * debug at B*T = 1024; each shape forward (one product) and backward (dinp and dW: two
@@ -650,6 +658,7 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out, fb_
       fb_calibrate_fit_gemm(gs, grate, NPT, peak, &hw.gemm_max_eff, &hw.gemm_half_size);
 
   /* attention fwd+bwd (gpt2-124m heads) against the GEMM curve at its size */
+  fb_progress_update(&prog, 4, "attention");
   {
     attn_arg at = {.B = o->quick ? 1 : 2, .T = 256, .H = 12, .hd = 64};
     size_t act = (size_t)at.B * at.T * at.H * at.hd * 4;
@@ -679,6 +688,7 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out, fb_
   }
 
   /* compute slowdown while another thread streams memory (a comm worker's copies) */
+  fb_progress_update(&prog, 5, "GEMM slowdown under memory traffic");
   {
     gemm_arg g = {.N = 512, .C = 768, .OC = 3072};
     FB_CHECK_GOTO(st, zalloc(&c, (size_t)g.N * g.OC * 4, &g.out), out);
@@ -709,6 +719,7 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out, fb_
 
   /* the local communicator: 2 rank threads (sets the links, shared_host, collectives and
    * devices_per_node) */
+  fb_progress_update(&prog, 6, "local communicator");
   FB_CHECK_GOTO(st, fb_calibrate_local_comm(&hw, o->quick, quiet, &dg.comm_rms), out);
 
   long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
@@ -717,7 +728,10 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out, fb_
   hw.host_runs_ahead = false; /* the cpu device runs compute on the calling thread */
 
   /* the compute figures a step sees: refit on the ops of real single-rank steps */
+  fb_progress_update(&prog, 7, "in-step rates");
   FB_CHECK_GOTO(st, fb_calibrate_in_step(&hw, threads, o->quick, quiet, &dg), out);
+  fb_progress_update(&prog, 8, NULL);
+  fb_progress_end(&prog);
 
   if (!quiet) {
     printf("\n  sgemm through the cpu device (matmul_fwd) repeated on warm buffers, against the "
@@ -745,6 +759,7 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out, fb_
   if (st == FB_OK) *out = hw;
   if (st == FB_OK && diag) *diag = dg;
 out:
+  fb_progress_end(&prog);
   cdev_close(&c);
   return st;
 }
@@ -1091,7 +1106,9 @@ static const char help_text[] =
     "  - rejected figure: every fitted figure is checked, one line each: a fit residual\n"
     "    above 25 % (relative RMS), a rate above its measured ceiling or below 1 % of it,\n"
     "    a non-positive latency, an efficiency outside (0, 1], a fit at a clamp bound.\n"
-    "Test hook: FSDPBENCH_FAKE_LOADAVG=X replaces the load average read from /proc/loadavg.\n";
+    "Test hook: FSDPBENCH_FAKE_LOADAVG=X replaces the load average read from /proc/loadavg.\n"
+    "Exit codes: 0 written; 1 refused (load, spread, a rejected figure) or a runtime failure;\n"
+    "  2 bad usage or an existing --out without --force. Progress goes to stderr.\n";
 
 int fb_calibrate_main(int argc, char **argv) {
   calib_cli c = {.o = {.threads = (int)sysconf(_SC_NPROCESSORS_ONLN), .quick = false},

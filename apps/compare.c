@@ -45,6 +45,7 @@
  *
  * compare_steps.csv: one row per (run, step), rank 0.
  *   run, strategy, world, step, wall_ms, compute_ms, comm_ms, exposed_ms, loss, grad_norm, lr
+ *   (step: the number the step log line prints, 1-based)
  *
  * memory_timeline.csv: rank 0 of each successful run, the last step: one row at t_ms 0 with
  * the levels at the step's start (event "start"), then one row per allocation or free.
@@ -73,6 +74,7 @@
 #include "../engine/config/config.h"
 #include "report.h"
 #include "../engine/sim/hardware.h"
+#include "../engine/core/progress.h"
 #include "../engine/exec/runner.h"
 
 #define CMP_MAX_AXES 8
@@ -149,7 +151,10 @@ static void usage(FILE *f) {
           "prefetch-forward, accum, ...)\n"
           "  --out DIR          output directory (default %s)\n"
           "param sum column: '=' equals, bit for bit, the first successful strategy of the same "
-          "sweep point.\n\nThe run flags:\n\n",
+          "sweep point.\n"
+          "Exit codes: 0 at least one run completed and every record was written; 1 no run "
+          "completed or a\nrecord could not be written (a failed run is a row with its error); "
+          "2 bad usage. Progress\n(run k/N, elapsed, ETA) goes to stderr.\n\nThe run flags:\n\n",
           default_strategies(), DEFAULT_OUT);
   fb_config_print_help(f);
 }
@@ -421,7 +426,8 @@ static void write_steps(FILE *f, const cmp_row *row, const fb_run_result *res) {
   const fb_rank_result *rr = &res->ranks[0];
   for (int s = 0; s < res->nsteps; s++) {
     const fb_step_stats *ss = &rr->steps[s];
-    fprintf(f, "%d,%s,%d,%d", row->run, row->strategy, row->world, s);
+    fprintf(f, "%d,%s,%d,%d", row->run, row->strategy, row->world,
+            fb_step_number(res->first_step + s));
     csv_num(f, ss->wall * 1e3, "%.6f");
     csv_num(f, ss->compute * 1e3, "%.6f");
     csv_num(f, ss->comm * 1e3, "%.6f");
@@ -779,12 +785,18 @@ int fb_compare_main(int argc, char **argv) {
   print_head(stdout, p);
   int ok = 0;
   fb_status write_st = FB_OK;
+  fb_progress prog; /* stderr: in place on a terminal, else a line every few seconds */
+  fb_progress_start(&prog, "compare: run", nruns, true);
   for (int i = 0; i < nruns; i++) {
     cmp_row *row = &rows[i];
     row->run = i + 1;
     row->point = i / p->nstrategies;
     snprintf(row->strategy, sizeof row->strategy, "%s", p->strategies[i % p->nstrategies]);
+    char now[96];
+    snprintf(now, sizeof now, "done, running %s", row->strategy);
+    fb_progress_update(&prog, i, now);
     fb_status wst = run_one(p, row, &files);
+    fb_progress_clear(&prog);
     if (wst != FB_OK && write_st == FB_OK) {
       write_st = wst;
       fprintf(stderr, "fsdpbench compare: error: %s\n", fb_error_msg());
@@ -804,6 +816,7 @@ int fb_compare_main(int argc, char **argv) {
     write_csv_row(files.runs, row);
     fflush(files.runs);
   }
+  fb_progress_end(&prog);
   st = close_files(&files);
   if (st != FB_OK && write_st == FB_OK) {
     write_st = st;

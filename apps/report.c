@@ -152,7 +152,8 @@ static void print_time_row(FILE *f, const char *label, const fb_rank_summary *s)
 
 static void print_time_table(FILE *f, const fb_run_result *r, const char *pred) {
   fprintf(f, "#\n# Time per step%s: step time is the median, compute/comm/exposed the mean over "
-             "steps %d..%d\n", pred, first_measured(r->nsteps), r->nsteps - 1);
+             "steps %d..%d\n", pred, fb_step_number(r->first_step + first_measured(r->nsteps)),
+          fb_step_number(r->first_step + r->nsteps - 1));
   fprintf(f, "# %6s %10s %12s %12s %9s %7s %10s %10s %10s %8s\n", "rank", "step", "tokens/s",
           "tokens/s", "TFLOP/s", "peak", "compute", "comm", "exposed", "overlap");
   fprintf(f, "# %6s %10s %12s %12s %9s %7s %10s %10s %10s %8s\n", "", "(ms)", "(global)",
@@ -373,6 +374,8 @@ void fb_report_print(FILE *f, const fb_run_result *r) {
           c->batch, c->seq, (long long)r->tokens_per_step, c->micro_batch, r->nsteps,
           fb_dtype_name(c->param_dtype), fb_dtype_name(c->reduce_dtype),
           r->hardware[0] ? r->hardware : "-", r->peak_flops / 1e12, fb_dtype_name(c->param_dtype));
+  if (r->peak_src[0]) /* the denominator of every "% of peak": a profile's figure, not measured */
+    fprintf(f, "# peak: %s\n", r->peak_src);
   if (r->predicted)
     fprintf(f, "# PREDICTED: simulated backend; every time, rate and FLOP/s figure below is a "
                "prediction of the cost model (memory is exact by construction)\n");
@@ -385,9 +388,9 @@ void fb_report_print(FILE *f, const fb_run_result *r) {
     int last = r->nsteps - 1;
     fprintf(f, "loss: first ");
     print_scalar(f, r->loss ? r->loss[0] : NAN, r->predicted);
-    fprintf(f, " (step %d), last ", r->first_step);
+    fprintf(f, " (step %d), last ", fb_step_number(r->first_step));
     print_scalar(f, r->loss ? r->loss[last] : NAN, r->predicted);
-    fprintf(f, " (step %d)\ngrad norm: first ", r->first_step + last);
+    fprintf(f, " (step %d)\ngrad norm: first ", fb_step_number(r->first_step + last));
     print_scalar(f, r->grad_norm ? r->grad_norm[0] : NAN, r->predicted);
     fprintf(f, ", last ");
     print_scalar(f, r->grad_norm ? r->grad_norm[last] : NAN, r->predicted);
@@ -468,7 +471,7 @@ static fb_status write_steps_csv(const char *dir, const fb_run_result *r) {
   for (int i = 0; i < r->nranks; i++)
     for (int k = 0; k < r->nsteps; k++) {
       const fb_step_stats *s = &r->ranks[i].steps[k];
-      fprintf(f, "%d,%d", r->ranks[i].rank, k);
+      fprintf(f, "%d,%d", r->ranks[i].rank, fb_step_number(r->first_step + k));
       csv_num(f, s->wall * 1e3);
       csv_num(f, s->compute * 1e3);
       csv_num(f, s->comm * 1e3);
@@ -670,7 +673,7 @@ static void json_rank(FILE *f, const fb_run_result *r, int i) {
     const fb_step_stats *st = &rk->steps[k];
     bool f3 = true;
     fputs(k ? ",{" : "{", f);
-    jnum(f, &f3, "step", k);
+    jnum(f, &f3, "step", fb_step_number(r->first_step + k));
     jnum(f, &f3, "wall_ms", st->wall * 1e3);
     jnum(f, &f3, "compute_ms", st->compute * 1e3);
     jnum(f, &f3, "comm_ms", st->comm * 1e3);

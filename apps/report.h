@@ -36,7 +36,9 @@
  *   predicted      1 when the figures are predictions (sim), else 0
  *
  * steps.csv: one row per (rank, step).
- *   rank, step     indices
+ *   rank           the rank
+ *   step           the step number as the step log line prints it (1-based, fb_step_number;
+ *                  a resumed run goes on counting)
  *   wall_ms        step duration
  *   compute_ms, comm_ms, exposed_ms   as in summary.csv, for this step
  *   tflops         model FLOPs per step / world / wall, in TFLOP/s

@@ -114,7 +114,11 @@ static const fb_option options[] = {
              "sharded over SHARD consecutive ranks and replicated REPLICA times"},
 
     {.name = "threads", .group = G_OUT, .kind = FB_OPT_INT, FIELD(threads), .metavar = "N",
-     .min = 0, .max = 4096, .dflt = "0 = all cores", .help = "CPU threads per process"},
+     .min = 0, .max = 4096, .dflt = "0 = auto",
+     .help = "CPU threads per process, split over its ranks; auto: each rank gets the cores this "
+             "process may use divided by the ranks on this node (--world threads of one process, "
+             "or the launcher's local size; at most the cores a launcher bound it to), at least "
+             "1; --dry-run prints the result"},
     {.name = "mem-limit", .group = G_OUT, .kind = FB_OPT_BYTES, FIELD(mem_limit),
      .metavar = "SIZE", .min = 0, .dflt = "0 = none",
      .help = "device memory per rank: bytes or 512M, 8G, 1.5GiB"},
@@ -129,11 +133,11 @@ static const fb_option options[] = {
     {.name = "trace-steps", .group = G_OUT, .kind = FB_OPT_TRACE_STEPS, .off = 0, .size = 0,
      .metavar = "W,U,A", .help = "trace schedule: skip W steps, warm up U, record A"},
     {.name = "mem-snapshot", .group = G_OUT, .kind = FB_OPT_BOOL, FIELD(mem_snapshot),
-     .help = "write the allocation timeline at the memory peak"},
+     .help = "write rank<r>_memory_snapshot.pickle (torch.cuda.memory._snapshot format)"},
     {.name = "log-every", .group = G_OUT, .kind = FB_OPT_INT, FIELD(log_every), .metavar = "N",
      .min = 1, .max = IMAX, .help = "print a log line every N steps"},
     {.name = "quiet", .group = G_OUT, .kind = FB_OPT_BOOL, FIELD(quiet),
-     .help = "no per-step log lines"},
+     .help = "no per-step log lines, no run header (the closing report is always printed)"},
     {.name = "ckpt", .group = G_OUT, .kind = FB_OPT_STR, FIELD(ckpt), .metavar = "DIR",
      .dflt = "\"\" = none",
      .help = "write sharded checkpoints DIR/step-<N>/ (each rank its shard, a manifest committed "

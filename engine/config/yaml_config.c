@@ -1,14 +1,31 @@
 /* Run configuration as a YAML file: one flat mapping whose keys are the long flag names
- * ('-' or '_'). Loading applies each key through the option table (so a file and a flag
- * accept exactly the same values); writing emits every option so the file reads back to the
+ * ('-' or '_'), plus rank / local_rank as --dry-run prints them (read and ignored). Loading
+ * applies each key through the option table (so a file and a flag accept exactly the same
+ * values); writing emits every option so the file reads back to the
  * same configuration. Model and hardware files are read elsewhere. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
 
+/* rank / local_rank: the place --dry-run printed for the process that wrote the file. Every
+ * process takes its own place from its launcher, so a file's are checked (an integer >= 0) and
+ * otherwise ignored: one file serves every rank. */
+static fb_status placement_key(const char *path, int line, const char *key, const char *value) {
+  char *end = NULL;
+  long v = strtol(value, &end, 10);
+  if (!*value || *end || v < 0 || v > (1 << 20))
+    return FB_ERR(FB_EUSAGE, "%s:%d: %s: '%s' is not allowed (want an integer >= 0; read back "
+                  "and ignored: each process takes its place from its launcher)", path, line, key,
+                  value);
+  return FB_OK;
+}
+
 static fb_status apply_key(void *ctx, const char *path, int line, const char *key,
                            const char *value) {
   char origin[600];
+  if (!strcmp(key, "rank") || !strcmp(key, "local_rank") || !strcmp(key, "local-rank"))
+    return placement_key(path, line, key, value);
   snprintf(origin, sizeof origin, "%s:%d: ", path, line);
   return fb_config_set((fb_run_config *)ctx, key, value, origin);
 }

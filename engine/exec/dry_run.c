@@ -1,17 +1,38 @@
-/* --dry-run (see dry_run.h): prints the resolved configuration as YAML that --config reads
- * back, then, as YAML comments, where it would run and the predicted memory of the worst rank
- * per category, and the fit verdict. Opens no device. */
+/* --dry-run (see dry_run.h): prints where this process was placed (rank, local_rank) and the
+ * resolved configuration as YAML that --config reads back, then, as YAML comments, where it
+ * would run and the predicted memory of the worst rank per category, and the fit verdict.
+ * Opens no device. */
 #include "dry_run.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static double mib(int64_t b) { return (double)b / 1048576.0; }
+
+void fb_dry_run_place(const fb_launch *l, bool multi_process) {
+  printf("# fsdpbench --dry-run: the resolved configuration (feed it back with --config)\n");
+  if (!strcmp(l->name, "none"))
+    printf("# placement: no launcher (%s)\n", multi_process ? "one process" : "ranks are threads "
+           "of this process");
+  else
+    printf("# placement: launcher %s (%s): rank %d of %d, local rank %d of %d on this node%s\n",
+           l->name, l->vars, l->rank, l->world, l->local_rank, l->local_size,
+           multi_process ? "" : " (not used: this communicator's ranks are threads)");
+  printf("# rank and local_rank are this process's place: --config reads them back and ignores "
+         "them (each process takes its own from its launcher)\n");
+  printf("rank: %d\nlocal_rank: %d\n", l->rank, l->local_rank);
+}
+
+void fb_dry_run_refused(const fb_run_config *c) {
+  printf("# refused before the whole configuration was resolved; so far:\n");
+  printf("world: %d\nthreads: %d\n", c->world, c->threads);
+  fflush(stdout);
+}
 
 fb_status fb_dry_run(const fb_run_config *c, const fb_device_entry *dev, const fb_hardware *hw,
                      const char *absent, bool multi_process, fb_precheck_fn precheck) {
   fb_run_config shown = *c;
   shown.dry_run = false; /* the YAML describes the run itself */
-  printf("# fsdpbench --dry-run: the resolved configuration (feed it back with --config)\n");
   fb_config_write_yaml(stdout, &shown);
   printf("# backend %s: %s; communicator %s%s; %d rank(s)%s; params %s, reduce %s\n",
          dev->name, absent && absent[0] ? absent : "available here", c->comm,

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "../config/config.h"
+#include "../core/launcher.h"
 #include "../device/device.h"
 #include "../sim/hardware.h"
 
@@ -26,5 +27,12 @@ typedef fb_status (*fb_precheck_fn)(const fb_run_config *c, const fb_device_entr
  * ("" when it can). */
 fb_status fb_dry_run(const fb_run_config *c, const fb_device_entry *dev, const fb_hardware *hw,
                      const char *absent, bool multi_process, fb_precheck_fn precheck);
+
+/* The first lines of a dry run: a header and, as YAML that --config accepts and ignores, this
+ * process's `rank:` and `local_rank:` (world and threads follow in the configuration). */
+void fb_dry_run_place(const fb_launch *l, bool multi_process);
+/* A dry run refused before fb_dry_run printed the configuration: `world:` and `threads:` as
+ * resolved so far, so the four placement keys are always shown before the error. */
+void fb_dry_run_refused(const fb_run_config *c);
 
 #endif
