@@ -2,7 +2,8 @@
  * sizes, small-pool packing and large-pool splitting (with the 1 MiB remainder rule), per-stream
  * pools, record_stream holding a block until its ready time and a later malloc, the retry at
  * capacity (cached unsplit segments freed, cudaMalloc retried) and the OOM after it, and
- * reserved >= active >= allocated through a long random sequence. On the sim device: a retry
+ * reserved >= active >= allocated through a long random sequence, and the walk of its state
+ * (the memory snapshot's segments) tiling the segments. On the sim device: a retry
  * costs the host a device-wide sync plus a cudaFree per released segment and a cudaMalloc. */
 #include <stdint.h>
 #include <stdio.h>
@@ -155,6 +156,54 @@ static void check_retry(void) {
   fb_cca_destroy(a);
 }
 
+/* fb_cca_walk: blocks in address order tile their segments, the segments sum to reserved, the
+ * allocated ones sum to allocated and are exactly the live keys at their fb_cca_addr_of, the
+ * held ones count as held. */
+typedef struct walk_acc {
+  int64_t seg, seg_end, next, reserved, allocated, held, nalloc, last;
+  int bad;
+  const fb_cca *a;
+} walk_acc;
+
+static fb_status walk_one(void *ctx, const fb_cca_block *b) {
+  walk_acc *w = ctx;
+  if (b->segment != w->seg) { /* a new segment starts at its first block */
+    if (w->next != w->seg_end || b->addr != b->segment || b->segment < w->seg_end) w->bad++;
+    w->seg = b->segment;
+    w->seg_end = b->segment + b->segment_size;
+    w->reserved += b->segment_size;
+  } else if (b->addr != w->next) {
+    w->bad++;
+  }
+  w->next = b->addr + b->size;
+  if (b->addr <= w->last || w->next > w->seg_end || (b->allocated && b->held)) w->bad++;
+  w->last = b->addr;
+  if (b->allocated) {
+    w->allocated += b->size;
+    w->nalloc++;
+    if (fb_cca_addr_of(w->a, b->key) != b->addr || b->requested <= 0 || b->requested > b->size)
+      w->bad++;
+  }
+  if (b->held) w->held++;
+  if (!b->allocated && !b->held && (b->key || b->requested)) w->bad++;
+  return FB_OK;
+}
+
+static void check_walk(const fb_cca *a, int64_t nlive) {
+  walk_acc w = {.seg = -1, .seg_end = -1, .next = -1, .last = -1, .a = a};
+  CHECK_OK(fb_cca_walk(a, walk_one, &w));
+  fb_cca_stats s = stats(a);
+  CHECK(w.bad == 0, "walk: %d blocks out of place", w.bad);
+  CHECK(w.next == w.seg_end, "walk: the last segment is tiled");
+  CHECK(w.reserved == s.reserved && w.allocated == s.allocated && w.held == s.held,
+        "walk: reserved %lld/%lld, allocated %lld/%lld, held %lld/%lld", (long long)w.reserved,
+        (long long)s.reserved, (long long)w.allocated, (long long)s.allocated, (long long)w.held,
+        (long long)s.held);
+  CHECK(w.nalloc == nlive, "walk: %lld allocated blocks, %lld live keys", (long long)w.nalloc,
+        (long long)nlive);
+  CHECK(fb_cca_addr_of(a, UINT64_MAX) == -1, "addr_of an unknown key");
+}
+
 /* A long random sequence over three streams: reserved >= active >= allocated at every step, and
  * everything freed leaves nothing allocated. */
 static void check_invariants(void) {
@@ -187,6 +236,9 @@ static void check_invariants(void) {
       bad++;
   }
   CHECK(bad == 0, "%d steps broke reserved >= active >= allocated >= requested", bad);
+  int64_t nlive = 0;
+  for (int k = 0; k < N; k++) nlive += live[k] != 0;
+  check_walk(a, nlive);
   for (int k = 0; k < N; k++)
     if (live[k]) fb_cca_free(a, live[k], -1, 0);
   fb_cca_stats s = stats(a);

@@ -258,10 +258,25 @@ static void test_memory(void) {
   mem(r, &ms, 1, FB_MEM_PARAM_SHARD, 1000);
   fb_recorder_step_begin(r, 0, 0);
   mem(r, &ms, 2, FB_MEM_TEMP, 8);
+  op(r, S_COMPUTE, FB_OP_GEMM, 0, 1, 1); /* "kernel", unit 3 */
   mem(r, &ms, 2, FB_MEM_TEMP, -8);
   CHECK_OK(fb_recorder_step_end(r, &s));
-  fb_recorder_mems(r, &n);
+  m = fb_recorder_mems(r, &n);
   CHECK(n == 3, "full timeline keeps all %lld", (long long)n);
+  /* who: an alloc is named by the next op issued, a free by the last one; steps as they run */
+  if (n == 3) {
+    CHECK(m[0].step == -1 && m[1].step == 0 && m[2].step == 0, "steps %d %d %d", m[0].step,
+          m[1].step, m[2].step);
+    CHECK(m[0].op && !strcmp(m[0].op, "kernel") && m[0].unit == 3, "setup alloc -> next op");
+    CHECK(m[1].op && !strcmp(m[1].op, "kernel") && m[1].unit == 3, "alloc -> next op");
+    CHECK(m[2].op && !strcmp(m[2].op, "kernel") && m[2].unit == 3, "free -> last op");
+  }
+  fb_recorder_destroy(r);
+  cfg = (fb_rec_config){.mem_timeline = true};
+  CHECK_OK(fb_recorder_create(&d, &cfg, &r));
+  mem(r, &ms, 3, FB_MEM_TEMP, 8);
+  m = fb_recorder_mems(r, &n);
+  CHECK(n == 1 && !m[0].op && m[0].unit == -1, "no op issued yet: none named");
   fb_recorder_destroy(r);
 }
 

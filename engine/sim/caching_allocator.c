@@ -408,4 +408,59 @@ int64_t fb_cca_block_of(const fb_cca *a, uint64_t key) {
   return j < 0 ? 0 : a->vals[j]->size;
 }
 
+int64_t fb_cca_addr_of(const fb_cca *a, uint64_t key) {
+  int64_t j = map_find(a, key);
+  return j < 0 ? -1 : a->vals[j]->addr;
+}
+
+/* ---- walk (the snapshot's segments) ------------------------------------------------------ */
+
+static int cmp_blk_addr(const void *x, const void *y) {
+  const blk *a = *(blk *const *)x, *b = *(blk *const *)y;
+  return (a->addr > b->addr) - (a->addr < b->addr);
+}
+
+/* Every block: the cached ones (pools), the held ones and the allocated ones (the map). */
+static int64_t collect_blocks(const fb_cca *a, blk **v) {
+  int64_t n = 0;
+  for (int i = 0; i < 2 * a->nstreams; i++)
+    for (int64_t j = 0; j < a->pools[i].n; j++) v[n++] = a->pools[i].v[j];
+  for (int64_t i = 0; i < a->nheld; i++) v[n++] = a->held[i];
+  for (int64_t i = 0; i < a->mcap; i++)
+    if (a->keys[i]) v[n++] = a->vals[i];
+  return n;
+}
+
+fb_status fb_cca_walk(const fb_cca *a, fb_cca_visit fn, void *ctx) {
+  assert(a && fn);
+  int64_t cap = a->nheld + a->mn;
+  for (int i = 0; i < 2 * a->nstreams; i++) cap += a->pools[i].n;
+  blk **v = malloc((size_t)(cap > 0 ? cap : 1) * sizeof *v);
+  if (!v) return FB_ERR(FB_ENOMEM, "caching allocator: out of host memory (%lld blocks)",
+                        (long long)cap);
+  const int64_t n = collect_blocks(a, v);
+  assert(n == cap);
+  qsort(v, (size_t)n, sizeof *v, cmp_blk_addr);
+  fb_status st = FB_OK;
+  int64_t seg = 0, seg_size = 0;
+  for (int64_t i = 0; i < n && st == FB_OK; i++) {
+    const blk *b = v[i];
+    if (!b->prev) { /* a segment starts: its blocks follow in address order */
+      seg = b->addr;
+      seg_size = 0;
+      for (const blk *o = b; o; o = o->next) seg_size += o->size;
+    }
+    assert(b->addr >= seg && b->addr + b->size <= seg + seg_size);
+    const bool live = b->allocated || b->held;
+    const fb_cca_block info = {.segment = seg, .segment_size = seg_size, .addr = b->addr,
+                               .size = b->size, .requested = live ? b->requested : 0,
+                               .stream = b->stream, .small = b->small,
+                               .allocated = b->allocated, .held = b->held,
+                               .key = live ? b->key : 0};
+    st = fn(ctx, &info);
+  }
+  free(v);
+  return st;
+}
+
 void fb_cca_get_stats(const fb_cca *a, fb_cca_stats *out) { *out = a->st; }

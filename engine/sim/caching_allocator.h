@@ -88,6 +88,27 @@ fb_status fb_cca_malloc(fb_cca *a, uint64_t key, int64_t bytes, int stream, doub
 void fb_cca_free(fb_cca *a, uint64_t key, int use_stream, double ready_at);
 /* Bytes the block of a live allocation occupies (0 when unknown). */
 int64_t fb_cca_block_of(const fb_cca *a, uint64_t key);
+/* Address of a live allocation's block (-1 when unknown). Addresses are synthetic: segments
+ * are laid out one after another from 4 GiB, so a new segment's first block starts at the
+ * segment's address. */
+int64_t fb_cca_addr_of(const fb_cca *a, uint64_t key);
 void fb_cca_get_stats(const fb_cca *a, fb_cca_stats *out);
+
+/* One block of the model's present state (torch.cuda.memory._snapshot()'s segments/blocks). */
+typedef struct fb_cca_block {
+  int64_t segment, segment_size; /* the segment it lies in: address and size */
+  int64_t addr, size;
+  int64_t requested;  /* bytes asked for: allocated or held blocks, 0 for cached free ones */
+  int stream;
+  bool small;         /* small pool (2 MiB segments) */
+  bool allocated;     /* a live allocation ("active_allocated") */
+  bool held;          /* freed, waiting on another stream ("active_pending_free") */
+  uint64_t key;       /* allocated or held: its key; 0 otherwise */
+} fb_cca_block;
+typedef fb_status (*fb_cca_visit)(void *ctx, const fb_cca_block *b);
+/* Calls fn on every block in address order (segment after segment, blocks in the order they
+ * lie in their segment). FB_ENOMEM when the host cannot hold the block list; a non-OK status
+ * from fn stops the walk and is returned. It changes nothing. */
+fb_status fb_cca_walk(const fb_cca *a, fb_cca_visit fn, void *ctx);
 
 #endif
