@@ -1,5 +1,6 @@
 /* fsdpbench: the command line. Subcommands: (default) train/run, prepare, plan, calibrate,
- * selftest. It parses, runs, prints and exits: 0 success, 2 bad input (one line on stderr),
+ * selftest, export, trace-merge. It parses, runs, prints and exits: 0 success, 2 bad input
+ * (one line on stderr),
  * 3 does not fit (a simulated peak above the device, or an executed run refused up front),
  * 4 timeout or peer failure, 1 any other failure (one line with file:line context), 77
  * skipped (selftest without GPU).
@@ -16,9 +17,12 @@
 #include "../traces/memory_snapshot.h"
 #include "../engine/comm/comm.h"
 #include "../engine/config/config.h"
+#include "../engine/core/launcher.h"
 #include "../engine/core/json_out.h"
+#include "../engine/core/startup.h"
 #include "compare.h"
 #include "export.h"
+#include "trace_merge.h"
 #include "../engine/exec/data.h"
 #include "../engine/exec/runner.h"
 #include "report.h"
@@ -54,11 +58,19 @@ static int fb_exit_code(fb_status st) {
   }
 }
 
+/* Re-executes itself once with the environment the libraries must see when they load: the BLAS
+ * kernel override this CPU needs, and OpenMP threads that sleep instead of spinning when idle
+ * (libgomp spins ~300000 rounds by default; on cores shared with other ranks or processes the
+ * spinning threads took half of the CPU time of a gpt2-124m step). A user's own
+ * OMP_WAIT_POLICY or GOMP_SPINCOUNT is left alone. */
 static void maybe_reexec(char **argv) {
+  if (getenv("FSDPBENCH_NO_REEXEC")) return;
   const char *hint = fb_blas_kernel_hint();
-  if (!hint || getenv("FSDPBENCH_NO_REEXEC")) return;
-  char *copy = strdup(hint);
-  if (!copy || putenv(copy)) return;
+  int spin = !getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT");
+  if (!hint && !spin) return;
+  if (spin) setenv("GOMP_SPINCOUNT", FB_GOMP_SPINCOUNT, 1);
+  char *copy = hint ? strdup(hint) : NULL;
+  if (hint && (!copy || putenv(copy))) return;
   setenv("FSDPBENCH_NO_REEXEC", "1", 1);
   execv("/proc/self/exe", argv);
   /* exec failed: keep running with the library's own choice */
@@ -108,6 +120,20 @@ static int list_registry(const char *what) {
   return 0;
 }
 
+/* A run that failed: the one line, then, in an MPI job, MPI_Abort with the exit code (every
+ * process of the job ends; MPI_Finalize could wait forever for a peer stuck in a collective).
+ * A stop by signal is the exception: every rank stopped after the same step, together. */
+static int failed_run(fb_status st, bool mpi) {
+  int rc = fail(st);
+#ifdef FB_HAVE_MPI
+  if (mpi && st == FB_EINTERRUPTED) fb_mpi_finalize();
+  else if (mpi) rc = fb_mpi_fail(rc);
+#else
+  (void)mpi;
+#endif
+  return rc;
+}
+
 static int cmd_run(int argc, char **argv, int first) {
   for (int i = first; i < argc; i++)
     if (!strcmp(argv[i], "--list-strategies") || !strcmp(argv[i], "--list-backends"))
@@ -127,7 +153,12 @@ static int cmd_run(int argc, char **argv, int first) {
            "       fsdpbench selftest --backend cuda   GPU kernels and strategies vs the CPU\n"
            "       fsdpbench prepare TEXT OUT.tok  byte-level tokens from any file\n"
            "       fsdpbench export CKPT OUT.safetensors  a checkpoint's model for other tools\n"
-           "       fsdpbench --list-strategies | --list-backends   the registries, one per line\n\n");
+           "       fsdpbench trace-merge OUT.json rank0_trace.json ...  MPI traces on one clock\n"
+           "       fsdpbench --list-strategies | --list-backends   the registries, one per line\n\n"
+           "exit codes: 0 ok; 1 runtime failure; 2 bad usage, configuration or input (one line "
+           "naming it); 3 does not fit in memory; 4 timeout or peer failure\n"
+           "launchers: torchrun, mpirun (Open MPI), mpiexec (MPICH/Hydra) and srun (Slurm) set "
+           "each process's rank, world and local rank (--dry-run prints them)\n\n");
     fb_config_print_help(stdout);
     return 0;
   }
@@ -137,14 +168,21 @@ static int cmd_run(int argc, char **argv, int first) {
   }
   st = fb_config_finalize(&cfg);
   if (st != FB_OK) return fail(st);
-  const bool mpi = !strcmp(cfg.comm, "mpi") ||
-                   (!strcmp(cfg.comm, "auto") && getenv("OMPI_COMM_WORLD_SIZE"));
+  fb_startup_mark("configuration parsed");
+  /* MPI joins mpirun's, mpiexec's and srun's processes (not torchrun's: the runner refuses a
+   * CPU run there); a dry run opens no communicator */
+  fb_launch launch;
+  st = fb_launch_detect(&launch);
+  if (st != FB_OK) return fail(st);
+  const bool mpi = !cfg.dry_run && (!strcmp(cfg.comm, "mpi") ||
+                                    (!strcmp(cfg.comm, "auto") && launch.launched &&
+                                     launch.mpi_joins));
   int rank = 0, world = 1;
   (void)world;
   if (mpi) {
 #ifdef FB_HAVE_MPI
     st = fb_mpi_init(&argc, &argv, &rank, &world);
-    if (st != FB_OK) return fail(st);
+    if (st != FB_OK) return fb_mpi_fail(fail(st));
 #else
     fb_error_set(FB_EUSAGE, __FILE__, __LINE__, "--comm: 'mpi' is not built into this binary "
                  "(install libopenmpi-dev and rebuild)");
@@ -155,7 +193,7 @@ static int cmd_run(int argc, char **argv, int first) {
     st = fb_mkdir_p(cfg.out);
     if (st == FB_OK && access(cfg.out, W_OK))
       st = FB_ERR(FB_EUSAGE, "--out: '%s' is not writable: %s", cfg.out, strerror(errno));
-    if (st != FB_OK) return fail(st == FB_EIO ? FB_EUSAGE : st);
+    if (st != FB_OK) return failed_run(st == FB_EIO ? FB_EUSAGE : st, mpi);
   }
   fb_run_result res;
   st = fb_run(&cfg, &res);
@@ -166,20 +204,15 @@ static int cmd_run(int argc, char **argv, int first) {
 #endif
     return rc;
   }
-  if (st == FB_OK && rank == 0 && !cfg.quiet) fb_report_print(stdout, &res);
+  /* --quiet drops the step lines, never the closing report */
+  if (st == FB_OK && rank == 0) fb_report_print(stdout, &res);
   if (st == FB_OK && cfg.out[0]) {
     st = fb_report_write(cfg.out, &res);
     if (st == FB_OK && cfg.trace) st = fb_trace_write(cfg.out, &res);
     if (st == FB_OK && cfg.mem_snapshot) st = fb_memsnap_write(cfg.out, &res);
-    if (st == FB_OK && rank == 0 && !cfg.quiet) printf("outputs written under %s/\n", cfg.out);
+    if (st == FB_OK && rank == 0) printf("outputs written under %s/\n", cfg.out);
   }
-  if (st != FB_OK) {
-    int rc = fail(st);
-#ifdef FB_HAVE_MPI
-    if (mpi) fb_mpi_finalize();
-#endif
-    return rc;
-  }
+  if (st != FB_OK) return failed_run(st, mpi);
   int rc = predicted_fit(&res);
   fb_run_result_free(&res);
 #ifdef FB_HAVE_MPI
@@ -189,11 +222,14 @@ static int cmd_run(int argc, char **argv, int first) {
 }
 
 int main(int argc, char **argv) {
+  fb_startup_mark("main");
   maybe_reexec(argv);
+  fb_startup_mark("BLAS override checked");
   setvbuf(stdout, NULL, _IOLBF, 0);
   const char *sub = argc > 1 ? argv[1] : "";
   if (!strcmp(sub, "prepare")) return cmd_prepare(argc, argv);
   if (!strcmp(sub, "export")) return fb_export_main(argc - 1, argv + 1);
+  if (!strcmp(sub, "trace-merge")) return fb_trace_merge_main(argc - 1, argv + 1);
   if (!strcmp(sub, "compare")) return fb_compare_main(argc - 1, argv + 1);
   if (!strcmp(sub, "plan")) return fb_plan_main(argc - 1, argv + 1);
   if (!strcmp(sub, "validate")) return fb_validate_main(argc - 1, argv + 1);
@@ -202,7 +238,8 @@ int main(int argc, char **argv) {
   if (!strcmp(sub, "train") || !strcmp(sub, "run")) return cmd_run(argc, argv, 2);
   if (sub[0] && sub[0] != '-') {
     fprintf(stderr, "fsdpbench: error: unknown subcommand '%s' (allowed: train, prepare, plan, "
-                    "compare, validate, calibrate, selftest, export, or flags; see --help)\n", sub);
+                    "compare, validate, calibrate, selftest, export, trace-merge, or flags; see "
+                    "--help)\n", sub);
     return 2;
   }
   return cmd_run(argc, argv, 1);

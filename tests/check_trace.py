@@ -1,15 +1,24 @@
 #!/usr/bin/env python3
 """Structural checks of a fsdpbench Chrome trace (and optionally a memory snapshot).
 
-Usage: check_trace.py TRACE.json [--world N] [--threads compute,comm] [--snapshot SNAP.json]
+Usage: check_trace.py TRACE.json [--world N] [--threads compute,comm] [--snapshot SNAP.pickle]
                       [--baseline REPORT.json]
 
 Checks what Perfetto / chrome://tracing need: valid JSON object with traceEvents; every
 complete event ("X") has numeric ts and dur >= 0, a pid and a tid; slices on one (pid, tid)
 track nest properly (no partial overlap); every rank 0..N-1 has a named process; each rank
 has threads with the required names; each rank has memory counter events ("C").
-A snapshot must have device_traces with alloc/free entries carrying addr, size, stream,
-time_us and frames, and segments whose blocks are active allocations.
+A memory snapshot (rank<r>_memory_snapshot.pickle) is checked by check_mem_snapshot.py.
+Navigation (always): each process is named "rank <pid>" with a sort index, each thread has a
+name and a sort index; "step" slices are named ProfilerStep#N with args.step == N; a "span"
+slice on a compute thread (forward / backward / optimizer <unit>) holds at least one kernel,
+every kernel directly inside it is of the span's unit, and no span nests in another; every flow
+start "s" has exactly one finish "f" with the same id and vice versa, the "s" point lies in a
+collective slice and the "f" point (bp "e") in a kernel on another thread of the same process.
+--modules PREFIX (e.g. "layers." or "h."): kernels are named after the model's modules
+(PREFIX<N>.<...>) and every collective is "<op>" or "<op> root|PREFIX<N>".
+--profiler-steps N,M,...: each rank's ProfilerStep numbers are exactly these.
+--flows: at least one flow arrow.
 With --baseline, the memory counters at the start of every traced step (the last sample before
 the step's slice on the "steps" thread) must be the same, category by category, as at the start
 of the first traced step (memory returns to its baseline after each step), and that baseline
@@ -18,6 +27,7 @@ must hold at least the rank's persistent_bytes from report.json.
 Exit 0 when all hold, 1 with one line per problem otherwise."""
 import argparse
 import json
+import re
 import sys
 from collections import defaultdict
 
@@ -123,46 +133,122 @@ def check_baseline(trace_path, report_path):
     return errs
 
 
-def check_snapshot(path):
+COLLS = ("all_gather", "reduce_scatter", "all_reduce", "broadcast", "reduce", "barrier")
+
+
+def inner_slice(slices, ts):
+    """The innermost X slice of one track (list of events) that contains ts."""
+    best = None
+    for e in slices:
+        if e["ts"] <= ts <= e["ts"] + e["dur"] and (best is None or e["dur"] <= best["dur"]):
+            best = e
+    return best
+
+
+def check_navigation(path, modules, profiler_steps, want_flows):
     errs = []
     with open(path) as f:
-        doc = json.load(f)
-    if not isinstance(doc.get("segments"), list) or not isinstance(doc.get("device_traces"), list):
-        return ["snapshot needs segments and device_traces lists"]
-    live = {}
-    n_alloc = 0
-    for dev in doc["device_traces"]:
-        for e in dev:
-            for k in ("action", "addr", "size", "stream", "time_us", "frames"):
-                if k not in e:
-                    errs.append(f"trace entry without {k}: {e}")
-                    return errs
-            if not all({"filename", "line", "name"} <= set(fr) for fr in e["frames"]):
-                errs.append(f"frame without filename/line/name: {e}")
-                return errs
-            if e["action"] == "alloc":
-                n_alloc += 1
-                if any(a < e["addr"] + e["size"] and e["addr"] < a + s for a, s in live.items()):
-                    errs.append(f"alloc overlaps a live block: {e}")
-                live[e["addr"]] = e["size"]
-            elif e["action"] == "free_completed":
-                live.pop(e["addr"], None)
-    if n_alloc == 0:
-        errs.append("no alloc entries")
-    seg_addrs = set()
-    for s in doc["segments"]:
-        for k in ("address", "total_size", "stream", "blocks"):
-            if k not in s:
-                errs.append(f"segment without {k}")
-                return errs
-        for b in s["blocks"]:
-            if b.get("state") != "active_allocated" or "size" not in b:
-                errs.append(f"bad block {b}")
-        seg_addrs.add(s["address"])
-    if set(live) != seg_addrs:
-        errs.append(f"segments {sorted(seg_addrs)[:5]}... do not match blocks live at the end "
-                    f"{sorted(live)[:5]}...")
+        evs = json.load(f)["traceEvents"]
+    meta = defaultdict(dict)
+    tracks = defaultdict(list)
+    for e in evs:
+        if e.get("ph") == "M":
+            meta[(e["pid"], e.get("tid", 0))][e["name"]] = e["args"]
+        elif e.get("ph") == "X":
+            tracks[(e["pid"], e["tid"])].append(e)
+    pids = {p for p, _ in tracks}
+    for pid in sorted(pids):
+        m = meta[(pid, 0)]
+        if m.get("process_name", {}).get("name") not in (f"rank {pid}", None) and pid < 100:
+            errs.append(f"pid {pid}: process named {m.get('process_name')}, want 'rank {pid}'")
+        if "process_sort_index" not in m:
+            errs.append(f"pid {pid}: no process_sort_index")
+    tname = {}
+    for (pid, tid) in tracks:
+        m = meta[(pid, tid)]
+        if "thread_name" not in m or "thread_sort_index" not in m:
+            errs.append(f"track ({pid},{tid}): no thread_name / thread_sort_index metadata")
+        tname[(pid, tid)] = m.get("thread_name", {}).get("name", "")
+    steps = defaultdict(list)
+    mod = re.compile(r"^" + re.escape(modules) + r"\d+\.") if modules else None
+    named = 0
+    for key, sl in tracks.items():
+        for e in sl:
+            if e.get("cat") == "step":
+                n = re.fullmatch(r"ProfilerStep#(\d+)", e["name"])
+                if not n or int(n.group(1)) != e["args"].get("step"):
+                    errs.append(f"step slice {e['name']} (args.step {e['args'].get('step')})")
+                else:
+                    steps[key[0]].append(int(n.group(1)))
+            elif e.get("cat") in COLLS and modules:
+                unit = r"(root|" + re.escape(modules) + r"\d+)"
+                if not re.fullmatch(r"(" + "|".join(COLLS) + r")( " + unit + r")?", e["name"]):
+                    errs.append(f"collective slice named '{e['name']}'")
+            elif mod and e.get("cat") in ("gemm", "attn") and mod.match(e["name"]):
+                named += 1
+        if tname[key].startswith("compute"):
+            errs += check_spans(key, sl)
+    if mod and named == 0:
+        errs.append(f"no gemm/attention slice named {modules}<N>.<module>")
+    if profiler_steps is not None:
+        for pid in sorted(p for p in pids if p < 100):
+            if sorted(steps[pid]) != profiler_steps:
+                errs.append(f"rank {pid}: ProfilerStep numbers {sorted(steps[pid])}, want "
+                            f"{profiler_steps}")
+    errs += check_flows(evs, tracks, tname, want_flows)
     return errs
+
+
+def check_spans(key, sl):
+    errs = []
+    spans = [e for e in sl if e.get("cat") == "span"]
+    kernels = [e for e in sl if e.get("cat") != "span"]
+    for s in spans:
+        if not re.fullmatch(r"(forward|backward|optimizer) \S+", s["name"]):
+            errs.append(f"track {key}: span named '{s['name']}'")
+        t0, t1 = s["ts"], s["ts"] + s["dur"]
+        inside = [k for k in kernels if t0 <= k["ts"] and k["ts"] + k["dur"] <= t1]
+        if not inside:
+            errs.append(f"track {key}: span '{s['name']}' at {t0} holds no kernel")
+        bad = [k["name"] for k in inside if k["args"].get("unit") != s["args"].get("unit")]
+        if bad:
+            errs.append(f"track {key}: span '{s['name']}' holds kernels of other units: {bad[:3]}")
+        if any(o is not s and o["ts"] <= t0 and t1 <= o["ts"] + o["dur"] for o in spans):
+            errs.append(f"track {key}: span '{s['name']}' at {t0} nests in another span")
+    return errs
+
+
+def check_flows(evs, tracks, tname, want_flows):
+    errs = []
+    starts, ends = defaultdict(list), defaultdict(list)
+    for e in evs:
+        if e.get("ph") == "s":
+            starts[e["id"]].append(e)
+        elif e.get("ph") == "f":
+            ends[e["id"]].append(e)
+    for i in set(starts) | set(ends):
+        if len(starts[i]) != 1 or len(ends[i]) != 1:
+            errs.append(f"flow id {i}: {len(starts[i])} start(s), {len(ends[i])} finish(es)")
+            continue
+        s, f = starts[i][0], ends[i][0]
+        src = inner_slice(tracks[(s["pid"], s["tid"])], s["ts"])
+        dst = inner_slice(tracks[(f["pid"], f["tid"])], f["ts"])
+        if src is None or src.get("cat") not in COLLS:
+            errs.append(f"flow id {i}: start at {s['ts']} is not in a collective slice ({src})")
+        if f.get("bp") != "e" or dst is None or dst.get("cat") in ("span", "step") + COLLS:
+            errs.append(f"flow id {i}: finish at {f['ts']} is not bound to a kernel ({dst})")
+        if s["pid"] != f["pid"] or s["tid"] == f["tid"] or \
+                not tname.get((f["pid"], f["tid"]), "").startswith("compute"):
+            errs.append(f"flow id {i}: from ({s['pid']},{s['tid']}) to ({f['pid']},{f['tid']})")
+    if want_flows and not starts:
+        errs.append("no flow arrows")
+    return errs
+
+
+def check_snapshot(path):
+    # The memory snapshot (a pickle) has its own checker, shared with its own tests.
+    from check_mem_snapshot import check
+    return check(path)
 
 
 def main():
@@ -172,10 +258,16 @@ def main():
     ap.add_argument("--threads", default="compute,comm")
     ap.add_argument("--snapshot", action="append", default=[])
     ap.add_argument("--baseline")
+    ap.add_argument("--modules")
+    ap.add_argument("--profiler-steps")
+    ap.add_argument("--flows", action="store_true")
     a = ap.parse_args()
     threads = [t for t in a.threads.split(",") if t]
+    psteps = None if a.profiler_steps is None else \
+        sorted(int(x) for x in a.profiler_steps.split(",") if x)
     try:
         errs = check_trace(a.trace, a.world, threads)
+        errs += check_navigation(a.trace, a.modules, psteps, a.flows)
         if a.baseline:
             errs += check_baseline(a.trace, a.baseline)
         for s in a.snapshot:

@@ -26,7 +26,10 @@ echo "strategies: $strategies"
 
 # ---- bitwise sums and activation peaks ------------------------------------------------------
 variants=("off" "full 0" "full 1" "selective 0" "selective 1")
-for model in debug debug-llama; do
+models="debug debug-llama"
+# under the sanitizers one model (the llama family: rope, GQA, SwiGLU, the most code) suffices
+[ "${FB_SANITIZED:-0}" = 1 ] && models="debug-llama"
+for model in $models; do
   for s in $strategies; do
     world=2
     [ "$s" = single ] && world=1

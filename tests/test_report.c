@@ -207,7 +207,8 @@ static void test_measured(void) {
   CHECK(strstr(out, "     3.000 ") != NULL, "median step time 3.000 ms in the table");
   CHECK(strstr(out, "   58.3\n") != NULL, "overlap 58.3 %% in the table");
   CHECK(strstr(out, "all_gather") && strstr(out, "reduce_scatter"), "ledger rows");
-  CHECK(strstr(out, "loss: first 5.5 (step 0), last 3.5 (step 2)") != NULL, "loss line");
+  /* step numbers as the step log line prints them (1-based, fb_step_number) */
+  CHECK(strstr(out, "loss: first 5.5 (step 1), last 3.5 (step 3)") != NULL, "loss line");
   free(out);
 
   char dir[] = "/tmp/fb_test_report_XXXXXX";
@@ -247,7 +248,7 @@ static void test_measured(void) {
     char args[1600];
     snprintf(args, sizeof args,
              "%s/trace.json --world 2 --threads compute,comm,host --snapshot "
-             "%s/rank0_memory_snapshot.json --snapshot %s/rank1_memory_snapshot.json",
+             "%s/rank0_memory_snapshot.pickle --snapshot %s/rank1_memory_snapshot.pickle",
              dir, dir, dir);
     CHECK(run_checker(args) == 0, "check_trace.py %s", args);
     snprintf(args, sizeof args,

@@ -26,6 +26,7 @@ typedef struct fb_kctx {
   fb_stream *s;
   fb_dtype act; /* compute dtype of activations and gathered parameters */
   int unit;     /* unit being computed (for the record), -1 outside units */
+  int param;    /* 1 + model id of the parameter the op applies (names its trace slice), 0: none */
 } fb_kctx;
 
 typedef struct fb_adamw_args {

@@ -18,16 +18,21 @@
  *    id -1) so counters start from the right level. The recorder keeps its own copy of the
  *    last accounting it was given, so it never reads the device's stats without its lock.
  *  - Lock order: the device's allocator lock, then the recorder's (fb_alloc calls in).
+ *  - Stream order: an event record remembers the last op issued on its stream; a stream wait
+ *    on that event makes the stream's next op point back to it (fb_rec_op.wait) when it is a
+ *    collective. Both tables are per step: cleared at each step end.
  *  - A device that models the host and the caching allocator (sim on a GPU profile) is asked
  *    for its counters at each step begin and end: the step's stats get the differences, the
  *    recorder keeps the last counters (peaks) for the report. */
 #include "recorder.h"
 
 #include <assert.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../core/grow.h"
 
@@ -38,7 +43,14 @@ typedef struct rec_track {
   fb_stream *s;     /* NULL for the host span track */
   char name[FB_REC_NAME];
   bool compute, comm;
+  int64_t last;     /* pending index of the last op issued on it this step, -1 none */
+  int64_t wait_src; /* pending index of the collective its next op waits for, -1 none */
 } rec_track;
+
+typedef struct rec_event {
+  const void *event;
+  int64_t src;      /* pending index of the op it marks, -1 none */
+} rec_event;
 
 typedef struct rec_pending {
   fb_rec_op op;
@@ -63,14 +75,24 @@ struct fb_recorder {
   int64_t nops, capops;
   fb_rec_mem *mems;
   int64_t nmems, capmems;
+  int64_t mem_open;     /* first kept alloc that waits for the next op to name it */
+  const char *last_op;  /* the op issued last (name, unit), for frees */
+  int last_unit;
   int64_t cur[FB_MEM_NCAT], cur_total; /* last accounting seen by fb_recorder_mem */
   int step, micro;  /* step -1 outside steps */
   double step_t0;
   fb_dev_model m0, last; /* device model counters at step begin, at the last step end */
   bool have_m0, have_last;
-  /* scratch for the interval unions */
+  fb_rec_phase phase;
+  rec_event *evs;   /* events recorded this step */
+  int64_t nevs, capevs;
+  double clock_dev; /* device time and CLOCK_REALTIME ns read together at creation */
+  int64_t clock_real_ns;
+  /* scratch for the interval unions and for renumbering kept ops */
   double (*iv)[2];
   int64_t capiv;
+  int64_t *remap;
+  int64_t capremap;
 };
 
 /* ---- small helpers ------------------------------------------------------------------------ */
@@ -124,6 +146,10 @@ fb_status fb_recorder_create(fb_device *dev, const fb_rec_config *cfg, fb_record
   if (cfg) r->cfg = *cfg;
   r->host_track = -1;
   r->step = -1;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  r->clock_dev = fb_now(dev);
+  r->clock_real_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
   *out = r;
   return FB_OK;
 }
@@ -135,6 +161,8 @@ void fb_recorder_destroy(fb_recorder *r) {
   free(r->ops);
   free(r->mems);
   free(r->iv);
+  free(r->evs);
+  free(r->remap);
   free(r);
 }
 
@@ -147,6 +175,7 @@ static int add_track_locked(fb_recorder *r, fb_stream *s, const char *name) {
   snprintf(t->name, sizeof t->name, "%s", name ? name : "stream");
   t->compute = !strncmp(t->name, "compute", 7);
   t->comm = !strncmp(t->name, "comm", 4);
+  t->last = t->wait_src = -1;
   return r->ntracks++;
 }
 
@@ -185,7 +214,18 @@ void fb_recorder_op(fb_recorder *r, fb_stream *s, const fb_op_cost *c, int unit,
                       .step = r->step, .micro = r->micro, .kind = c->kind, .coll = c->coll,
                       .bytes = c->bytes, .flops = c->flops,
                       .size = c->kind == FB_OP_GEMM || c->kind == FB_OP_ATTN ? fb_op_gemm_size(c)
-                                                                              : 0};
+                                                                              : 0,
+                      .param = c->param, .phase = r->phase, .wait = r->tracks[id].wait_src};
+  r->tracks[id].wait_src = -1;
+  r->tracks[id].last = r->npend - 1;
+  for (int64_t i = r->mem_open; i < r->nmems; i++) /* allocs made for this op */
+    if (r->mems[i].delta > 0 && !r->mems[i].op) {
+      r->mems[i].op = p->op.name;
+      r->mems[i].unit = unit;
+    }
+  r->mem_open = r->nmems;
+  r->last_op = p->op.name;
+  r->last_unit = unit;
   p->k0 = t0;
   p->k1 = t1;
   p->world = c->world;
@@ -204,7 +244,7 @@ void fb_recorder_span(fb_recorder *r, const char *name, double t0, double t1) {
   memset(p, 0, sizeof *p);
   p->op = (fb_rec_op){.t0 = t0, .t1 = t1 < t0 ? t0 : t1, .name = name ? name : "span",
                       .stream = r->host_track, .unit = -1, .step = r->step, .micro = r->micro,
-                      .kind = FB_OP_NKIND, .coll = FB_NCOLL};
+                      .kind = FB_OP_NKIND, .coll = FB_NCOLL, .phase = r->phase, .wait = -1};
   p->resolved = true;
   pthread_mutex_unlock(&r->mu);
 }
@@ -225,7 +265,9 @@ void fb_recorder_mem(fb_recorder *r, double t, const fb_buf *b, int64_t delta,
   if (r->cfg.mem_timeline || step_traced(&r->cfg, r->step)) {
     fb_rec_mem m = {.t = t, .id = b->id, .delta = delta, .cat = b->cat,
                     .label = b->label ? b->label : fb_mem_cat_name(b->cat),
-                    .total_after = after->cur_total, .cat_after = after->cur[b->cat]};
+                    .total_after = after->cur_total, .cat_after = after->cur[b->cat],
+                    .step = r->step, .op = delta < 0 ? r->last_op : NULL,
+                    .unit = delta < 0 && r->last_op ? r->last_unit : -1};
     push_mem_locked(r, &m);
   }
   pthread_mutex_unlock(&r->mu);
@@ -252,7 +294,8 @@ void fb_recorder_step_begin(fb_recorder *r, int step, int micro) {
     for (int c = 0; c < FB_MEM_NCAT; c++) {
       if (r->cur[c] == 0) continue;
       fb_rec_mem m = {.t = now, .id = -1, .delta = 0, .cat = (fb_mem_cat)c, .label = "baseline",
-                      .total_after = r->cur_total, .cat_after = r->cur[c]};
+                      .total_after = r->cur_total, .cat_after = r->cur[c], .step = step,
+                      .unit = -1};
       push_mem_locked(r, &m);
     }
   }
@@ -262,6 +305,49 @@ void fb_recorder_step_begin(fb_recorder *r, int step, int micro) {
 void fb_recorder_micro(fb_recorder *r, int micro) {
   pthread_mutex_lock(&r->mu);
   r->micro = micro;
+  pthread_mutex_unlock(&r->mu);
+}
+
+void fb_recorder_phase(fb_recorder *r, fb_rec_phase phase) {
+  assert(phase >= FB_PHASE_NONE && phase < FB_PHASE_N);
+  pthread_mutex_lock(&r->mu);
+  r->phase = phase;
+  pthread_mutex_unlock(&r->mu);
+}
+
+const char *fb_rec_phase_name(fb_rec_phase p) {
+  static const char *const name[FB_PHASE_N] = {[FB_PHASE_NONE] = "",
+                                               [FB_PHASE_FORWARD] = "forward",
+                                               [FB_PHASE_BACKWARD] = "backward",
+                                               [FB_PHASE_OPTIMIZER] = "optimizer"};
+  return p >= 0 && p < FB_PHASE_N ? name[p] : "";
+}
+
+static rec_event *find_event_locked(fb_recorder *r, const void *event) {
+  for (int64_t i = r->nevs - 1; i >= 0; i--)
+    if (r->evs[i].event == event) return &r->evs[i];
+  return NULL;
+}
+
+void fb_recorder_event_record(fb_recorder *r, const void *event, fb_stream *s) {
+  pthread_mutex_lock(&r->mu);
+  int id = find_track_locked(r, s);
+  rec_event *e = find_event_locked(r, event);
+  if (!e && grow((void **)&r->evs, &r->capevs, r->nevs + 1, sizeof *r->evs)) {
+    e = &r->evs[r->nevs++];
+    e->event = event;
+  }
+  if (e) e->src = id >= 0 ? r->tracks[id].last : -1; /* no room: the flow is dropped */
+  pthread_mutex_unlock(&r->mu);
+}
+
+void fb_recorder_stream_wait(fb_recorder *r, fb_stream *s, const void *event) {
+  pthread_mutex_lock(&r->mu);
+  int id = find_track_locked(r, s);
+  const rec_event *e = find_event_locked(r, event);
+  if (id >= 0 && e && e->src >= 0 && r->pend[e->src].op.kind == FB_OP_COLL &&
+      r->pend[e->src].op.stream != id)
+    r->tracks[id].wait_src = e->src;
   pthread_mutex_unlock(&r->mu);
 }
 
@@ -301,6 +387,23 @@ static void breakdown(fb_recorder *r, int step, fb_step_stats *out) {
     if (o->step != step || o->kind >= FB_OP_NKIND || !r->tracks[o->stream].compute) continue;
     out->kind_time[o->kind] += o->t1 - o->t0;
   }
+}
+
+/* Appends the step's pending ops to the kept ones, their wait links renumbered to kept
+ * indices (a link to an op not kept is dropped). */
+static fb_status keep_traced_locked(fb_recorder *r, int step) {
+  if (!grow((void **)&r->ops, &r->capops, r->nops + r->npend, sizeof *r->ops) ||
+      !grow((void **)&r->remap, &r->capremap, r->npend, sizeof *r->remap))
+    return FB_ERR(FB_ENOMEM, "recorder: out of host memory keeping trace events");
+  for (int64_t i = 0; i < r->npend; i++) {
+    r->remap[i] = -1;
+    if (r->pend[i].op.step != step) continue;
+    fb_rec_op *o = &r->ops[r->nops];
+    *o = r->pend[i].op;
+    o->wait = o->wait >= 0 && o->wait < i ? r->remap[o->wait] : -1;
+    r->remap[i] = r->nops++;
+  }
+  return FB_OK;
 }
 
 fb_status fb_recorder_step_end(fb_recorder *r, fb_step_stats *out) {
@@ -372,17 +475,13 @@ fb_status fb_recorder_step_end(fb_recorder *r, fb_step_stats *out) {
   breakdown(r, step, out);
 
   /* Keep the traced events. */
-  if (step_traced(&r->cfg, step)) {
-    if (!grow((void **)&r->ops, &r->capops, r->nops + r->npend, sizeof *r->ops)) {
-      st = FB_ERR(FB_ENOMEM, "recorder: out of host memory keeping trace events");
-      goto out;
-    }
-    for (int64_t i = 0; i < r->npend; i++)
-      if (r->pend[i].op.step == step) r->ops[r->nops++] = r->pend[i].op;
-  }
+  if (step_traced(&r->cfg, step)) st = keep_traced_locked(r, step);
 out:
   r->npend = 0;
+  r->nevs = 0;
+  for (int i = 0; i < r->ntracks; i++) r->tracks[i].last = r->tracks[i].wait_src = -1;
   r->step = -1;
+  r->phase = FB_PHASE_NONE;
   pthread_mutex_unlock(&r->mu);
   return st;
 }
@@ -406,6 +505,10 @@ const char *fb_recorder_stream_name(const fb_recorder *r, int id) {
 int fb_recorder_nstreams(const fb_recorder *r) { return r->ntracks; }
 
 int fb_recorder_rank(const fb_recorder *r) { return r->rank; }
+
+int64_t fb_recorder_realtime_ns(const fb_recorder *r, double t) {
+  return r->clock_real_ns + llround((t - r->clock_dev) * 1e9);
+}
 
 bool fb_recorder_model(const fb_recorder *r, fb_dev_model *out) {
   if (!r || !r->have_last) return false;

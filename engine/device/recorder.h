@@ -20,6 +20,13 @@ typedef struct fb_rec_config {
   bool mem_timeline;   /* keep every alloc/free (memory snapshot, counters) */
 } fb_rec_config;
 
+/* The part of a training step an op belongs to (set by the executor; the trace's per-unit
+ * spans). */
+typedef enum fb_rec_phase {
+  FB_PHASE_NONE = 0, FB_PHASE_FORWARD, FB_PHASE_BACKWARD, FB_PHASE_OPTIMIZER, FB_PHASE_N
+} fb_rec_phase;
+const char *fb_rec_phase_name(fb_rec_phase p); /* "forward", "backward", "optimizer", "" */
+
 /* One finished op, times in seconds since the device epoch. */
 typedef struct fb_rec_op {
   double t0, t1;
@@ -31,6 +38,10 @@ typedef struct fb_rec_op {
   fb_coll coll;
   double bytes, flops;
   double size;          /* GEMM / attention: fb_op_gemm_size (what sets its efficiency) */
+  int param;            /* 1 + model id of the parameter it applies (fb_op_cost.param), 0 none */
+  fb_rec_phase phase;
+  int64_t wait;         /* kept ops: index (fb_recorder_ops) of the collective whose event this
+                           op's stream waited for just before it was issued; -1 none */
 } fb_rec_op;
 
 typedef struct fb_rec_mem {
@@ -41,6 +52,11 @@ typedef struct fb_rec_mem {
   const char *label;
   int64_t total_after;  /* all categories, after this event */
   int64_t cat_after;    /* this category, after this event */
+  int step;             /* step in progress (-1: setup, between steps, teardown) */
+  /* Who: for an alloc the next op the rank issued (the one the buffer is for), for a free the
+   * last op it issued; NULL (unit -1) when there is none (memory snapshot frames). */
+  const char *op;
+  int unit;
 } fb_rec_mem;
 
 /* What one step cost on this rank (seconds, bytes). */
@@ -90,6 +106,12 @@ bool fb_recorder_model(const fb_recorder *r, fb_dev_model *out);
 
 void fb_recorder_step_begin(fb_recorder *r, int step, int micro);
 void fb_recorder_micro(fb_recorder *r, int micro);
+void fb_recorder_phase(fb_recorder *r, fb_rec_phase phase);
+/* Stream order (called by fb_event_record / fb_stream_wait): the event marks the last op
+ * issued on s; the next op issued on a stream that waited for it links back to that op when
+ * it is a collective (fb_rec_op.wait). Links live within one step. */
+void fb_recorder_event_record(fb_recorder *r, const void *event, fb_stream *s);
+void fb_recorder_stream_wait(fb_recorder *r, fb_stream *s, const void *event);
 /* Call after every stream of the rank is synced: resolves marks, fills *out. */
 fb_status fb_recorder_step_end(fb_recorder *r, fb_step_stats *out);
 
@@ -99,5 +121,8 @@ const fb_rec_mem *fb_recorder_mems(const fb_recorder *r, int64_t *n);
 const char *fb_recorder_stream_name(const fb_recorder *r, int id);
 int fb_recorder_nstreams(const fb_recorder *r);
 int fb_recorder_rank(const fb_recorder *r);
+/* Wall-clock (CLOCK_REALTIME) nanoseconds of device time t, from one (device, wall) clock
+ * pair read when the recorder was created (sim: its virtual clock anchored there). */
+int64_t fb_recorder_realtime_ns(const fb_recorder *r, double t);
 
 #endif

@@ -8,6 +8,7 @@
 
 #include "../model/transformer.h"
 #include "../device/recorder.h"
+#include "fault.h"
 
 fb_status fb_exec_init(fb_exec *e, fb_rank *r, const fb_data *data) {
   memset(e, 0, sizeof *e);
@@ -66,10 +67,16 @@ static fb_status load_inputs(fb_exec *e, int step, int micro) {
   return fb_copy_h2d(r->dev, r->compute, e->targets.ptr, e->h_targets, bytes);
 }
 
+/* Tells the recorder which part of the step the next ops belong to (the trace's spans). */
+static void phase(fb_rank *r, fb_rec_phase p) {
+  if (r->rec) fb_recorder_phase(r->rec, p);
+}
+
 static fb_status micro_step(fb_exec *e, fb_tf *t) {
   fb_rank *r = e->r;
   const fb_strategy *S = r->strategy;
   const int L = r->model->spec.layers;
+  phase(r, FB_PHASE_FORWARD);
   FB_TRY(S->pre_forward(r, 0));
   FB_TRY(fb_tf_encoder_fwd(t, r->view[0].params));
   FB_TRY(S->post_forward(r, 0));
@@ -78,6 +85,8 @@ static fb_status micro_step(fb_exec *e, fb_tf *t) {
     FB_TRY(fb_tf_block_fwd(t, u, r->view[u].params));
     FB_TRY(S->post_forward(r, u));
   }
+  fb_fault_point(r->rank, r->step + 1, FB_FAULT_FORWARD); /* tests only (FSDPBENCH_FAULT) */
+  phase(r, FB_PHASE_BACKWARD);
   FB_TRY(S->pre_backward(r, 0));
   FB_TRY(fb_tf_head(t, r->view[0].params, r->view[0].grads));
   for (int u = L; u >= 1; u--) {
@@ -86,7 +95,9 @@ static fb_status micro_step(fb_exec *e, fb_tf *t) {
     FB_TRY(S->post_backward(r, u));
   }
   FB_TRY(fb_tf_encoder_bwd(t, r->view[0].grads));
-  return S->post_backward(r, 0);
+  fb_status st = S->post_backward(r, 0);
+  phase(r, FB_PHASE_NONE);
+  return st;
 }
 
 fb_status fb_exec_step(fb_exec *e, int step, double *loss_sum) {
@@ -117,7 +128,9 @@ fb_status fb_exec_step(fb_exec *e, int step, double *loss_sum) {
     local += l;
   }
   r->lr = (float)fb_lr_at(c, step);
+  phase(r, FB_PHASE_OPTIMIZER);
   FB_TRY(r->strategy->optimizer_step(r));
+  phase(r, FB_PHASE_NONE);
   FB_TRY(fb_stream_sync(r->dev, r->commst));
   FB_TRY(fb_stream_sync(r->dev, r->compute));
   *loss_sum = r->dev->simulated ? NAN : local;

@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <unistd.h>
 #include <sys/stat.h>
 #include <errno.h>
@@ -18,17 +19,18 @@
 
 #include "../../strategies/strategy.h"
 #include "../comm/comm.h"
+#include "../core/launcher.h"
+#include "../core/progress.h"
 #include "../ops/blas.h"
 #include "../sim/hardware.h"
 #include "../device/device_cpu.h"
-#ifdef FB_HAVE_CUDA
-#include "../device/cupti.h"
-#include "../device/device_cuda.h"
-#endif
+#include "../device/cuda_module.h"
+#include "../core/startup.h"
 #include "checkpoint.h"
 #include "dry_run.h"
 #include "safetensors.h"
 #include "executor.h"
+#include "fault.h"
 
 typedef struct shared {
   const fb_run_config *cfg;
@@ -44,6 +46,10 @@ typedef struct shared {
   int start;           /* steps already done (from the checkpoint) */
   int nlocal;       /* ranks held by this process */
   int first_rank;
+  struct rank_ctx *ctx;   /* [nlocal] */
+  pthread_mutex_t mu;     /* guards running and ctx[].parked */
+  pthread_cond_t cv;      /* signalled when a rank returns or parks */
+  int running;            /* ranks started that neither returned nor parked */
 } shared;
 
 typedef struct rank_ctx {
@@ -52,6 +58,7 @@ typedef struct rank_ctx {
   int rank;
   fb_status st;
   char msg[512], where[128];
+  bool parked; /* stopped forever by FSDPBENCH_FAULT: never joined */
 } rank_ctx;
 
 static void log_step(const shared *sh, int step, const fb_step_stats *ss, const fb_device *dev) {
@@ -67,12 +74,26 @@ static void log_step(const shared *sh, int step, const fb_step_stats *ss, const 
     snprintf(loss, sizeof loss, "%.6f", res->loss[step]);
     snprintf(gn, sizeof gn, "%.4f", res->grad_norm[step]);
   }
-  printf("step %4d/%d | loss %s | gnorm %s | lr %.3e | %s%.1f ms | %.0f tok/s | %.1f %s GFLOP/s "
-         "(%.1f%% of %.0f) | mem %.1f MiB allocated\n",
+  char pct[64] = ""; /* of the profile's peak (named in the header), never a measured one */
+  if (res->peak_flops > 0)
+    snprintf(pct, sizeof pct, " (%.1f%% of %.0f)", 100.0 * gflops * 1e9 / res->peak_flops,
+             res->peak_flops / 1e9);
+  printf("step %4d/%d | loss %s | gnorm %s | lr %.3e | %s%.1f ms | %.0f tok/s | %.1f %s GFLOP/s"
+         "%s | mem %.1f MiB allocated\n",
          step + 1, c->steps, loss, gn, res->lr[step], res->predicted ? "pred " : "",
-         ss->wall * 1e3, tokens / ss->wall, gflops, fb_dtype_name(c->param_dtype),
-         100.0 * gflops * 1e9 / res->peak_flops, res->peak_flops / 1e9,
+         ss->wall * 1e3, tokens / ss->wall, gflops, fb_dtype_name(c->param_dtype), pct,
          (double)dev->mem.peak_total / (1 << 20));
+  fflush(stdout);
+}
+
+/* At the start of the first step on rank 0, once per process (the first logged run): the
+ * process's start-up (exec, dynamic loading, configuration, model, data, device and strategy
+ * set-up), measured (startup.h). */
+static void log_startup(const fb_run_config *c) {
+  static atomic_flag printed = ATOMIC_FLAG_INIT;
+  fb_startup_mark(c->quiet ? "first step (of a quiet inner run)" : "first step");
+  if (c->quiet || atomic_flag_test_and_set(&printed)) return;
+  printf("startup: %.1f ms (exec to first step, measured)\n", fb_startup_ms());
   fflush(stdout);
 }
 
@@ -83,9 +104,12 @@ static fb_status open_comm(shared *sh, int rank, fb_device *dev, fb_comm **out) 
 #ifdef FB_HAVE_MPI
   if (!strcmp(c->comm, "mpi")) return fb_comm_mpi_create(dev, c->timeout_s, out);
 #endif
-#ifdef FB_HAVE_CUDA
-  if (!strcmp(c->comm, "nccl")) return fb_comm_nccl_create(dev, c->timeout_s, out);
-#endif
+  if (!strcmp(c->comm, "nccl")) {
+    char why[512];
+    const fb_cuda_module *m = fb_cuda_module_load(why, sizeof why);
+    if (!m) return FB_ERR(FB_EUNSUPPORTED, "--comm nccl: not available: %s", why);
+    return m->nccl_create(dev, c->timeout_s, out);
+  }
   return FB_ERR(FB_EUNSUPPORTED, "--comm: '%s' is not built into this binary", c->comm);
 }
 
@@ -149,11 +173,8 @@ static fb_status save(fb_rank *r, const char *dir, int steps_done) {
 
 /* Starts or stops the device's kernel capture (CUPTI in CUDA builds). */
 static fb_status kernel_trace(int rank, bool on, bool *state) {
-#ifdef FB_HAVE_CUDA
-  FB_TRY(on ? fb_cupti_start(rank, 0 /* 1,000,000 records at most */) : fb_cupti_stop());
-#else
-  (void)rank;
-#endif
+  const fb_cuda_module *m = fb_cuda_module_loaded(); /* a kernel-tracing device loaded it */
+  if (m) FB_TRY(on ? m->cupti_start(rank, 0 /* 1,000,000 records at most */) : m->cupti_stop());
   *state = on;
   return FB_OK;
 }
@@ -170,6 +191,7 @@ static fb_status rank_run(rank_ctx *ctx) {
   fb_rank r = {0};
   fb_exec e = {0};
   bool setup_done = false;
+  fb_progress prog = {0}; /* on a terminal, when the steps are not each logged */
   fb_status st;
   omp_set_num_threads(sh->threads);
 
@@ -187,6 +209,7 @@ static fb_status rank_run(rank_ctx *ctx) {
   fb_recorder_stream(rec, compute, "compute");
   fb_recorder_stream(rec, commst, "comm");
   FB_CHECK_GOTO(st, open_comm(sh, ctx->rank, dev, &comm), out);
+  if (ctx->rank == 0) fb_startup_mark("device, streams and communicator opened");
 
   r.cfg = c;
   r.model = sh->model;
@@ -209,6 +232,7 @@ static fb_status rank_run(rank_ctx *ctx) {
   FB_CHECK_GOTO(st, r.strategy->setup(&r), out);
   setup_done = true;
   FB_CHECK_GOTO(st, fb_stream_sync(dev, compute), out);
+  if (ctx->rank == 0) fb_startup_mark("strategy set up (parameters initialised)");
   rr->persistent_bytes = dev->mem.cur[FB_MEM_PARAM_SHARD] + dev->mem.cur[FB_MEM_GRAD_SHARD] +
                          dev->mem.cur[FB_MEM_OPTIM];
   rr->zero3_imbalance = r.zero3_imbalance;
@@ -222,8 +246,11 @@ static fb_status rank_run(rank_ctx *ctx) {
   const int cupti_last = c->trace_wait + c->trace_warmup + c->trace_active - 1;
   bool cupti_on = false;
 
+  fb_progress_start(&prog, "train: step", c->steps - sh->start,
+                    ctx->rank == 0 && !c->quiet && c->log_every > 1 && fb_progress_tty());
   for (int step = sh->start; step < c->steps; step++) {
     double loss = 0;
+    if (step == sh->start && ctx->rank == 0) log_startup(c);
     if (cupti && step == cupti_first) FB_CHECK_GOTO(st, kernel_trace(ctx->rank, true, &cupti_on), out);
     FB_CHECK_GOTO(st, fb_exec_step(&e, step, &loss), out);
     if (cupti_on && step == cupti_last) FB_CHECK_GOTO(st, kernel_trace(ctx->rank, false, &cupti_on), out);
@@ -245,8 +272,11 @@ static fb_status rank_run(rank_ctx *ctx) {
       res->loss[step] = dev->simulated ? NAN : loss / ((double)c->batch * c->seq);
       res->grad_norm[step] = dev->simulated ? NAN : r.grad_norm;
       res->lr[step] = r.lr;
-      if (!c->quiet && (step % c->log_every == 0 || step == c->steps - 1))
+      if (!c->quiet && (step % c->log_every == 0 || step == c->steps - 1)) {
+        fb_progress_clear(&prog);
         log_step(sh, step, &rr->steps[step], dev);
+      }
+      fb_progress_update(&prog, step + 1 - sh->start, NULL);
     }
   }
   if (cupti_on) FB_CHECK_GOTO(st, kernel_trace(ctx->rank, false, &cupti_on), out);
@@ -260,6 +290,7 @@ static fb_status rank_run(rank_ctx *ctx) {
   FB_CHECK_GOTO(st, fb_stream_sync(dev, commst), out);
   FB_CHECK_GOTO(st, fb_stream_sync(dev, compute), out);
 out:
+  fb_progress_end(&prog);
   fb_exec_fini(&e);
   if (setup_done) r.strategy->teardown(&r);
   free(r.view);
@@ -283,7 +314,42 @@ static void *rank_thread(void *arg) {
     snprintf(ctx->where, sizeof ctx->where, "%s", fb_error_where());
     if (ctx->sh->group) fb_local_group_abort(ctx->sh->group);
   }
+  pthread_mutex_lock(&ctx->sh->mu);
+  ctx->sh->running--;
+  pthread_cond_broadcast(&ctx->sh->cv);
+  pthread_mutex_unlock(&ctx->sh->mu);
   return NULL;
+}
+
+/* FSDPBENCH_FAULT parked rank `rank`'s thread (a dead peer): the others go on without it. */
+static void rank_parked(void *arg, int rank) {
+  shared *sh = arg;
+  pthread_mutex_lock(&sh->mu);
+  sh->ctx[rank - sh->first_rank].parked = true;
+  sh->running--;
+  pthread_cond_broadcast(&sh->cv);
+  pthread_mutex_unlock(&sh->mu);
+}
+
+/* Waits until every started rank returned or parked; joins the former, never the latter. */
+static bool wait_ranks(shared *sh, pthread_t *th, int started) {
+  pthread_mutex_lock(&sh->mu);
+  while (sh->running > 0) pthread_cond_wait(&sh->cv, &sh->mu);
+  pthread_mutex_unlock(&sh->mu);
+  bool parked = false;
+  for (int i = 0; i < started; i++) {
+    if (sh->ctx[i].parked) pthread_detach(th[i]);
+    else pthread_join(th[i], NULL);
+    parked |= sh->ctx[i].parked;
+  }
+  return parked;
+}
+
+/* Which rank's failure explains the run: a timeout or an abort on one rank is usually caused
+ * by another, so any other error first, then a timeout (it names the rank that did not
+ * arrive), then an abort ("the group failed"). */
+static int cause_weight(fb_status st) {
+  return st == FB_OK ? 0 : st == FB_ECOMM ? 1 : st == FB_ETIMEOUT ? 2 : 3;
 }
 
 static const char *human(double bytes, char *buf, size_t n) {
@@ -354,51 +420,6 @@ static fb_status precheck_memory(const fb_run_config *c, const fb_device_entry *
   return st;
 }
 
-static int env_int(const char *name) {
-  const char *v = getenv(name);
-  return v ? atoi(v) : 0;
-}
-
-/* An integer a launcher set, checked: FB_EUSAGE naming the variable when it is not an integer
- * in [lo, hi]; *out = -1 when unset. */
-static fb_status env_checked(const char *name, long lo, long hi, int *out) {
-  *out = -1;
-  const char *v = getenv(name);
-  if (!v) return FB_OK;
-  char *end = NULL;
-  errno = 0;
-  long x = strtol(v, &end, 10);
-  if (errno || end == v || *end || x < lo || x > hi)
-    return FB_ERR(FB_EUSAGE, "%s: '%s' is not allowed (want an integer in [%ld, %ld]; the "
-                  "launcher sets it)", name, v, lo, hi);
-  *out = (int)x;
-  return FB_OK;
-}
-
-/* This process's rank and the world from the launcher (Open MPI, then torchrun's RANK /
- * WORLD_SIZE); 0 of 1 without one. */
-static fb_status launcher_ranks(int *rank, int *world) {
-  static const char *const pairs[][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                                         {"RANK", "WORLD_SIZE"}};
-  *rank = 0, *world = 1;
-  for (int i = 0; i < 2; i++) {
-    int r = -1, w = -1;
-    FB_TRY(env_checked(pairs[i][1], 1, 1 << 20, &w));
-    if (w < 0) continue;
-    FB_TRY(env_checked(pairs[i][0], 0, w - 1, &r));
-    if (r < 0) return FB_ERR(FB_EUSAGE, "%s: not set although %s is %d", pairs[i][0], pairs[i][1], w);
-    *rank = r, *world = w;
-    return FB_OK;
-  }
-  return FB_OK;
-}
-
-/* A launcher started this process as one of several (mpirun, torchrun, srun). */
-static bool launched(void) {
-  return env_int("OMPI_COMM_WORLD_SIZE") > 0 || env_int("WORLD_SIZE") > 1 ||
-         env_int("PMI_SIZE") > 1 || env_int("SLURM_NTASKS") > 1;
-}
-
 /* The first registered GPU backend usable here, or NULL (reason in why). */
 static const fb_device_entry *usable_gpu(char *why, size_t n) {
   snprintf(why, n, "no GPU backend in this build");
@@ -411,7 +432,8 @@ static const fb_device_entry *usable_gpu(char *why, size_t n) {
 
 /* Fills the automatic choices (backend, comm, hardware) from the device registry and checks
  * the pair: the backend's capabilities name the communicators that can move its buffers. */
-static fb_status resolve_auto(fb_run_config *c, const fb_model *m, char *why, size_t why_len) {
+static fb_status resolve_auto(fb_run_config *c, const fb_model *m, bool launched, char *why,
+                              size_t why_len) {
   why[0] = 0;
   if (!strcmp(c->backend, "auto")) {
     char reason[256];
@@ -436,7 +458,7 @@ static fb_status resolve_auto(fb_run_config *c, const fb_model *m, char *why, si
   const fb_device_entry *e = fb_device_entry_lookup(c->backend);
   if (!e) return FB_ERR(FB_EUSAGE, "--backend: '%s' is not available in this build", c->backend);
   if (!strcmp(c->comm, "auto"))
-    snprintf(c->comm, sizeof c->comm, "%s", launched() ? e->caps->comm_launched : e->caps->comm);
+    snprintf(c->comm, sizeof c->comm, "%s", launched ? e->caps->comm_launched : e->caps->comm);
   if (!fb_word_in(c->comm, e->caps->comms))
     return FB_ERR(FB_EUSAGE, "--comm: '%s' is not allowed with --backend %s (want auto, %s)",
                   c->comm, c->backend, e->caps->comms);
@@ -472,9 +494,9 @@ static fb_status resolve_checkpoints(const fb_run_config *c, const fb_device_ent
     }
   }
   if (c->ckpt[0]) {
-    struct stat sb;
-    if (stat(c->ckpt, &sb) == 0 ? !S_ISDIR(sb.st_mode) || access(c->ckpt, W_OK)
-                                : mkdir(c->ckpt, 0755) != 0)
+    struct stat sb; /* the processes of an mpi run may all create it at once */
+    if ((mkdir(c->ckpt, 0755) != 0 && errno != EEXIST) || stat(c->ckpt, &sb) != 0 ||
+        !S_ISDIR(sb.st_mode) || access(c->ckpt, W_OK))
       return FB_ERR(FB_EUSAGE, "--ckpt: '%s' is not a writable directory", c->ckpt);
   }
   return FB_OK;
@@ -502,6 +524,58 @@ fb_dtype fb_resolve_param_dtype(fb_dtype t, const char *backend, const fb_hardwa
   return gpu ? FB_BF16 : FB_F32;
 }
 
+/* The denominator of "% of peak" on executed runs: the hardware profile's dense peak for the
+ * params' dtype (--hardware, else models/hardware/cpu.yaml on a CPU backend), per rank: a
+ * profile whose ranks share one machine (shared_host) divides it over the ranks on this node.
+ * Read, never measured, so it is the same figure every run; 0 without a profile (the step line
+ * then prints no percentage). */
+static void profile_peak(const fb_run_config *c, const fb_hardware *hw, const fb_device_entry *dev,
+                         int node_ranks, fb_run_result *res) {
+  fb_hardware own;
+  const fb_hardware *p = c->hardware[0] ? hw : NULL;
+  const char *name = c->hardware;
+  if (!p && !dev->caps->gpu && fb_hardware_load("cpu", &own) == FB_OK) p = &own, name = "cpu";
+  res->peak_flops = 0;
+  if (!p || fb_hardware_peak(p, c->param_dtype) <= 0) {
+    snprintf(res->peak_src, sizeof res->peak_src, "none (no hardware profile: pass --hardware "
+             "NAME for a %% of peak)");
+    return;
+  }
+  const double whole = fb_hardware_peak(p, c->param_dtype);
+  const int share = p->shared_host && node_ranks > 1 ? node_ranks : 1;
+  res->peak_flops = whole / share;
+  char file[300], split[96] = "";
+  if (strchr(name, '/') || strstr(name, ".yaml")) snprintf(file, sizeof file, "%s", name);
+  else snprintf(file, sizeof file, "models/hardware/%s.yaml", name);
+  if (share > 1)
+    snprintf(split, sizeof split, " (%lld GF/s shared by %d ranks on this machine)",
+             llround(whole / 1e9), share);
+  snprintf(res->peak_src, sizeof res->peak_src, "%lld GF/s %s per rank from %s%s",
+           llround(res->peak_flops / 1e9), fb_dtype_name(c->param_dtype), file, split);
+}
+
+/* One line on stderr, once per process, when the ranks on this node outnumber its CPUs. */
+static void warn_oversubscribed(int node_ranks) {
+  static atomic_flag warned = ATOMIC_FLAG_INIT;
+  if (atomic_flag_test_and_set(&warned)) return;
+  fprintf(stderr, "fsdpbench: warning: %d ranks on this node share %d CPU(s) (oversubscribed): "
+          "each rank runs 1 thread and the steps will be slow\n", node_ranks,
+          fb_cores_available());
+}
+
+/* torchrun starts one process per rank and MPI cannot join them; a CPU backend's ranks are
+ * threads of one process (local) or MPI processes: refuse, saying what to run instead. */
+static fb_status torchrun_on_threads(const fb_launch *l, const fb_device_entry *dev,
+                                     const fb_run_config *c) {
+  if (strcmp(l->name, "torchrun") || !l->launched || !dev->caps->executes || dev->caps->gpu ||
+      !fb_word_in(c->comm, "local mpi"))
+    return FB_OK;
+  return FB_ERR(FB_EUSAGE, "torchrun starts %d processes but the %s backend's ranks are threads "
+                "of one process (or MPI processes, which torchrun cannot start): run `fsdpbench "
+                "--world %d ...` once, or `mpirun -np %d fsdpbench --comm mpi ...`", l->world,
+                c->backend, l->world, l->world);
+}
+
 int fb_auto_batch(int world) {
   return world >= 8 ? world : (8 + world - 1) / world * world;
 }
@@ -516,44 +590,64 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
   rank_ctx *ctx = NULL;
   pthread_t *th = NULL;
   shared sh = {0};
+  fb_fault fault = {0};
   char why[512];
   double t_start = fb_cpu_clock();
 
+  fb_launch L; /* where a launcher placed this process (engine/core/launcher.c) */
+  int dry_shown = 0; /* --dry-run: 1 = the placement is printed, 2 = the whole configuration */
+  FB_CHECK_GOTO(st, fb_launch_detect(&L), fail);
   FB_CHECK_GOTO(st, fb_model_build(&c->spec, &res->model), fail);
-  FB_CHECK_GOTO(st, resolve_auto(c, &res->model, why, sizeof why), fail);
+  fb_startup_mark("model built");
+  FB_CHECK_GOTO(st, resolve_auto(c, &res->model, L.launched, why, sizeof why), fail);
   /* executing backends need a profile only for the cost-model figures; sim needs one */
   memset(&hw, 0, sizeof hw);
   snprintf(hw.name, sizeof hw.name, "%s", c->backend);
   if (c->hardware[0]) FB_CHECK_GOTO(st, fb_hardware_load(c->hardware, &hw), fail);
   const fb_device_entry *dent = fb_device_entry_lookup(c->backend);
-  sh.dev_ops = dent->ops;
-  char absent[256] = "";
-  if (!fb_device_available(c->backend, absent, sizeof absent) && !c->dry_run) {
-    st = FB_ERR(FB_EUNSUPPORTED, "--backend %s: %s", c->backend, absent);
+  char absent[768] = "";
+  if (fb_device_available(c->backend, absent, sizeof absent)) {
+    sh.dev_ops = fb_device_lookup(c->backend); /* cuda: the CUDA module, loaded by now */
+  } else if (!c->dry_run) {
+    st = FB_ERR(FB_EUSAGE, "--backend %s: not available: %s", c->backend, absent);
     goto fail;
   }
-  int mpi_rank = 0, mpi_world = 1;
   /* mpi runs one process per rank (a singleton without a launcher); nccl too under a launcher,
    * else its ranks are threads of this process, one GPU each */
-  const bool multi_process = fb_comm_launched(c->comm) && (strcmp(c->comm, "nccl") || launched()) &&
-                             !(c->dry_run && !launched());
-  if (multi_process) {
-    FB_CHECK_GOTO(st, launcher_ranks(&mpi_rank, &mpi_world), fail);
-    if (c->world > 0 && c->world != mpi_world) {
-      st = FB_ERR(FB_EUSAGE, "--world: %d but the launcher started %d processes", c->world,
-                  mpi_world);
-      goto fail;
-    }
-    c->world = mpi_world;
-  }
-  int mesh_r, mesh_s; /* --mesh RxS without --world: R*S ranks */
-  FB_CHECK_GOTO(st, fb_config_mesh(c, c->world, &mesh_r, &mesh_s), fail);
-  if (c->world <= 0 && mesh_r > 0) c->world = mesh_r * mesh_s;
+  const bool multi_process = fb_comm_launched(c->comm) &&
+                             (L.launched || (!strcmp(c->comm, "mpi") && !c->dry_run));
+  const int world_asked = c->world;
+  if (multi_process) c->world = L.world;
+  int mesh_r = 0, mesh_s = 0; /* --mesh RxS without --world: R*S ranks (checked below) */
+  if (fb_config_mesh(c, c->world, &mesh_r, &mesh_s) == FB_OK && c->world <= 0 && mesh_r > 0)
+    c->world = mesh_r * mesh_s;
   if (c->world <= 0) {
     if (fb_strategy_lookup(c->strategy)->one_rank) c->world = 1;
     else if (!dent->caps->executes) c->world = hw.devices_per_node > 0 ? hw.devices_per_node : 8;
     else c->world = 2;
   }
+  /* the ranks sharing this node's CPUs: one process each under a launcher, else this
+   * process's ranks (threads). --threads (per process, split over its ranks) wins; resolved,
+   * it is the process's total: per rank times its ranks */
+  const int node_ranks = multi_process ? L.local_size : c->world;
+  const int in_process = multi_process ? 1 : c->world;
+  bool oversubscribed = false;
+  const int asked = c->threads > 0 ? (c->threads / in_process > 0 ? c->threads / in_process : 1) : 0;
+  const int rank_threads = fb_threads_per_rank(asked, node_ranks, multi_process, &oversubscribed);
+  if (c->threads <= 0) c->threads = rank_threads * in_process;
+  /* warned once the configuration is accepted, so a refusal stays one line */
+  const bool warn_over = oversubscribed && dent->caps->executes && L.local_rank == 0;
+  if (c->dry_run) {
+    fb_dry_run_place(&L, multi_process);
+    dry_shown = 1;
+  }
+  if (multi_process && world_asked > 0 && world_asked != L.world) {
+    st = FB_ERR(FB_EUSAGE, "--world: %d but the launcher (%s) started %d processes", world_asked,
+                L.name, L.world);
+    goto fail;
+  }
+  FB_CHECK_GOTO(st, torchrun_on_threads(&L, dent, c), fail);
+  FB_CHECK_GOTO(st, fb_config_mesh(c, c->world, &mesh_r, &mesh_s), fail);
   if (c->batch <= 0) c->batch = fb_auto_batch(c->world);
   /* re-check what depends on the world now that it is known */
   if (c->batch % c->world) {
@@ -580,8 +674,16 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
   }
   FB_CHECK_GOTO(st, resolve_checkpoints(c, dent, &sh), fail);
   if (c->dry_run) {
+    dry_shown = 2;
+    if (warn_over) warn_oversubscribed(node_ranks);
     st = fb_dry_run(c, dent, &hw, absent, multi_process, precheck_memory);
     goto fail; /* nothing was opened: the same cleanup */
+  }
+  if (dent->caps->executes) FB_CHECK_GOTO(st, fb_fault_from_env(c->world, &fault), fail);
+  if (fault.set && !multi_process && c->world < 2) {
+    st = FB_ERR(FB_EUSAGE, "FSDPBENCH_FAULT: needs at least 2 ranks on --comm %s (got --world %d)",
+                c->comm, c->world);
+    goto fail;
   }
   if (!c->quiet && !dent->caps->executes)
     printf("fsdpbench: backend sim, hardware %s, world %d, %s params: every time figure below is "
@@ -590,6 +692,7 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
   if (dent->caps->executes)
     FB_CHECK_GOTO(st, precheck_memory(c, dent, hw.mem_capacity, !dent->caps->gpu && !multi_process,
                                       NULL), fail);
+  if (dent->caps->executes) fb_startup_mark("memory precheck done (simulated steps)");
   snprintf(res->backend, sizeof res->backend, "%s", c->backend);
   snprintf(res->comm, sizeof res->comm, "%s", c->comm);
   snprintf(res->hardware, sizeof res->hardware, "%s", hw.name);
@@ -610,19 +713,26 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
 
   /* sim holds every rank while that is cheap (zero3's ranks differ in memory), else rank 0 */
   sh.nlocal = multi_process ? 1 : res->predicted ? (c->world <= 16 ? c->world : 1) : c->world;
-  sh.first_rank = multi_process ? mpi_rank : 0;
-  int total_threads = c->threads > 0 ? c->threads : omp_get_num_procs();
-  sh.threads = total_threads / sh.nlocal > 0 ? total_threads / sh.nlocal : 1;
+  sh.first_rank = multi_process ? L.rank : 0;
+  sh.threads = rank_threads;
+  if (warn_over) warn_oversubscribed(node_ranks);
   if (!res->predicted) {
     fb_blas_set_threads(sh.threads);
     snprintf(res->blas, sizeof res->blas, "%s", fb_blas_describe());
-    res->peak_flops = !dent->caps->gpu ? fb_blas_measure_peak(total_threads, 0.3) * 1e9 / sh.nlocal
-                                       : fb_hardware_peak(&hw, c->param_dtype);
+    profile_peak(c, &hw, dent, node_ranks, res);
+    fb_startup_mark("BLAS threads and peak figure set");
+    if (!c->quiet && sh.first_rank == 0)
+      printf("fsdpbench: backend %s, comm %s, world %d, %d thread(s) per rank, %s params; "
+             "peak: %s\n", c->backend, c->comm, c->world, sh.threads,
+             fb_dtype_name(c->param_dtype), res->peak_src);
   } else {
     snprintf(res->blas, sizeof res->blas, "none (simulated)");
     res->peak_flops = fb_hardware_peak(&hw, c->param_dtype);
+    snprintf(res->peak_src, sizeof res->peak_src, "%lld GF/s %s per rank from the %s profile",
+             llround(res->peak_flops / 1e9), fb_dtype_name(c->param_dtype), hw.name);
   }
   FB_CHECK_GOTO(st, fb_data_open(&data, c->data, c->spec.vocab, c->seed, c->seq), fail);
+  fb_startup_mark("data opened");
 
   res->nranks = sh.nlocal;
   res->ranks = calloc((size_t)sh.nlocal, sizeof *res->ranks);
@@ -654,34 +764,46 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
   sigaction(SIGINT, &stop_act, &old_int);
   sigaction(SIGTERM, &stop_act, &old_term);
   int started = 0;
+  sh.ctx = ctx;
+  pthread_mutex_init(&sh.mu, NULL);
+  pthread_cond_init(&sh.cv, NULL);
+  fb_fault_arm(&fault, !multi_process, rank_parked, &sh);
   for (int i = 0; i < sh.nlocal; i++) {
     ctx[i] = (rank_ctx){.sh = &sh, .index = i, .rank = sh.first_rank + i};
+    sh.running++;
     if (sh.nlocal == 1) {
       rank_thread(&ctx[i]);
       continue;
     }
     if (pthread_create(&th[i], NULL, rank_thread, &ctx[i])) {
+      sh.running--;
       st = FB_ERR(FB_EINTERNAL, "cannot start rank thread %d", i);
       if (sh.group) fb_local_group_abort(sh.group);
       break;
     }
     started++;
   }
-  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  /* a rank parked by FSDPBENCH_FAULT is never joined: it holds its communicator, so the
+   * group outlives the run (the process is about to exit 4) */
+  const bool parked = wait_ranks(&sh, th, started);
+  fb_fault_disarm();
+  pthread_cond_destroy(&sh.cv);
+  pthread_mutex_destroy(&sh.mu);
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
   if (st == FB_OK) {
-    /* report the root cause: a timeout or abort on one rank is usually caused by another */
-    int pick = -1;
+    int pick = -1; /* the root cause (cause_weight), the first rank among equals */
     for (int i = 0; i < sh.nlocal; i++)
-      if (ctx[i].st != FB_OK && (pick < 0 || (ctx[pick].st == FB_ECOMM || ctx[pick].st == FB_ETIMEOUT)))
-        pick = i;
+      if (cause_weight(ctx[i].st) > (pick < 0 ? 0 : cause_weight(ctx[pick].st))) pick = i;
     if (pick >= 0) {
       st = ctx[pick].st;
       fb_error_copy(st, ctx[pick].msg, ctx[pick].where);
+    } else if (parked) {
+      st = FB_ERR(FB_ECOMM, "rank %d stopped (FSDPBENCH_FAULT) and the others finished without "
+                  "it", fault.rank);
     }
   }
-  if (sh.group) fb_local_group_destroy(sh.group);
+  if (sh.group && !parked) fb_local_group_destroy(sh.group);
   free(ctx);
   free(th);
   fb_data_close(&data);
@@ -690,6 +812,7 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
   if (st != FB_OK) fb_run_result_free(res);
   return st;
 fail:
+  if (dry_shown == 1) fb_dry_run_refused(c); /* the resolved world and threads, then the refusal */
   if (sh.group) fb_local_group_destroy(sh.group);
   free(ctx);
   free(th);

@@ -36,7 +36,10 @@ typedef struct fb_run_result {
   double param_sum;           /* final, full params, model order, fp64 (NaN when predicted) */
   fb_rank_result *ranks;      /* ranks held by this process */
   int nranks;
-  double peak_flops;          /* per rank: measured GEMM ceiling (cpu) or profile peak (sim) */
+  double peak_flops;          /* per rank: the hardware profile's dense peak for the params'
+                               * dtype (shared-host profiles: over the ranks on this node); 0 =
+                               * no profile. Never measured: the same figure every run */
+  char peak_src[512];         /* where peak_flops comes from, for the header */
   int64_t mem_capacity;       /* bytes per device from the hardware profile (0 without one) */
   int64_t tokens_per_step;    /* global */
   double model_flops_per_step;/* global: 3 x forward matmul FLOPs */
@@ -53,5 +56,12 @@ int fb_auto_batch(int world);
  * Any other dtype is returned as it is. */
 fb_dtype fb_resolve_param_dtype(fb_dtype t, const char *backend, const struct fb_hardware *hw);
 void fb_run_result_free(fb_run_result *res);
+
+/* The number a step carries wherever it is printed (the step log line, steps.csv, report.json,
+ * the trace's ProfilerStep#N and args.step): 1-based, counting from the start of training,
+ * so a resumed run goes on where it stopped. `step` is the 0-based step index the executor
+ * and the recorder use (fb_rec_op.step, the loop variable); fb_run_result arrays hold steps
+ * first_step.. so their entry k is index first_step + k. */
+static inline int fb_step_number(int step) { return step + 1; }
 
 #endif

@@ -6,6 +6,7 @@
 #ifndef FB_MODEL_H
 #define FB_MODEL_H
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../core/status.h"
@@ -66,5 +67,19 @@ static inline int fb_head_dim(const fb_model_spec *s) { return s->dim / s->heads
 /* Matmul FLOPs of one forward pass over B*T tokens (attention products included);
  * a training step costs 3x (forward + 2x backward). */
 double fb_model_forward_flops(const fb_model_spec *s, int B, int T);
+
+/* Names as a PyTorch user reads them, taken from the model's own parameter names
+ * (model_names.c; the one place that builds them):
+ *  - fb_model_unit_name: unit u's module path, "layers.3" (llama) / "h.3" (gpt2); "root" for
+ *    unit 0 (embeddings, final norm, head); "" when u is not a unit.
+ *  - fb_model_op_name: the name of an op of unit `unit` (-1: none). `param` is 1 + the model id
+ *    of the parameter the op applies (fb_kctx.param; 0: none). An op on a parameter is named
+ *    by the parameter's module ("layers.3.attention.wq", "h.3.mlp.c_fc"); a collective or a
+ *    phase span (per_unit) is "<op> <unit>" ("all_gather layers.3", "forward h.0"); any other
+ *    op of a block is "<unit>.<op>" ("layers.3.attention_fwd"); else plain op.
+ * Both truncate to n bytes (n > 0) and return buf. */
+const char *fb_model_unit_name(const fb_model *m, int unit, char *buf, size_t n);
+const char *fb_model_op_name(const fb_model *m, int unit, int param, const char *op,
+                             bool per_unit, char *buf, size_t n);
 
 #endif

@@ -23,6 +23,13 @@ static inline fb_kctx kc(const fb_tf *t, int unit) {
   fb_kctx k = {.dev = t->dev, .s = t->s, .act = t->act, .unit = unit};
   return k;
 }
+/* The context k of the calling stage (named `k`, beside `t`) for a kernel on parameter `slot`
+ * of k's unit: the recorder names the kernel's trace slice after that parameter's module. */
+static inline fb_kctx on_param(const fb_tf *t, fb_kctx k, int slot) {
+  k.param = 1 + t->m->units[k.unit].first + slot;
+  return k;
+}
+#define ON(slot) ((const fb_kctx[]){on_param(t, k, (slot))})
 /* Parameter `slot` of unit u inside a flat buffer of the compute dtype / of fp32 grads. */
 static inline void *par(const fb_tf *t, const void *base, int u, int slot) {
   const fb_param *p = &t->m->params[t->m->units[u].first + slot];
@@ -128,7 +135,7 @@ fb_status fb_tf_encoder_fwd(fb_tf *t, const void *root) {
   FB_TRY(act_alloc(t, &t->x0, N * s->dim, esz(t), "act.embedding"));
   fb_kctx k = kc(t, 0);
   const void *wpe = s->family == FB_GPT2 ? par(t, root, 0, FB_G_WPE) : NULL;
-  return fb_k_encoder_fwd(&k, t->x0.ptr, t->tokens, par(t, root, 0, 0), wpe, t->B, t->T, s->dim);
+  return fb_k_encoder_fwd(ON(0), t->x0.ptr, t->tokens, par(t, root, 0, 0), wpe, t->B, t->T, s->dim);
 }
 
 static const void *block_input(const fb_tf *t, int l) {
@@ -144,44 +151,51 @@ static fb_status block_compute(fb_tf *t, int l, const void *P, fb_tf_block_acts 
   fb_kctx k = kc(t, l);
   char *att_scr = t->attn_scratch.ptr;
   if (s->family == FB_GPT2) {
-    FB_TRY(fb_k_layernorm_fwd(&k, a->ln1.ptr, a->ln1_mean.ptr, a->ln1_rstd.ptr, x,
+    FB_TRY(fb_k_layernorm_fwd(ON(FB_G_LN1_W), a->ln1.ptr, a->ln1_mean.ptr, a->ln1_rstd.ptr, x,
                               par(t, P, l, FB_G_LN1_W), par(t, P, l, FB_G_LN1_B), N, C,
                               s->norm_eps));
-    FB_TRY(fb_k_matmul_fwd(&k, a->qkv.ptr, a->ln1.ptr, par(t, P, l, FB_G_QKV_W),
+    FB_TRY(fb_k_matmul_fwd(ON(FB_G_QKV_W), a->qkv.ptr, a->ln1.ptr, par(t, P, l, FB_G_QKV_W),
                            par(t, P, l, FB_G_QKV_B), N, C, 3 * C));
     char *qkv = a->qkv.ptr;
     FB_TRY(fb_k_attention_fwd(&k, a->att.ptr, a->lse.ptr, qkv, qkv + (size_t)C * esz(t),
                               qkv + (size_t)2 * C * esz(t), t->B, t->T, H, H, hd, 3 * C, 3 * C,
                               att_scr));
-    FB_TRY(fb_k_matmul_fwd(&k, a->xmid.ptr, a->att.ptr, par(t, P, l, FB_G_PROJ_W),
+    FB_TRY(fb_k_matmul_fwd(ON(FB_G_PROJ_W), a->xmid.ptr, a->att.ptr, par(t, P, l, FB_G_PROJ_W),
                            par(t, P, l, FB_G_PROJ_B), N, C, C));
     FB_TRY(fb_k_add(&k, a->xmid.ptr, a->xmid.ptr, x, (size_t)N * C));
-    FB_TRY(fb_k_layernorm_fwd(&k, a->ln2.ptr, a->ln2_mean.ptr, a->ln2_rstd.ptr, a->xmid.ptr,
-                              par(t, P, l, FB_G_LN2_W), par(t, P, l, FB_G_LN2_B), N, C,
+    FB_TRY(fb_k_layernorm_fwd(ON(FB_G_LN2_W), a->ln2.ptr, a->ln2_mean.ptr, a->ln2_rstd.ptr,
+                              a->xmid.ptr, par(t, P, l, FB_G_LN2_W), par(t, P, l, FB_G_LN2_B), N, C,
                               s->norm_eps));
-    FB_TRY(fb_k_matmul_fwd(&k, a->fc.ptr, a->ln2.ptr, par(t, P, l, FB_G_FC_W),
+    FB_TRY(fb_k_matmul_fwd(ON(FB_G_FC_W), a->fc.ptr, a->ln2.ptr, par(t, P, l, FB_G_FC_W),
                            par(t, P, l, FB_G_FC_B), N, C, F));
     FB_TRY(fb_k_gelu_fwd(&k, a->gelu.ptr, a->fc.ptr, (size_t)N * F));
-    FB_TRY(fb_k_matmul_fwd(&k, a->x_out.ptr, a->gelu.ptr, par(t, P, l, FB_G_FC2_W),
+    FB_TRY(fb_k_matmul_fwd(ON(FB_G_FC2_W), a->x_out.ptr, a->gelu.ptr, par(t, P, l, FB_G_FC2_W),
                            par(t, P, l, FB_G_FC2_B), N, F, C));
   } else {
-    FB_TRY(fb_k_rmsnorm_fwd(&k, a->ln1.ptr, a->ln1_rstd.ptr, x, par(t, P, l, FB_L_ATTN_NORM), N,
-                            C, s->norm_eps));
-    FB_TRY(fb_k_matmul_fwd(&k, a->q.ptr, a->ln1.ptr, par(t, P, l, FB_L_WQ), NULL, N, C, C));
-    FB_TRY(fb_k_matmul_fwd(&k, a->k.ptr, a->ln1.ptr, par(t, P, l, FB_L_WK), NULL, N, C, kvd));
-    FB_TRY(fb_k_matmul_fwd(&k, a->v.ptr, a->ln1.ptr, par(t, P, l, FB_L_WV), NULL, N, C, kvd));
+    FB_TRY(fb_k_rmsnorm_fwd(ON(FB_L_ATTN_NORM), a->ln1.ptr, a->ln1_rstd.ptr, x,
+                            par(t, P, l, FB_L_ATTN_NORM), N, C, s->norm_eps));
+    FB_TRY(fb_k_matmul_fwd(ON(FB_L_WQ), a->q.ptr, a->ln1.ptr, par(t, P, l, FB_L_WQ), NULL, N, C,
+                           C));
+    FB_TRY(fb_k_matmul_fwd(ON(FB_L_WK), a->k.ptr, a->ln1.ptr, par(t, P, l, FB_L_WK), NULL, N, C,
+                           kvd));
+    FB_TRY(fb_k_matmul_fwd(ON(FB_L_WV), a->v.ptr, a->ln1.ptr, par(t, P, l, FB_L_WV), NULL, N, C,
+                           kvd));
     FB_TRY(fb_k_rope_fwd(&k, a->q.ptr, t->B, t->T, H, hd, C, s->rope_theta));
     FB_TRY(fb_k_rope_fwd(&k, a->k.ptr, t->B, t->T, KVH, hd, kvd, s->rope_theta));
     FB_TRY(fb_k_attention_fwd(&k, a->att.ptr, a->lse.ptr, a->q.ptr, a->k.ptr, a->v.ptr, t->B,
                               t->T, H, KVH, hd, C, kvd, att_scr));
-    FB_TRY(fb_k_matmul_fwd(&k, a->xmid.ptr, a->att.ptr, par(t, P, l, FB_L_WO), NULL, N, C, C));
+    FB_TRY(fb_k_matmul_fwd(ON(FB_L_WO), a->xmid.ptr, a->att.ptr, par(t, P, l, FB_L_WO), NULL, N,
+                           C, C));
     FB_TRY(fb_k_add(&k, a->xmid.ptr, a->xmid.ptr, x, (size_t)N * C));
-    FB_TRY(fb_k_rmsnorm_fwd(&k, a->ln2.ptr, a->ln2_rstd.ptr, a->xmid.ptr,
+    FB_TRY(fb_k_rmsnorm_fwd(ON(FB_L_FFN_NORM), a->ln2.ptr, a->ln2_rstd.ptr, a->xmid.ptr,
                             par(t, P, l, FB_L_FFN_NORM), N, C, s->norm_eps));
-    FB_TRY(fb_k_matmul_fwd(&k, a->a.ptr, a->ln2.ptr, par(t, P, l, FB_L_W1), NULL, N, C, F));
-    FB_TRY(fb_k_matmul_fwd(&k, a->b.ptr, a->ln2.ptr, par(t, P, l, FB_L_W3), NULL, N, C, F));
+    FB_TRY(fb_k_matmul_fwd(ON(FB_L_W1), a->a.ptr, a->ln2.ptr, par(t, P, l, FB_L_W1), NULL, N, C,
+                           F));
+    FB_TRY(fb_k_matmul_fwd(ON(FB_L_W3), a->b.ptr, a->ln2.ptr, par(t, P, l, FB_L_W3), NULL, N, C,
+                           F));
     FB_TRY(fb_k_swiglu_fwd(&k, a->h.ptr, a->a.ptr, a->b.ptr, (size_t)N * F));
-    FB_TRY(fb_k_matmul_fwd(&k, a->x_out.ptr, a->h.ptr, par(t, P, l, FB_L_W2), NULL, N, F, C));
+    FB_TRY(fb_k_matmul_fwd(ON(FB_L_W2), a->x_out.ptr, a->h.ptr, par(t, P, l, FB_L_W2), NULL, N, F,
+                           C));
   }
   return fb_k_add(&k, a->x_out.ptr, a->x_out.ptr, a->xmid.ptr, (size_t)N * C);
 }
@@ -260,31 +274,32 @@ fb_status fb_tf_head(fb_tf *t, const void *root, void *rg) {
                              &logits), out);
   if (gpt2) {
     FB_CHECK_GOTO(st, act_alloc(t, &mean, (size_t)N, ssz(t), "act.final_norm.mean"), out);
-    FB_CHECK_GOTO(st, fb_k_layernorm_fwd(&k, xf.ptr, mean.ptr, rstd.ptr, x,
+    FB_CHECK_GOTO(st, fb_k_layernorm_fwd(ON(norm_slot), xf.ptr, mean.ptr, rstd.ptr, x,
                                          par(t, root, 0, norm_slot),
                                          par(t, root, 0, FB_G_LNF_B), N, C, s->norm_eps), out);
   } else {
-    FB_CHECK_GOTO(st, fb_k_rmsnorm_fwd(&k, xf.ptr, rstd.ptr, x, par(t, root, 0, norm_slot), N,
-                                       C, s->norm_eps), out);
+    FB_CHECK_GOTO(st, fb_k_rmsnorm_fwd(ON(norm_slot), xf.ptr, rstd.ptr, x,
+                                       par(t, root, 0, norm_slot), N, C, s->norm_eps), out);
   }
   for (int r0 = 0; r0 < N; r0 += chunk) {
     int cn = N - r0 < chunk ? N - r0 : chunk;
     const char *xr = (const char *)xf.ptr + (size_t)r0 * C * esz(t);
     char *dxr = (char *)dxf.ptr + (size_t)r0 * C * esz(t);
-    FB_CHECK_GOTO(st, fb_k_matmul_fwd(&k, logits.ptr, xr, par(t, root, 0, head_slot), NULL, cn,
-                                      C, V), out);
+    FB_CHECK_GOTO(st, fb_k_matmul_fwd(ON(head_slot), logits.ptr, xr, par(t, root, 0, head_slot),
+                                      NULL, cn, C, V), out);
     FB_CHECK_GOTO(st, fb_k_xent_fwd_bwd(&k, logits.ptr, t->loss_dev, t->targets + r0, cn, V,
                                         t->dscale), out);
-    FB_CHECK_GOTO(st, fb_k_matmul_bwd(&k, dxr, grd(t, rg, 0, head_slot), NULL, logits.ptr, xr,
-                                      par(t, root, 0, head_slot), cn, C, V), out);
+    FB_CHECK_GOTO(st, fb_k_matmul_bwd(ON(head_slot), dxr, grd(t, rg, 0, head_slot), NULL,
+                                      logits.ptr, xr, par(t, root, 0, head_slot), cn, C, V), out);
   }
   FB_CHECK_GOTO(st, fb_k_memset0(&k, "zero_grad.residual", t->dres.ptr, (size_t)N * C * esz(t)),
                 out);
   if (gpt2)
-    st = fb_k_layernorm_bwd(&k, t->dres.ptr, grd(t, rg, 0, norm_slot), grd(t, rg, 0, FB_G_LNF_B),
-                            dxf.ptr, x, par(t, root, 0, norm_slot), mean.ptr, rstd.ptr, N, C);
+    st = fb_k_layernorm_bwd(ON(norm_slot), t->dres.ptr, grd(t, rg, 0, norm_slot),
+                            grd(t, rg, 0, FB_G_LNF_B), dxf.ptr, x, par(t, root, 0, norm_slot),
+                            mean.ptr, rstd.ptr, N, C);
   else
-    st = fb_k_rmsnorm_bwd(&k, t->dres.ptr, grd(t, rg, 0, norm_slot), dxf.ptr, x,
+    st = fb_k_rmsnorm_bwd(ON(norm_slot), t->dres.ptr, grd(t, rg, 0, norm_slot), dxf.ptr, x,
                           par(t, root, 0, norm_slot), rstd.ptr, N, C);
   if (st == FB_OK) fb_free(t->dev, &t->blocks[L - 1].x_out, NULL);
 out:
@@ -319,57 +334,60 @@ fb_status fb_tf_block_bwd(fb_tf *t, int l, const void *P, void *G) {
   if (s->family == FB_GPT2) {
     char *dln = sc, *datt = dln + (size_t)N * C * E, *dqkv = datt + (size_t)N * C * E;
     char *dF = dqkv + (size_t)N * 3 * C * E;
-    FB_TRY(fb_k_matmul_bwd(&k, dF, grd(t, G, l, FB_G_FC2_W), grd(t, G, l, FB_G_FC2_B), dres,
-                           a->gelu.ptr, par(t, P, l, FB_G_FC2_W), N, F, C));
+    FB_TRY(fb_k_matmul_bwd(ON(FB_G_FC2_W), dF, grd(t, G, l, FB_G_FC2_W),
+                           grd(t, G, l, FB_G_FC2_B), dres, a->gelu.ptr, par(t, P, l, FB_G_FC2_W),
+                           N, F, C));
     FB_TRY(fb_k_gelu_bwd(&k, dF, a->fc.ptr, dF, (size_t)N * F));
-    FB_TRY(fb_k_matmul_bwd(&k, dln, grd(t, G, l, FB_G_FC_W), grd(t, G, l, FB_G_FC_B), dF,
-                           a->ln2.ptr, par(t, P, l, FB_G_FC_W), N, C, F));
-    FB_TRY(fb_k_layernorm_bwd(&k, dres, grd(t, G, l, FB_G_LN2_W), grd(t, G, l, FB_G_LN2_B), dln,
-                              a->xmid.ptr, par(t, P, l, FB_G_LN2_W), a->ln2_mean.ptr,
-                              a->ln2_rstd.ptr, N, C));
+    FB_TRY(fb_k_matmul_bwd(ON(FB_G_FC_W), dln, grd(t, G, l, FB_G_FC_W), grd(t, G, l, FB_G_FC_B),
+                           dF, a->ln2.ptr, par(t, P, l, FB_G_FC_W), N, C, F));
+    FB_TRY(fb_k_layernorm_bwd(ON(FB_G_LN2_W), dres, grd(t, G, l, FB_G_LN2_W),
+                              grd(t, G, l, FB_G_LN2_B), dln, a->xmid.ptr, par(t, P, l, FB_G_LN2_W),
+                              a->ln2_mean.ptr, a->ln2_rstd.ptr, N, C));
     FB_TRY(rerun_attention_core(t, l, a));
-    FB_TRY(fb_k_matmul_bwd(&k, datt, grd(t, G, l, FB_G_PROJ_W), grd(t, G, l, FB_G_PROJ_B), dres,
-                           a->att.ptr, par(t, P, l, FB_G_PROJ_W), N, C, C));
+    FB_TRY(fb_k_matmul_bwd(ON(FB_G_PROJ_W), datt, grd(t, G, l, FB_G_PROJ_W),
+                           grd(t, G, l, FB_G_PROJ_B), dres, a->att.ptr, par(t, P, l, FB_G_PROJ_W),
+                           N, C, C));
     char *qkv = a->qkv.ptr;
     FB_TRY(fb_k_attention_bwd(&k, dqkv, dqkv + (size_t)C * E, dqkv + (size_t)2 * C * E, datt,
                               qkv, qkv + (size_t)C * E, qkv + (size_t)2 * C * E, a->att.ptr,
                               a->lse.ptr, t->B, t->T, H, H, hd, 3 * C, 3 * C, att_scr));
-    FB_TRY(fb_k_matmul_bwd(&k, dln, grd(t, G, l, FB_G_QKV_W), grd(t, G, l, FB_G_QKV_B), dqkv,
-                           a->ln1.ptr, par(t, P, l, FB_G_QKV_W), N, C, 3 * C));
-    FB_TRY(fb_k_layernorm_bwd(&k, dres, grd(t, G, l, FB_G_LN1_W), grd(t, G, l, FB_G_LN1_B), dln,
-                              x, par(t, P, l, FB_G_LN1_W), a->ln1_mean.ptr, a->ln1_rstd.ptr, N,
-                              C));
+    FB_TRY(fb_k_matmul_bwd(ON(FB_G_QKV_W), dln, grd(t, G, l, FB_G_QKV_W),
+                           grd(t, G, l, FB_G_QKV_B), dqkv, a->ln1.ptr, par(t, P, l, FB_G_QKV_W),
+                           N, C, 3 * C));
+    FB_TRY(fb_k_layernorm_bwd(ON(FB_G_LN1_W), dres, grd(t, G, l, FB_G_LN1_W),
+                              grd(t, G, l, FB_G_LN1_B), dln, x, par(t, P, l, FB_G_LN1_W),
+                              a->ln1_mean.ptr, a->ln1_rstd.ptr, N, C));
   } else {
     char *dn = sc, *dn2 = dn + (size_t)N * C * E, *datt = dn2 + (size_t)N * C * E;
     char *dq = datt + (size_t)N * C * E, *dk = dq + (size_t)N * C * E;
     char *dv = dk + (size_t)N * kvd * E, *da = dv + (size_t)N * kvd * E;
     char *db = da + (size_t)N * F * E, *dh = db + (size_t)N * F * E;
-    FB_TRY(fb_k_matmul_bwd(&k, dh, grd(t, G, l, FB_L_W2), NULL, dres, a->h.ptr,
+    FB_TRY(fb_k_matmul_bwd(ON(FB_L_W2), dh, grd(t, G, l, FB_L_W2), NULL, dres, a->h.ptr,
                            par(t, P, l, FB_L_W2), N, F, C));
     FB_TRY(fb_k_swiglu_bwd(&k, da, db, dh, a->a.ptr, a->b.ptr, (size_t)N * F));
-    FB_TRY(fb_k_matmul_bwd(&k, dn, grd(t, G, l, FB_L_W1), NULL, da, a->ln2.ptr,
+    FB_TRY(fb_k_matmul_bwd(ON(FB_L_W1), dn, grd(t, G, l, FB_L_W1), NULL, da, a->ln2.ptr,
                            par(t, P, l, FB_L_W1), N, C, F));
-    FB_TRY(fb_k_matmul_bwd(&k, dn2, grd(t, G, l, FB_L_W3), NULL, db, a->ln2.ptr,
+    FB_TRY(fb_k_matmul_bwd(ON(FB_L_W3), dn2, grd(t, G, l, FB_L_W3), NULL, db, a->ln2.ptr,
                            par(t, P, l, FB_L_W3), N, C, F));
     FB_TRY(fb_k_add(&k, dn, dn, dn2, (size_t)N * C));
-    FB_TRY(fb_k_rmsnorm_bwd(&k, dres, grd(t, G, l, FB_L_FFN_NORM), dn, a->xmid.ptr,
+    FB_TRY(fb_k_rmsnorm_bwd(ON(FB_L_FFN_NORM), dres, grd(t, G, l, FB_L_FFN_NORM), dn, a->xmid.ptr,
                             par(t, P, l, FB_L_FFN_NORM), a->ln2_rstd.ptr, N, C));
     FB_TRY(rerun_attention_core(t, l, a));
-    FB_TRY(fb_k_matmul_bwd(&k, datt, grd(t, G, l, FB_L_WO), NULL, dres, a->att.ptr,
+    FB_TRY(fb_k_matmul_bwd(ON(FB_L_WO), datt, grd(t, G, l, FB_L_WO), NULL, dres, a->att.ptr,
                            par(t, P, l, FB_L_WO), N, C, C));
     FB_TRY(fb_k_attention_bwd(&k, dq, dk, dv, datt, a->q.ptr, a->k.ptr, a->v.ptr, a->att.ptr,
                               a->lse.ptr, t->B, t->T, H, KVH, hd, C, kvd, att_scr));
     FB_TRY(fb_k_rope_bwd(&k, dq, t->B, t->T, H, hd, C, s->rope_theta));
     FB_TRY(fb_k_rope_bwd(&k, dk, t->B, t->T, KVH, hd, kvd, s->rope_theta));
-    FB_TRY(fb_k_matmul_bwd(&k, dn, grd(t, G, l, FB_L_WQ), NULL, dq, a->ln1.ptr,
+    FB_TRY(fb_k_matmul_bwd(ON(FB_L_WQ), dn, grd(t, G, l, FB_L_WQ), NULL, dq, a->ln1.ptr,
                            par(t, P, l, FB_L_WQ), N, C, C));
-    FB_TRY(fb_k_matmul_bwd(&k, dn2, grd(t, G, l, FB_L_WK), NULL, dk, a->ln1.ptr,
+    FB_TRY(fb_k_matmul_bwd(ON(FB_L_WK), dn2, grd(t, G, l, FB_L_WK), NULL, dk, a->ln1.ptr,
                            par(t, P, l, FB_L_WK), N, C, kvd));
     FB_TRY(fb_k_add(&k, dn, dn, dn2, (size_t)N * C));
-    FB_TRY(fb_k_matmul_bwd(&k, dn2, grd(t, G, l, FB_L_WV), NULL, dv, a->ln1.ptr,
+    FB_TRY(fb_k_matmul_bwd(ON(FB_L_WV), dn2, grd(t, G, l, FB_L_WV), NULL, dv, a->ln1.ptr,
                            par(t, P, l, FB_L_WV), N, C, kvd));
     FB_TRY(fb_k_add(&k, dn, dn, dn2, (size_t)N * C));
-    FB_TRY(fb_k_rmsnorm_bwd(&k, dres, grd(t, G, l, FB_L_ATTN_NORM), dn, x,
+    FB_TRY(fb_k_rmsnorm_bwd(ON(FB_L_ATTN_NORM), dres, grd(t, G, l, FB_L_ATTN_NORM), dn, x,
                             par(t, P, l, FB_L_ATTN_NORM), a->ln1_rstd.ptr, N, C));
   }
   free_saved(t, a);
@@ -381,7 +399,7 @@ fb_status fb_tf_encoder_bwd(fb_tf *t, void *rg) {
   const fb_model_spec *s = &t->m->spec;
   fb_kctx k = kc(t, 0);
   void *dwpe = s->family == FB_GPT2 ? grd(t, rg, 0, FB_G_WPE) : NULL;
-  FB_TRY(fb_k_encoder_bwd(&k, grd(t, rg, 0, 0), dwpe, t->dres.ptr, t->tokens, t->B, t->T,
+  FB_TRY(fb_k_encoder_bwd(ON(0), grd(t, rg, 0, 0), dwpe, t->dres.ptr, t->tokens, t->B, t->T,
                           s->dim));
   fb_free(t->dev, &t->x0, NULL);
   fb_free(t->dev, &t->dres, NULL);
