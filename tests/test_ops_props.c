@@ -1,6 +1,7 @@
 /* Properties of the cpu kernel table (called through fb_cpu_kernels with a context whose dev
  * and stream are NULL): exact, shard-independent sum-of-squares bins; results bitwise equal
- * with 1 and 2 OpenMP threads for every op; AdamW and SGD against a scalar reference; zero
+ * with 1 and 2 OpenMP threads for every op; AdamW and SGD against a scalar reference, AdamW on
+ * odd-length shards bitwise as on the whole tensor; zero
  * padding stays zero under AdamW with weight decay; bf16 round trips and rounding; the fp32
  * exp used by the kernels; and the dtype rule of the table (fp32, bf16 with fp32 math, fp64;
  * anything else refused). */
@@ -278,6 +279,26 @@ static void test_optim(void) {
   for (int i = 0; i < N; i++) e = fmax(e, fabs(p[i] - pr[i]));
   printf("  adamw vs scalar double reference: max abs diff %.3e\n", e);
   CHECK(e < 1e-6, "adamw differs from the reference by %.3e", e);
+  { /* shards of odd lengths (the vector kernel's partial tails fall elsewhere) update every
+     * element bitwise as the whole tensor does */
+    static const int cut[] = {1, 7, 9, 8191, 13, 5};
+    float *q = malloc(N * 4), *qm = malloc(N * 4), *qv = malloc(N * 4);
+    float *r = malloc(N * 4), *rm = malloc(N * 4), *rv = malloc(N * 4);
+    memcpy(q, p, N * 4), memcpy(qm, m, N * 4), memcpy(qv, v, N * 4);
+    memcpy(r, p, N * 4), memcpy(rm, m, N * 4), memcpy(rv, v, N * 4);
+    fb_adamw_args a = {3e-3f, b1, b2, 1e-8f, 0.1f, 0.5f, 0.25f, 0.8f};
+    CHECK_OK(KT->adamw(&K, q, g, qm, qv, N, &a));
+    for (int i0 = 0, c = 0; i0 < N; c++) {
+      int n = c < (int)(sizeof cut / sizeof cut[0]) ? cut[c] : N - i0;
+      CHECK_OK(KT->adamw(&K, r + i0, g + i0, rm + i0, rv + i0, (size_t)n, &a));
+      i0 += n;
+    }
+    int same = !memcmp(q, r, N * 4) && !memcmp(qm, rm, N * 4) && !memcmp(qv, rv, N * 4);
+    printf("  adamw on shards 1,7,9,8191,13,5,rest vs whole: %s\n",
+           same ? "bitwise equal" : "DIFFERENT");
+    CHECK(same, "adamw on odd-length shards differs from the whole-tensor update");
+    free(q), free(qm), free(qv), free(r), free(rm), free(rv);
+  }
 
   float *mom = calloc(N, 4);
   double *momr = calloc(N, 8);

@@ -34,8 +34,9 @@ static int cpu_has_avx512f(void) {
 #if defined(FB_BLAS_BLIS)
 const char *fb_blas_describe(void) {
   static char buf[160];
-  snprintf(buf, sizeof buf, "BLIS %s %s, %d threads", bli_info_get_version_str(),
-           bli_arch_string(bli_arch_query_id()), omp_get_max_threads());
+  snprintf(buf, sizeof buf, "BLIS %s %s, %d threads, gemm panels for %d cpus",
+           bli_info_get_version_str(), bli_arch_string(bli_arch_query_id()),
+           omp_get_max_threads(), fb_ops_gemm_split_procs());
   return buf;
 }
 
@@ -60,8 +61,8 @@ const char *fb_blas_describe(void) {
   char name[32] = "OpenBLAS", ver[32] = "?";
   const char *cfg = openblas_get_config();
   if (cfg) sscanf(cfg, "%31s %31s", name, ver);
-  snprintf(buf, sizeof buf, "%s %s %s, %d threads", name, ver, openblas_get_corename(),
-           omp_get_max_threads());
+  snprintf(buf, sizeof buf, "%s %s %s, %d threads, gemm panels for %d cpus", name, ver,
+           openblas_get_corename(), omp_get_max_threads(), fb_ops_gemm_split_procs());
   return buf;
 }
 

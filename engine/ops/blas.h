@@ -17,7 +17,8 @@ typedef enum CBLAS_TRANSPOSE CBLAS_TRANSPOSE;
 #include <cblas.h>
 #endif
 
-/* "OpenBLAS 0.3.21 SkylakeX, 2 threads" / "BLIS 0.9.0 skx, 2 threads" (static storage). */
+/* "OpenBLAS 0.3.21 SkylakeX, 2 threads, gemm panels for 2 cpus" / "BLIS 0.9.0 skx, ..."
+ * (static storage; the panel count basis is fb_ops_gemm_split_procs). */
 const char *fb_blas_describe(void);
 /* Threads the library's GEMM uses from the calling thread (also sets that thread's OpenMP
  * count, which the OpenMP builds of both libraries follow). n < 1 is treated as 1. */
@@ -27,6 +28,12 @@ void fb_blas_set_threads(int n);
  * (already set by the user, or the detected kernel is already right). main() sets it and
  * re-executes itself before the library initialises. */
 const char *fb_blas_kernel_hint(void);
+/* GOMP_SPINCOUNT the CLI runs with unless the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT:
+ * idle OpenMP threads sleep at once instead of spinning. Measured on the shared 2-core machine
+ * (gpt2-124m, 4 x 64, 2 threads, under load): step 13.3 s and 22 s of CPU with libgomp's default
+ * spinning, 11.0 s with 10000, 4.8 s and 9.8 s of CPU with 0. Read by libgomp when it loads, so
+ * main() sets it and re-executes itself (with the kernel override, if any, in the same exec). */
+#define FB_GOMP_SPINCOUNT "0"
 /* Measured sgemm ceiling in GFLOP/s with `threads` threads: the best of a few runs of a
  * 2048^3 product through fb_gemm_f32 (the engine's matmul path) within about seconds_budget
  * seconds (at least 3 runs). */

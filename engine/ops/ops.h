@@ -30,6 +30,10 @@
 int fb_ops_attn_slots(void);
 size_t fb_ops_attn_scratch_elems(int T);
 
+/* Processors the matrix product's panel split is sized for: the machine's online processors,
+ * independent of affinity (taskset, mpirun binding) and of any thread setting. */
+int fb_ops_gemm_split_procs(void);
+
 /* Exact sum-of-squares bins of fp32 values (see kernels.h); bins has 2*FB_NORM_BINS words. */
 void fb_sumsq_bins_f32(uint64_t *bins, const float *g, size_t n);
 /* fp32 <-> bf16, round to nearest even. */

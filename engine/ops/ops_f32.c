@@ -31,31 +31,50 @@
 
 #if defined(__AVX2__) && defined(__FMA__)
 /* fb_adamw_update_f (elementwise.h) on 8 floats at a time, same operations in the same order
- * (products folded into FMAs as written below); the last partial vector is loaded and stored
- * under a mask, so every element of every tensor and shard takes exactly this path. */
+ * (products folded into FMAs as written below). Whole vectors use plain loads and stores; only
+ * the last partial vector goes under a mask (masked stores are microcoded and slow on AMD), and
+ * it runs the very same vector operations, so every element of every tensor and shard rounds
+ * exactly as in the whole tensor. */
+typedef struct {
+  __m256 lr, b1, b2, eps, wd, bc1, bc2, gsc, c1, c2;
+} adamw_vec;
+
+static inline void adamw8(const adamw_vec *k, __m256 *vp, __m256 vg, __m256 *vm, __m256 *vv) {
+  __m256 gs = _mm256_mul_ps(vg, k->gsc);
+  __m256 mm = _mm256_fmadd_ps(k->b1, *vm, _mm256_mul_ps(k->c1, gs));
+  __m256 nv = _mm256_fmadd_ps(k->b2, *vv, _mm256_mul_ps(_mm256_mul_ps(k->c2, gs), gs));
+  __m256 mhat = _mm256_div_ps(mm, k->bc1), vhat = _mm256_div_ps(nv, k->bc2);
+  __m256 step = _mm256_div_ps(mhat, _mm256_add_ps(_mm256_sqrt_ps(vhat), k->eps));
+  *vp = _mm256_fnmadd_ps(k->lr, _mm256_fmadd_ps(k->wd, *vp, step), *vp);
+  *vm = mm;
+  *vv = nv;
+}
+
 static void adamw_block_avx2(float *p, const float *g, float *m, float *v, size_t n,
                              const fb_adamw_args *a) {
-  const __m256 lr = _mm256_set1_ps(a->lr), b1 = _mm256_set1_ps(a->beta1);
-  const __m256 b2 = _mm256_set1_ps(a->beta2), eps = _mm256_set1_ps(a->eps);
-  const __m256 wd = _mm256_set1_ps(a->weight_decay), bc1 = _mm256_set1_ps(a->bias_corr1);
-  const __m256 bc2 = _mm256_set1_ps(a->bias_corr2), gsc = _mm256_set1_ps(a->grad_scale);
-  const __m256 c1 = _mm256_set1_ps(1.0f - a->beta1), c2 = _mm256_set1_ps(1.0f - a->beta2);
-  for (size_t i = 0; i < n; i += 8) {
-    size_t left = n - i;
-    __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(left < 8 ? (int)left : 8),
-                                      _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    __m256 vp = _mm256_maskload_ps(p + i, mask), vg = _mm256_maskload_ps(g + i, mask);
-    __m256 vm = _mm256_maskload_ps(m + i, mask), vv = _mm256_maskload_ps(v + i, mask);
-    __m256 gs = _mm256_mul_ps(vg, gsc);
-    __m256 mm = _mm256_fmadd_ps(b1, vm, _mm256_mul_ps(c1, gs));
-    __m256 nv = _mm256_fmadd_ps(b2, vv, _mm256_mul_ps(_mm256_mul_ps(c2, gs), gs));
-    __m256 mhat = _mm256_div_ps(mm, bc1), vhat = _mm256_div_ps(nv, bc2);
-    __m256 step = _mm256_div_ps(mhat, _mm256_add_ps(_mm256_sqrt_ps(vhat), eps));
-    vp = _mm256_fnmadd_ps(lr, _mm256_fmadd_ps(wd, vp, step), vp);
-    _mm256_maskstore_ps(m + i, mask, mm);
-    _mm256_maskstore_ps(v + i, mask, nv);
-    _mm256_maskstore_ps(p + i, mask, vp);
+  const adamw_vec k = {
+      .lr = _mm256_set1_ps(a->lr), .b1 = _mm256_set1_ps(a->beta1),
+      .b2 = _mm256_set1_ps(a->beta2), .eps = _mm256_set1_ps(a->eps),
+      .wd = _mm256_set1_ps(a->weight_decay), .bc1 = _mm256_set1_ps(a->bias_corr1),
+      .bc2 = _mm256_set1_ps(a->bias_corr2), .gsc = _mm256_set1_ps(a->grad_scale),
+      .c1 = _mm256_set1_ps(1.0f - a->beta1), .c2 = _mm256_set1_ps(1.0f - a->beta2)};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 vp = _mm256_loadu_ps(p + i), vm = _mm256_loadu_ps(m + i), vv = _mm256_loadu_ps(v + i);
+    adamw8(&k, &vp, _mm256_loadu_ps(g + i), &vm, &vv);
+    _mm256_storeu_ps(m + i, vm);
+    _mm256_storeu_ps(v + i, vv);
+    _mm256_storeu_ps(p + i, vp);
   }
+  if (i == n) return;
+  __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - i)),
+                                    _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  __m256 vp = _mm256_maskload_ps(p + i, mask), vm = _mm256_maskload_ps(m + i, mask);
+  __m256 vv = _mm256_maskload_ps(v + i, mask);
+  adamw8(&k, &vp, _mm256_maskload_ps(g + i, mask), &vm, &vv);
+  _mm256_maskstore_ps(m + i, mask, vm);
+  _mm256_maskstore_ps(v + i, mask, vv);
+  _mm256_maskstore_ps(p + i, mask, vp);
 }
 #define R_ADAMW_BLOCK adamw_block_avx2
 #endif

@@ -194,15 +194,17 @@ void OPN(fb_rmsnorm_bwd)(REAL *dinp, REAL *dw, const REAL *dout, const REAL *inp
 /* ---- GEMM with a result independent of the thread count ---------------------------------
  * Multithreaded BLAS GEMMs may round differently with different thread counts (OpenBLAS
  * 0.3.21 does for some shapes). So the larger output dimension is cut into panels whose number
- * depends only on the shape and on the machine's processor count (never on a thread setting),
- * and each panel is one single-threaded BLAS call (BLAS called inside an OpenMP parallel
- * region runs on one thread) on one OpenMP thread. Two panels per processor at most keep the
+ * depends only on the shape and on the machine's online processor count
+ * (fb_ops_gemm_split_procs: never on a thread setting, nor on the affinity mask that taskset or
+ * mpirun's binding set, which omp_get_num_procs follows), and each panel is one
+ * single-threaded BLAS call (BLAS called inside an OpenMP parallel region runs on one thread)
+ * on one OpenMP thread. Two panels per processor at most keep the
  * repeated packing of the shared operand cheap. Row-major C[M,N] = alpha op(A) op(B) + beta C. */
 #define GEMM_PANEL_MIN 128 /* smallest panel; panel widths are multiples of 16 */
 void OPN(fb_gemm)(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, REAL alpha,
                   const REAL *A, int lda, const REAL *B, int ldb, REAL beta, REAL *C, int ldc) {
   int split_n = N >= M, D = split_n ? N : M;
-  int np = D / GEMM_PANEL_MIN, npmax = 2 * omp_get_num_procs();
+  int np = D / GEMM_PANEL_MIN, npmax = 2 * fb_ops_gemm_split_procs();
   np = np < 1 ? 1 : (np > npmax ? npmax : np);
   int width = ((D + np - 1) / np + 15) / 16 * 16;
   np = (D + width - 1) / width;
