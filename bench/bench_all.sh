@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# bench_all: the CPU benchmark of issue 17 in one run, one table, one summary line.
+#   * the gpt2-124m training step (single rank, fp32, 2 threads) at B x T = 4 x 64 and 4 x 256:
+#     tokens/s, model GFLOP/s and % of the same-run sgemm ceiling (bench_gemm: every product of
+#     the step timed alone through the engine's GEMM path at the step's own shapes and thread
+#     count, weighted by its FLOPs);
+#   * W-scaling on this machine's cores: fsdp, yafsdp (W = 2, 4) and ddp (W = 4) against single,
+#     all at the SAME GLOBAL BATCH 4 x 128 (--batch is global: each of W ranks takes 4/W
+#     sequences), --threads 2 per process (ranks are threads of one process sharing the cores:
+#     W = 2 -> 1 OpenMP thread per rank, W = 4 -> 1 per rank, oversubscribed); ratio = global
+#     tokens/s of the strategy / tokens/s of single;
+#   * exposed communication of yafsdp at W = 2: exposed_ms / step_ms (summary.csv, mean row);
+#   * start-up time: wall time from exec to exit of a tiny run (--model debug --steps 1, quiet)
+#     minus the wall time of its one step (steps.csv): everything that is not the step (load,
+#     init, BLAS ceiling probe, outputs, exit). Median of 2 per round.
+# Every figure is the median over ROUNDS interleaved rounds (each round runs every
+# configuration once, ratios are taken inside a round). All numbers are measured, fp32.
+# Usage: bash bench/bench_all.sh [BUILD_DIR]   (BUILD_DIR holds fsdpbench and bench/bench_gemm;
+#        default build/). Env: ROUNDS (default 3). About 4.5 minutes on an idle 2-core machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+ROUNDS=${ROUNDS:-3}
+FSDPB="$BUILD/fsdpbench"
+GEMM="$BUILD/bench/bench_gemm"
+for x in "$FSDPB" "$GEMM"; do
+  [ -x "$x" ] || { echo "bench_all: '$x' is not an executable (BUILD_DIR='$BUILD' must hold fsdpbench and bench/bench_gemm)" >&2; exit 2; }
+done
+case $ROUNDS in '' | *[!0-9]* | 0) echo "bench_all: ROUNDS='$ROUNDS': want a positive integer" >&2; exit 2 ;; esac
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+V="$T/values" # lines: key round value
+: >"$V"
+model="--backend cpu --model gpt2-124m --batch 4 --threads 2 --quiet"
+
+# run KEY ROUND fsdpbench-args...: records, from summary.csv, the global tokens/s, step ms and
+# exposed ms of the mean row and the model GFLOP/s of all ranks (sum of the rank rows).
+run() {
+  local key=$1 r=$2; shift 2
+  "$FSDPB" "$@" --out "$T/o" >"$T/log" 2>&1 || { echo "bench_all: fsdpbench $* failed:" >&2; tail -3 "$T/log" >&2; exit 1; }
+  awk -F, -v k="$key" -v r="$r" '$1 ~ /^[0-9]+$/ { gf += 1000 * $5 }
+    $1 == "mean" { printf "%s.tps %d %s\n%s.step %d %s\n%s.exposed %d %s\n", k, r, $3, k, r, $2, k, r, $9 }
+    END { printf "%s.gflops %d %f\n", k, r, gf }' "$T/o/summary.csv" >>"$V"
+}
+
+startup() {
+  local r=$1 t0 t1
+  t0=$(date +%s%N)
+  "$FSDPB" --backend cpu --model debug --batch 2 --seq 32 --steps 1 --threads 2 --quiet \
+    --out "$T/s" >/dev/null 2>&1
+  t1=$(date +%s%N)
+  awk -F, -v r="$r" -v w=$(((t1 - t0) / 1000)) 'NR == 2 { printf "startup %d %.1f\n", r, w / 1000 - $3 }' \
+    "$T/s/steps.csv" >>"$V"
+}
+
+for r in $(seq 1 "$ROUNDS"); do
+  echo "bench_all: round $r/$ROUNDS" >&2
+  "$GEMM" --threads 2 --tokens 256 --tokens 1024 --reps 1 --fb-only >"$T/gemm" 2>&1
+  awk -v r="$r" '/^ceiling tokens=/ { split($2, a, "="); split($4, g, "=");
+    printf "ceiling%d %d %s\n", a[2], r, g[2] }' "$T/gemm" >>"$V"
+  run t64 "$r" $model --strategy single --seq 64 --steps 4
+  run t256 "$r" $model --strategy single --seq 256 --steps 3
+  run single "$r" $model --strategy single --seq 128 --steps 3
+  for w in 2 4; do
+    run fsdp$w "$r" $model --strategy fsdp --world $w --seq 128 --steps 3
+    run yafsdp$w "$r" $model --strategy yafsdp --world $w --seq 128 --steps 3
+  done
+  run ddp4 "$r" $model --strategy ddp --world 4 --seq 128 --steps 3
+  startup "$r"
+  startup "$r"
+done
+
+# Per-round derived values, then medians over rounds.
+awk '
+  { v[$1, $2] = $3; n[$1]++; if ($2 > R) R = $2 }
+  function med(key,   a, i, j, k, t) {
+    k = 0
+    for (i = 1; i <= R; i++) if ((key, i) in v) a[++k] = v[key, i]
+    for (i = 2; i <= k; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+    return k ? (k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2) : -1
+  }
+  function derive(name, num, den,   i) {
+    for (i = 1; i <= R; i++) if ((num, i) in v && (den, i) in v && v[den, i] > 0) v[name, i] = v[num, i] / v[den, i]
+  }
+  END {
+    derive("pct64", "t64.gflops", "ceiling256"); derive("pct256", "t256.gflops", "ceiling1024")
+    split("fsdp2 fsdp4 yafsdp2 yafsdp4 ddp4", S, " ")
+    for (s in S) derive("ratio." S[s], S[s] ".tps", "single.tps")
+    derive("expo", "yafsdp2.exposed", "yafsdp2.step")
+    printf "%-22s %-22s %10s %9s %10s %10s %9s\n", "run", "shape (global batch)", "tokens/s", "GFLOP/s", "ceiling", "% ceiling", "vs single"
+    printf "%-22s %-22s %10.1f %9.1f %10.1f %9.1f%% %9s\n", "single step T64", "4 x 64, 2 threads", med("t64.tps"), med("t64.gflops"), med("ceiling256"), 100 * med("pct64"), "-"
+    printf "%-22s %-22s %10.1f %9.1f %10.1f %9.1f%% %9s\n", "single step T256", "4 x 256, 2 threads", med("t256.tps"), med("t256.gflops"), med("ceiling1024"), 100 * med("pct256"), "-"
+    printf "%-22s %-22s %10.1f %9.1f %10s %10s %9s\n", "single (scaling ref)", "4 x 128, 1 rank", med("single.tps"), med("single.gflops"), "-", "-", "1.00"
+    for (i = 1; i <= 5; i++) {
+      s = S[i]; w = substr(s, length(s))
+      printf "%-22s %-22s %10.1f %9.1f %10s %10s %9.2f\n", substr(s, 1, length(s) - 1) " W=" w, "4 x 128, " w " ranks", med(s ".tps"), med(s ".gflops"), "-", "-", med("ratio." s)
+    }
+    printf "%-22s %-22s %10s %9s %10s %10s %9s\n", "yafsdp W=2 exposed", "4 x 128, 2 ranks", "", "", "", "", sprintf("%.1f%%", 100 * med("expo"))
+    printf "%-22s %-22s %10s %9s %10s %10s %9s\n", "start-up (debug, 1 step)", "exec->exit - step", "", "", "", "", sprintf("%.0f ms", med("startup"))
+    printf "(medians of %d interleaved rounds; measured, fp32; ceiling = same-round step-weighted fb_gemm sgemm GFLOP/s at the step shapes, 2 threads)\n", R
+    printf "bench: ceiling T64 %.0f%% T256 %.0f%%; fsdp W2 %.2f W4 %.2f; yafsdp W2 %.2f W4 %.2f; ddp W4 %.2f; exposed W2 %.1f%%; startup %.0f ms\n",
+      100 * med("pct64"), 100 * med("pct256"), med("ratio.fsdp2"), med("ratio.fsdp4"), med("ratio.yafsdp2"), med("ratio.yafsdp4"), med("ratio.ddp4"), 100 * med("expo"), med("startup")
+  }' "$V"
