@@ -1,8 +1,11 @@
 #!/bin/bash
 # plots/make_plots.sh in quick mode (FB_PLOTS_QUICK=1: fewer steps, ranks and grid points) into
 # a temporary directory, never over the committed figures: every figure exists as a PNG and an
-# SVG that are real images of a readable size, and every data file it plots has rows.
-# Exits 77 (skipped) when gnuplot is not installed. It does not judge what the figures show.
+# SVG that are real images of a readable size, every data file it plots has rows, every stage
+# printed a "[k/N] what (elapsed s)" line, and the GPU-profile runs used bf16 parameters.
+# Exits 77 (skipped) when gnuplot is not installed. It does not judge what the figures show
+# (nor times: OpenMP threads wait passively here, so a loaded machine does not stall the W=1
+# runs' spinning threads).
 set -u
 BIN=${FSDPBENCH:?FSDPBENCH must point at the fsdpbench binary}
 SRC=${FB_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -12,9 +15,12 @@ trap 'rm -rf "$TMP"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 before=$(cd "$SRC/plots" && ls -l --time-style=+%s.%N *.png *.svg data 2>/dev/null | md5sum)
-FB_PLOTS_QUICK=1 FB_PLOTS_OUT="$TMP/out" bash "$SRC/plots/make_plots.sh" "$BIN" >"$TMP/log.txt" 2>&1 ||
+OMP_WAIT_POLICY=passive FB_PLOTS_QUICK=1 FB_PLOTS_OUT="$TMP/out" bash "$SRC/plots/make_plots.sh" "$BIN" >"$TMP/log.txt" 2>&1 ||
   { cat "$TMP/log.txt"; fail "make_plots.sh exited $?"; }
 cat "$TMP/log.txt"
+n_steps=$(grep -cE '^\[[0-9]+/[0-9]+\] .* \([0-9]+ s\)$' "$TMP/log.txt")
+total=$(sed -n 's|^\[[0-9]*/\([0-9]*\)\] .*|\1|p' "$TMP/log.txt" | head -n 1)
+[ -n "$total" ] && [ "$n_steps" = "$total" ] || fail "$n_steps progress lines '[k/N] what (elapsed s)' for N = ${total:-none}"
 after=$(cd "$SRC/plots" && ls -l --time-style=+%s.%N *.png *.svg data 2>/dev/null | md5sum)
 [ "$before" = "$after" ] || fail "quick mode touched the committed figures in plots/"
 
@@ -34,10 +40,17 @@ for f in memory_peak_exec memory_peak_pred time_exec time_pred scaling_1B scalin
          scaling_exec calibration loss_exec memory_timeline_fsdp compare_exec compare_pred; do
   [ "$(wc -l <"$TMP/out/data/$f.csv")" -ge 2 ] || fail "data/$f.csv has no rows"
 done
-# the fsdp timeline gathers and frees: its gathered-parameter level goes up and down
-awk -F, 'NR > 1 { d = $5 - $4; if (d > hi) hi = d; if (NR > 2 && d < prev) down = 1; prev = d }
+# the fsdp timeline gathers and frees: its gathered-parameter level (the param_full stack
+# above optim) goes up and down
+awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+         { d = $(c["param_full"]) - $(c["optim"]); if (d > hi) hi = d; if (NR > 2 && d < prev) down = 1; prev = d }
          END { exit !(hi > 0 && down) }' "$TMP/out/data/memory_timeline_fsdp.csv" ||
   fail "memory_timeline_fsdp.csv: gathered parameters never rise and fall"
+# runs on the h100 profile used bf16 parameters (explicitly: make_plots.sh passes the dtypes)
+awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+         { n++; if ($(c["param_dtype"]) != "bf16") bad = 1 } END { exit bad || !n }' \
+  "$TMP/out/data/compare_pred.csv" || fail "compare_pred.csv: a run on h100 without bf16 parameters"
+grep -q 'pred_param_dtype = "bf16"' "$TMP/out/data/settings.gp" || fail "settings.gp does not state the GPU dtype"
 # the loss curves of all strategies are the same numbers
 awk -F, 'NR > 1 { for (j = 3; j <= NF; j++) if ($j != $2) bad = 1 } END { exit bad }' \
   "$TMP/out/data/loss_exec.csv" || fail "loss_exec.csv: strategies' losses differ"

@@ -1,0 +1,16 @@
+# written by plots/make_plots.sh: what ran, for the figure scripts' titles
+strategies = "single ddp zero3 fsdp yafsdp fsdp2 zero1 zero2 hsdp"
+dp_strategies = "ddp zero3 fsdp yafsdp fsdp2 zero1 zero2 hsdp"
+grid_strategies = "ddp zero3 fsdp yafsdp fsdp2 zero1 zero2 hsdp"
+exec_w = 4; exec_seq = 128; exec_batch = 4; exec_steps = 12
+exec_dtype = "fp32"
+pred_model = "8B"
+pred_hw = "h100"
+pred_w = 64; pred_steps = 4; sim_seq = 1024; cap = 80
+pred_param_dtype = "bf16"
+pred_reduce_dtype = "fp32"
+sweep_seq = 256; grid_wmax = 4
+grid_desc = "ddp,zero3,fsdp,yafsdp,fsdp2,zero1,zero2,hsdp x W 1,2,3,4 x seq 64,256"
+cal_err = "11% (64 points)"
+sums = "final parameter sums equal bit for bit (2296.9486150565754); max |loss - single loss| = 0"
+dev_summary = "217 rows, median |err| 5.3%, worst 33.2%, within 15%: 207/217"
