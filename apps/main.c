@@ -1,11 +1,11 @@
 /* fsdpbench: the command line. Subcommands: (default) train/run, prepare, plan, calibrate,
  * selftest, export, trace-merge. It parses, runs, prints and exits: 0 success, 2 bad input
- * (one line on stderr),
- * 3 does not fit (a simulated peak above the device, or an executed run refused up front),
- * 4 timeout or peer failure, 1 any other failure (one line with file:line context), 77
- * skipped (selftest without GPU).
- * Before anything else it makes sure the BLAS runs the right kernel for this CPU (some
- * libraries misdetect new CPUs): it sets the library's override variable and re-executes. */
+ * (one line on stderr), 3 does not fit (a simulated peak above the device, or an executed run
+ * refused up front), 4 timeout or peer failure, 1 any other failure (one line with file:line
+ * context), 77 skipped (selftest without GPU).
+ * Before anything else it makes sure the libraries load with the environment they need (the
+ * BLAS kernel for this CPU where the library misdetects it; idle OpenMP threads that sleep):
+ * it sets the variables and re-executes itself once. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,11 +6,9 @@
 
 #include <omp.h>
 #include <stdio.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 #if defined(FB_BLAS_BLIS)
 #if __has_include(<blis/blis.h>)
@@ -82,48 +80,3 @@ const char *fb_blas_kernel_hint(void) {
 }
 #endif
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-double fb_blas_measure_peak(int threads, double seconds_budget) {
-  /* The ceiling is what the engine's own matrix product (fb_gemm_f32: fixed panels, one BLAS
-   * call each) reaches on a large square product: the best rate any step GEMM can hope for.
-   * Measured once per process and thread count (compare and the test suites run many). */
-  enum { M = 2048, N = 2048, K = 2048, MAXRUNS = 9, NCACHE = 64 };
-  static _Atomic double cache[NCACHE];
-  if (threads > 0 && threads < NCACHE && cache[threads] > 0) return cache[threads];
-  float *a = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * K * N);
-  float *c = malloc(sizeof(float) * M * N);
-  double gflops = 0;
-  if (!a || !b || !c) goto out;
-  for (size_t i = 0; i < (size_t)M * K; i++) a[i] = (float)((i * 7 + 3) % 13) * 0.01f;
-  for (size_t i = 0; i < (size_t)K * N; i++) b[i] = (float)((i * 5 + 1) % 11) * 0.01f;
-  int saved = omp_get_max_threads();
-  fb_blas_set_threads(threads);
-  double t[MAXRUNS];
-  int n = 0;
-  double t_start = now_s();
-  fb_gemm_f32(CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, a, K, b, N, 0.0f, c, N);
-  while (n < MAXRUNS && (n < 3 || now_s() - t_start < seconds_budget)) {
-    double t0 = now_s();
-    fb_gemm_f32(CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, a, K, b, N, 0.0f, c, N);
-    t[n++] = now_s() - t0;
-  }
-  fb_blas_set_threads(saved);
-  qsort(t, (size_t)n, sizeof t[0], cmp_double);
-  gflops = 2.0 * M * N * K / t[0] * 1e-9; /* the best run: a ceiling, not a typical rate */
-  if (threads > 0 && threads < NCACHE) cache[threads] = gflops;
-out:
-  free(a);
-  free(b);
-  free(c);
-  return gflops;
-}

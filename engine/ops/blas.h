@@ -34,9 +34,5 @@ const char *fb_blas_kernel_hint(void);
  * spinning, 11.0 s with 10000, 4.8 s and 9.8 s of CPU with 0. Read by libgomp when it loads, so
  * main() sets it and re-executes itself (with the kernel override, if any, in the same exec). */
 #define FB_GOMP_SPINCOUNT "0"
-/* Measured sgemm ceiling in GFLOP/s with `threads` threads: the best of a few runs of a
- * 2048^3 product through fb_gemm_f32 (the engine's matmul path) within about seconds_budget
- * seconds (at least 3 runs). */
-double fb_blas_measure_peak(int threads, double seconds_budget);
 
 #endif
