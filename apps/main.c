@@ -32,8 +32,6 @@
 #include "plan.h"
 #include "validate.h"
 
-static int fb_exit_code(fb_status st);
-
 static int fail(fb_status st) {
   if (st == FB_EUSAGE)
     fprintf(stderr, "fsdpbench: error: %s\n", fb_error_msg());
@@ -43,19 +41,6 @@ static int fail(fb_status st) {
     fprintf(stderr, "fsdpbench: error: %s [%s, %s]\n", fb_error_msg(), fb_status_name(st),
             fb_error_where());
   return fb_exit_code(st);
-}
-
-/* The documented exit codes: 0 ok, 1 runtime failure, 2 bad usage/config/input, 3 does not
- * fit, 4 timeout or peer failure. */
-static int fb_exit_code(fb_status st) {
-  switch (st) {
-  case FB_OK: return 0;
-  case FB_EUSAGE: return 2;
-  case FB_ENOMEM: return 3;
-  case FB_ETIMEOUT:
-  case FB_ECOMM: return 4;
-  default: return 1;
-  }
 }
 
 /* Re-executes itself once with the environment the libraries must see when they load: the BLAS

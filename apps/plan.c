@@ -256,22 +256,9 @@ void fb_plan_print(FILE *f, const fb_run_config *base, const fb_plan_row *rows_i
   free(rows);
 }
 
-/* The documented exit codes (as apps/main.c): 0 ok, 1 runtime failure, 2 bad input, 3 does
- * not fit, 4 timeout or peer failure. */
-static int plan_exit(fb_status st) {
-  switch (st) {
-  case FB_OK: return 0;
-  case FB_EUSAGE: return 2;
-  case FB_ENOMEM: return 3;
-  case FB_ETIMEOUT:
-  case FB_ECOMM: return 4;
-  default: return 1;
-  }
-}
-
 static int plan_fail(fb_status st) {
   fprintf(stderr, "fsdpbench plan: error: %s\n", fb_error_msg());
-  return plan_exit(st);
+  return fb_exit_code(st);
 }
 
 int fb_plan_main(int argc, char **argv) {
@@ -328,12 +315,12 @@ int fb_plan_main(int argc, char **argv) {
   free(rows);
   if (!ok) {
     fprintf(stderr, "fsdpbench plan: error: no candidate could be simulated\n");
-    return plan_exit(FB_EINTERNAL);
+    return fb_exit_code(FB_EINTERNAL);
   }
   if (!fit) {
     fprintf(stderr, "fsdpbench plan: no candidate fits in %.1f GiB per device with model %s on "
             "world %d (exit 3; see the table above)\n", gib(capacity), cfg.spec.name, world);
-    return plan_exit(FB_ENOMEM);
+    return fb_exit_code(FB_ENOMEM);
   }
   return 0;
 }

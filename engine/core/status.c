@@ -42,3 +42,14 @@ const char *fb_status_name(fb_status st) {
   }
   return "unknown";
 }
+
+int fb_exit_code(fb_status st) {
+  switch (st) {
+  case FB_OK: return 0;
+  case FB_EUSAGE: return 2;
+  case FB_ENOMEM: return 3;
+  case FB_ETIMEOUT:
+  case FB_ECOMM: return 4;
+  default: return 1;
+  }
+}

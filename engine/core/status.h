@@ -31,6 +31,9 @@ const char *fb_error_where(void);
 /* Copies another thread's error into this one (used when a worker thread fails). */
 void fb_error_copy(fb_status st, const char *msg, const char *where);
 const char *fb_status_name(fb_status st);
+/* The process exit code the command line documents for a status: 0 ok, 1 runtime failure,
+ * 2 bad usage/config/input, 3 does not fit in memory, 4 timeout or a peer failed. */
+int fb_exit_code(fb_status st);
 
 /* Propagate a failure upwards unchanged. */
 #define FB_TRY(expr)                                                                           \
