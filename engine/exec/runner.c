@@ -554,11 +554,13 @@ static void profile_peak(const fb_run_config *c, const fb_hardware *hw, const fb
            llround(res->peak_flops / 1e9), fb_dtype_name(c->param_dtype), file, split);
 }
 
-/* One line on stderr, once per process, when the ranks on this node outnumber its CPUs. */
-static void warn_oversubscribed(int node_ranks) {
+/* One line, once per process, when the ranks on this node outnumber its CPUs: on stderr for
+ * --dry-run (its stdout is YAML), else on stdout with the run's header, so that a run refused
+ * later (a corrupt checkpoint, say) still says its error in exactly one stderr line. */
+static void warn_oversubscribed(FILE *f, int node_ranks) {
   static atomic_flag warned = ATOMIC_FLAG_INIT;
   if (atomic_flag_test_and_set(&warned)) return;
-  fprintf(stderr, "fsdpbench: warning: %d ranks on this node share %d CPU(s) (oversubscribed): "
+  fprintf(f, "fsdpbench: warning: %d ranks on this node share %d CPU(s) (oversubscribed): "
           "each rank runs 1 thread and the steps will be slow\n", node_ranks,
           fb_cores_available());
 }
@@ -675,7 +677,7 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
   FB_CHECK_GOTO(st, resolve_checkpoints(c, dent, &sh), fail);
   if (c->dry_run) {
     dry_shown = 2;
-    if (warn_over) warn_oversubscribed(node_ranks);
+    if (warn_over) warn_oversubscribed(stderr, node_ranks);
     st = fb_dry_run(c, dent, &hw, absent, multi_process, precheck_memory);
     goto fail; /* nothing was opened: the same cleanup */
   }
@@ -715,7 +717,7 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
   sh.nlocal = multi_process ? 1 : res->predicted ? (c->world <= 16 ? c->world : 1) : c->world;
   sh.first_rank = multi_process ? L.rank : 0;
   sh.threads = rank_threads;
-  if (warn_over) warn_oversubscribed(node_ranks);
+  if (warn_over && !c->quiet) warn_oversubscribed(stdout, node_ranks);
   if (!res->predicted) {
     fb_blas_set_threads(sh.threads);
     snprintf(res->blas, sizeof res->blas, "%s", fb_blas_describe());
