@@ -91,13 +91,13 @@ static double fma_avx2(long iters, volatile float *sink) {
 __attribute__((target("avx512f"))) static double fma_avx512(long iters, volatile float *sink) {
   FMA_CHAINS(__m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, 16)
 }
-#endif
 
 static double thread_cpu_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+#endif
 
 /* Measured fp32 FMA peak of `threads` threads in GFLOP/s: every thread runs the FMA loop at
  * once and rates its FLOPs by its own CPU time (so a core shared with other processes does not
