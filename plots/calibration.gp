@@ -5,7 +5,7 @@
 # Reads data/calibration.csv by column name (make_plots.sh).
 fig_w = 1000; fig_h = 850
 load gpdir."/style.gp"
-set title sprintf("{/:Bold Predicted vs measured step time} (median step; debug model, %s, this CPU)\n{/*0.85 median |error| %s over %s}", cpu_dtypes, cal_err, grid_desc) font ",15"
+set title sprintf("{/:Bold Predicted vs measured step time}\n(median step; debug model, %s, this CPU)\n{/*0.85 median |error| %s over %s}", cpu_dtypes, cal_err, grid_desc) font ",13"
 set xlabel "measured step time, median over steps (ms)"
 set ylabel "predicted step time, sim with the cpu profile (ms)"
 set logscale xy

@@ -84,12 +84,13 @@ fi
 
 # ---- the old boolean: YAML `recompute: true` and a bare --recompute are full ----------------
 printf 'recompute: true\nsteps: 2\nseq: 32\n' >"$T/old.yaml"
-"$BIN" --backend cpu --model debug --world 2 --config "$T/old.yaml" --out "$T/old" \
+m0=${models%% *} # compared with that model's fsdp full run of the sweep above
+"$BIN" --backend cpu --model "$m0" --world 2 --config "$T/old.yaml" --out "$T/old" \
   >"$T/old.txt" 2>&1 || fail "yaml recompute: true exited $?"
-"$BIN" --backend cpu --model debug --world 2 --steps 2 --seq 32 --recompute --out "$T/bare" \
+"$BIN" --backend cpu --model "$m0" --world 2 --steps 2 --seq 32 --recompute --out "$T/bare" \
   >"$T/bare.txt" 2>&1 || fail "bare --recompute exited $?"
-full=$(act_peak "$T/debug-fsdp-full-0")
-fsum=$(sum_of "$T/debug-fsdp-full-0.txt")
+full=$(act_peak "$T/$m0-fsdp-full-0")
+fsum=$(sum_of "$T/$m0-fsdp-full-0.txt")
 if [ -n "$full" ] && [ "$(act_peak "$T/old")" = "$full" ] && [ "$(act_peak "$T/bare")" = "$full" ] &&
    [ -n "$fsum" ] && [ "$(sum_of "$T/old.txt")" = "$fsum" ] && [ "$(sum_of "$T/bare.txt")" = "$fsum" ]; then
   pass
