@@ -25,7 +25,6 @@
 #include "calibrate.h"
 
 #include <assert.h>
-#include <immintrin.h>
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
@@ -42,55 +41,15 @@
 #include "../engine/device/device_cpu.h"
 #include "../engine/device/kernels.h"
 #include "../engine/ops/blas.h"
+#include "../engine/ops/ops.h"
 #include "calibrate_comm.h"
 #include "../engine/sim/cost_model.h"
 
 
 /* ---- FMA peak ------------------------------------------------------------------------------ */
 
-static volatile float fma_sink;
-
-__attribute__((target("avx512f"))) static double fma_loop_avx512(long iters) {
-  __m512 acc[12];
-  for (int i = 0; i < 12; i++) acc[i] = _mm512_set1_ps(1.0f + i * 1e-3f);
-  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
-  for (long it = 0; it < iters; it++)
-    for (int i = 0; i < 12; i++) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
-  __m512 s = acc[0];
-  for (int i = 1; i < 12; i++) s = _mm512_add_ps(s, acc[i]);
-  fma_sink = _mm512_reduce_add_ps(s);
-  return (double)iters * 12 * 16 * 2;
-}
-
-__attribute__((target("avx2,fma"))) static double fma_loop_avx2(long iters) {
-  __m256 acc[12];
-  for (int i = 0; i < 12; i++) acc[i] = _mm256_set1_ps(1.0f + i * 1e-3f);
-  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
-  for (long it = 0; it < iters; it++)
-    for (int i = 0; i < 12; i++) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
-  __m256 s = acc[0];
-  for (int i = 1; i < 12; i++) s = _mm256_add_ps(s, acc[i]);
-  float out[8];
-  _mm256_storeu_ps(out, s);
-  fma_sink = out[0] + out[7];
-  return (double)iters * 12 * 8 * 2;
-}
-
-/* FLOP/s of `threads` threads each running an FMA-only loop (best of 3). */
-static double measure_fma_peak(int threads, bool quick) {
-  const bool avx512 = __builtin_cpu_supports("avx512f");
-  const long iters = quick ? 2000000 : 8000000;
-  double best = 0;
-  for (int rep = 0; rep < 3; rep++) {
-    double flops = 0;
-    double t0 = fb_cpu_clock();
-#pragma omp parallel num_threads(threads) reduction(+ : flops)
-    flops += avx512 ? fma_loop_avx512(iters) : fma_loop_avx2(iters);
-    double rate = flops / (fb_cpu_clock() - t0);
-    if (rate > best) best = rate;
-  }
-  return best;
-}
+/* keeps the bandwidth loop's result observable */
+static volatile float bw_sink;
 
 /* The FMA ceiling a datasheet would give: online CPUs x clock x SIMD FLOP per cycle (2 FMA
  * pipes of 16 (AVX-512) or 8 (AVX2) fp32 lanes, 2 FLOP each). The clock is cpufreq's maximum
@@ -145,7 +104,7 @@ static double measure_triad(int threads, bool quick) {
     double bw = 3.0 * (double)n * sizeof(float) / (fb_cpu_clock() - t0);
     if (bw > best) best = bw;
   }
-  fma_sink = a[n / 2];
+  bw_sink = a[n / 2];
 out:
   free(a);
   free(b);
@@ -576,7 +535,7 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out, fb_
   fb_progress_start(&prog, "calibrate: measurement", 8, quiet || !isatty(STDOUT_FILENO));
   fb_progress_update(&prog, 0, "FMA peak and memory bandwidth");
   fb_blas_set_threads(threads); /* as the runner does: GEMMs and kernels use `threads` */
-  double peak = measure_fma_peak(threads, o->quick);
+  double peak = fb_fma_peak(threads, o->quick ? 2000000 : 8000000, 3);
   double triad = measure_triad(threads, o->quick);
   dg.fma_peak = peak;
   dg.nominal_peak = nominal_peak();

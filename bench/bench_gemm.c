@@ -21,9 +21,6 @@
 #include "engine/ops/blas.h"
 #include "engine/ops/ops.h"
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 #define MAX_REPS 15
 #define MAX_TOKENS 8
@@ -67,66 +64,6 @@ static double time_gemm(gemm_fn f, const shape *s, float *a, float *b, float *c,
   return t[reps / 2];
 }
 
-/* FLOPs of `iters` rounds of 10 independent 8-wide FMA chains (enough to cover FMA latency x
- * units on current x86 cores), kept in registers. Built for the baseline the project compiles
- * with (AVX2 + FMA); an AVX-512 variant runs where the CPU has it. */
-#if defined(__AVX2__) && defined(__FMA__)
-#define FMA_CHAINS(V, SET1, FMADD, ADD, W)                                                         \
-  V x0 = SET1(1.0f), x1 = SET1(1.1f), x2 = SET1(1.2f), x3 = SET1(1.3f), x4 = SET1(1.4f);        \
-  V x5 = SET1(1.5f), x6 = SET1(1.6f), x7 = SET1(1.7f), x8 = SET1(1.8f), x9 = SET1(1.9f);        \
-  const V m = SET1(0.999999f), d = SET1(1e-7f);                                                   \
-  for (long i = 0; i < iters; i++) {                                                              \
-    x0 = FMADD(x0, m, d), x1 = FMADD(x1, m, d), x2 = FMADD(x2, m, d), x3 = FMADD(x3, m, d);       \
-    x4 = FMADD(x4, m, d), x5 = FMADD(x5, m, d), x6 = FMADD(x6, m, d), x7 = FMADD(x7, m, d);       \
-    x8 = FMADD(x8, m, d), x9 = FMADD(x9, m, d);                                                   \
-  }                                                                                               \
-  V s = ADD(ADD(ADD(x0, x1), ADD(x2, x3)), ADD(ADD(ADD(x4, x5), ADD(x6, x7)), ADD(x8, x9)));    \
-  float out[W];                                                                                   \
-  memcpy(out, &s, sizeof out);                                                                    \
-  *sink += out[0];                                                                                \
-  return 2.0 * W * 10 * (double)iters;
-static double fma_avx2(long iters, volatile float *sink) {
-  FMA_CHAINS(__m256, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, 8)
-}
-__attribute__((target("avx512f"))) static double fma_avx512(long iters, volatile float *sink) {
-  FMA_CHAINS(__m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, 16)
-}
-
-static double thread_cpu_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-#endif
-
-/* Measured fp32 FMA peak of `threads` threads in GFLOP/s: every thread runs the FMA loop at
- * once and rates its FLOPs by its own CPU time (so a core shared with other processes does not
- * lower the figure: this is the peak of cores that are yours); the rates are summed. Best of 5
- * runs of a few ms, the wider of AVX2 and AVX-512 where the CPU has both. 0 where the build has
- * no FMA vector code. */
-static double measure_fma_peak(int threads) {
-  double best = 0;
-#if defined(__AVX2__) && defined(__FMA__)
-  __builtin_cpu_init();
-  int wide = !!__builtin_cpu_supports("avx512f"); /* a nonzero mask, not 1 */
-  for (int w = 0; w <= wide; w++)
-    for (int r = 0; r < 5; r++) {
-      double rate = 0;
-      volatile float sink = 0;
-#pragma omp parallel num_threads(threads) reduction(+ : rate)
-      {
-        double t0 = thread_cpu_s();
-        double flops = w ? fma_avx512(400000, &sink) : fma_avx2(400000, &sink);
-        rate += flops / (thread_cpu_s() - t0) * 1e-9;
-      }
-      best = rate > best ? rate : best;
-    }
-#else
-  (void)threads;
-#endif
-  return best;
-}
-
 static int usage(const char *arg) {
   fprintf(stderr,
           "bench_gemm: bad argument '%s' (allowed: --threads N>=1, --tokens N>=1 (up to %d "
@@ -164,7 +101,7 @@ int main(int argc, char **argv) {
     perror("bench_gemm: re-exec with the BLAS kernel override failed");
   }
   fb_blas_set_threads(threads);
-  const double peak = measure_fma_peak(threads);
+  const double peak = fb_fma_peak(threads, 400000, 5) * 1e-9; /* GFLOP/s */
   printf("BLAS: %s\n", fb_blas_describe());
   printf("fp32 FMA peak (measured, %d threads): %.1f GFLOP/s\n\n", threads, peak);
   const double pk = peak > 0 ? peak : NAN; /* no measured peak: % columns print nan */
