@@ -18,13 +18,16 @@
 #define FB_CUDA_BLAS_WS_BYTES ((size_t)32 << 20)   /* cuBLAS workspace (Hopper: 32 MiB) */
 #define FB_CUDA_SCRATCH_BYTES ((size_t)16 << 20)   /* kernel partials: column sums, row losses */
 
+typedef struct fb_cuda_hostq fb_cuda_hostq; /* host_tasks_cuda.c */
+
 struct fb_stream {
   cudaStream_t s;
   fb_stream_kind kind;
   void *blas_ws;        /* FB_CUDA_BLAS_WS_BYTES, device memory */
   void *scratch;        /* FB_CUDA_SCRATCH_BYTES, device memory, only touched in stream order */
-  /* First failure of a host task on this stream (cudaLaunchHostFunc cannot fail the stream
-   * itself): read and cleared by stream_sync. Written with __atomic builtins. */
+  fb_cuda_hostq *hostq; /* the host-task worker, started by the first host task */
+  /* First failure of a host task on this stream (a host task cannot fail the stream itself):
+   * read and cleared by stream_sync. Written with __atomic builtins. */
   int poison;           /* fb_status, 0 = none */
   char poison_msg[512];
   char poison_where[128];
@@ -95,6 +98,15 @@ fb_status fb_cuda_bind(const fb_device *d);
 fb_status fb_cuda_pick_ordinal(int rank, int count, int *ordinal, char *src, size_t src_len);
 /* Whether a launcher started this process (one rank per process). */
 bool fb_cuda_launched(void);
+/* The device's host_task (host_tasks_cuda.c): fn(arg) on this stream's worker thread once the
+ * stream reached this point; the stream's later work waits for it. */
+fb_status fb_cuda_host_task(fb_device *d, fb_stream *s, fb_status (*fn)(void *arg), void *arg);
+/* Stops the stream's worker after running what was issued (call after the stream synced). */
+void fb_cuda_host_tasks_stop(fb_stream *s);
+/* Launches the gate kernel that holds s until *ctr >= target (host_gate.cu; ctr: a device
+ * address of mapped pinned memory). */
+cudaError_t fb_cuda_gate_launch(cudaStream_t s, const unsigned long long *ctr,
+                                unsigned long long target);
 #ifdef __cplusplus
 }
 #endif

@@ -133,7 +133,9 @@ typedef struct fb_device_ops {
   fb_status (*event_record)(fb_device *d, fb_event *e, fb_stream *s);
   fb_status (*stream_wait)(fb_device *d, fb_stream *s, fb_event *e); /* s waits for e */
   fb_status (*event_sync)(fb_device *d, fb_event *e);                 /* host waits for e */
-  /* Runs fn(arg) when the stream reaches this point, in stream order (cudaLaunchHostFunc).
+  /* Runs fn(arg) when the stream reaches this point, in stream order; the stream's later work
+   * waits for it. fn may block until a task of another stream or rank runs (a host collective),
+   * so a device must not serialize the tasks of different streams (cudaLaunchHostFunc may).
    * A failing fn poisons the stream: the next sync returns its status. May be NULL on sim. */
   fb_status (*host_task)(fb_device *d, fb_stream *s, fb_status (*fn)(void *arg), void *arg);
 

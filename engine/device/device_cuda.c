@@ -19,7 +19,8 @@
  * only for its own copy's event; host_alloc / copy_async give callers pinned memory and
  * stream-ordered copies without any wait.
  * Streams are non-blocking cudaStream_t (the communication stream at the highest priority);
- * events are cudaEvent_t without timing; host tasks are cudaLaunchHostFunc; timing marks are
+ * events are cudaEvent_t without timing; host tasks run on a worker thread per stream behind a
+ * gate kernel (host_tasks_cuda.c); timing marks are
  * timing events resolved against an epoch event recorded at init, shifted onto the host clock
  * (fb_cpu_clock), so device and host times share one axis.
  * Nothing is cached in statics: every fb_device_open creates its own pool, handles and
@@ -453,8 +454,7 @@ static fb_status cuda_copy_d2h(fb_device *d, fb_stream *s, void *dst, const void
 
 /* Pinned host memory for callers that stage themselves (comm_staged.c). Freed blocks are kept
  * and handed out again (a block of the same size or up to twice as large), so a steady step
- * loop calls cudaMallocHost only while warming up. host_free makes no CUDA call, so it may run
- * inside a host task (cudaLaunchHostFunc callbacks must not call CUDA). */
+ * loop calls cudaMallocHost only while warming up. host_free makes no CUDA call. */
 #define FB_CUDA_HOST_CACHE_BYTES ((size_t)256 << 20)
 
 static fb_status cuda_host_alloc(fb_device *d, size_t bytes, void **out) {
@@ -605,6 +605,7 @@ static void cuda_stream_destroy(fb_device *d, fb_stream *s) {
   pthread_mutex_unlock(&c->streams_mu);
   (void)fb_cuda_bind(d);
   (void)cudaStreamSynchronize(s->s);
+  fb_cuda_host_tasks_stop(s);
   cudaFree(s->scratch);
   cudaFree(s->blas_ws);
   cudaStreamDestroy(s->s);
@@ -661,40 +662,6 @@ static fb_status cuda_stream_wait(fb_device *d, fb_stream *s, fb_event *e) {
 static fb_status cuda_event_sync(fb_device *d, fb_event *e) {
   FB_TRY(fb_cuda_bind(d));
   CU_TRY(d, cudaEventSynchronize(e->e));
-  return FB_OK;
-}
-
-typedef struct host_task {
-  fb_status (*fn)(void *arg);
-  void *arg;
-  fb_stream *s;
-} host_task;
-
-/* Runs on CUDA's callback thread: no CUDA calls here. A failure poisons the stream. */
-static void CUDART_CB host_task_run(void *p) {
-  host_task t = *(host_task *)p;
-  free(p);
-  fb_status st = t.fn(t.arg);
-  if (st == FB_OK) return;
-  int expected = 0;
-  if (__atomic_load_n(&t.s->poison, __ATOMIC_ACQUIRE) != 0) return; /* keep the first */
-  snprintf(t.s->poison_msg, sizeof t.s->poison_msg, "%s", fb_error_msg());
-  snprintf(t.s->poison_where, sizeof t.s->poison_where, "%s", fb_error_where());
-  __atomic_compare_exchange_n(&t.s->poison, &expected, (int)st, false, __ATOMIC_RELEASE,
-                              __ATOMIC_RELAXED);
-}
-
-static fb_status cuda_host_task(fb_device *d, fb_stream *s, fb_status (*fn)(void *arg),
-                                void *arg) {
-  FB_TRY(fb_cuda_bind(d));
-  host_task *t = malloc(sizeof *t);
-  if (!t) return FB_ERR(FB_ENOMEM, "rank %d: host task: out of host memory", d->rank);
-  *t = (host_task){.fn = fn, .arg = arg, .s = s};
-  cudaError_t e = cudaLaunchHostFunc(s->s, host_task_run, t);
-  if (e != cudaSuccess) {
-    free(t);
-    return CU_ERR(d, "cudaLaunchHostFunc", e);
-  }
   return FB_OK;
 }
 
@@ -781,7 +748,7 @@ const fb_device_ops fb_cuda_device_ops = {
     .event_record = cuda_event_record,
     .stream_wait = cuda_stream_wait,
     .event_sync = cuda_event_sync,
-    .host_task = cuda_host_task,
+    .host_task = fb_cuda_host_task,
     .now = cuda_now,
     .mark = cuda_mark,
     .mark_time = cuda_mark_time,
