@@ -233,6 +233,9 @@ def check_flows(evs, tracks, tname, want_flows):
         s, f = starts[i][0], ends[i][0]
         src = inner_slice(tracks[(s["pid"], s["tid"])], s["ts"])
         dst = inner_slice(tracks[(f["pid"], f["tid"])], f["ts"])
+        if s.get("cat") == "cuda flow":
+            errs += check_launch_flow(i, s, f, src, dst, tname)
+            continue
         if src is None or src.get("cat") not in COLLS:
             errs.append(f"flow id {i}: start at {s['ts']} is not in a collective slice ({src})")
         if f.get("bp") != "e" or dst is None or dst.get("cat") in ("span", "step") + COLLS:
@@ -242,6 +245,28 @@ def check_flows(evs, tracks, tname, want_flows):
             errs.append(f"flow id {i}: from ({s['pid']},{s['tid']}) to ({f['pid']},{f['tid']})")
     if want_flows and not starts:
         errs.append("no flow arrows")
+    return errs
+
+
+def check_launch_flow(i, s, f, src, dst, tname):
+    """A CUPTI launch arrow: from the CUDA API call on a host thread's track to the kernel,
+    copy or memset it launched on a stream's track of the same GPU process, both slices
+    carrying the same correlation id."""
+    errs = []
+    if f.get("cat") != "cuda flow" or s["pid"] != f["pid"] or s["tid"] == f["tid"]:
+        errs.append(f"flow id {i}: launch arrow from ({s['pid']},{s['tid']}) to "
+                    f"({f['pid']},{f['tid']}) ({f.get('cat')})")
+    if src is None or src.get("cat") != "cuda api":
+        errs.append(f"flow id {i}: launch arrow starts at {s['ts']} outside a cuda api slice")
+    if f.get("bp") != "e" or dst is None or \
+            dst.get("cat") not in ("cuda kernel", "cuda memcpy", "cuda memset"):
+        errs.append(f"flow id {i}: launch arrow ends at {f['ts']} outside a kernel/copy ({dst})")
+    elif src is not None and \
+            src["args"].get("correlation") != dst["args"].get("correlation"):
+        errs.append(f"flow id {i}: launch arrow joins correlation "
+                    f"{src['args'].get('correlation')} to {dst['args'].get('correlation')}")
+    if not tname.get((f["pid"], f["tid"]), "").startswith("cuda stream"):
+        errs.append(f"flow id {i}: launch arrow ends on track '{tname.get((f['pid'], f['tid']))}'")
     return errs
 
 

@@ -391,6 +391,7 @@ static fb_status write_events(FILE *f, bool *first, const fb_run_result *r, int 
     char pname[64];
     snprintf(pname, sizeof pname, "rank %d GPU (CUPTI)%s", cm->cupti_rank(), suffix);
     meta(f, first, "process_name", gpid, 0, "name", pname, 0);
+    meta(f, first, "process_sort_index", gpid, 0, "sort_index", NULL, gpid);
     st = cm->cupti_write_events(f, gpid, -origin * 1e6, first);
   }
   return st;

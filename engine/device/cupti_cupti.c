@@ -295,6 +295,54 @@ static void sep(FILE *f, bool *first) {
 
 static void put_ts(FILE *f, double us) { fprintf(f, "%.3f", us); }
 
+/* Programmatic dependent launch (Hopper) lets a kernel start while the previous kernel of its
+ * stream drains, so two slices of one stream's track can overlap in part, which a trace viewer
+ * cannot nest. shift[i] (ns) moves such a record's start to the end of the records before it
+ * on its stream; the record keeps the overlap as args.launch_overlap_us. A record that lies
+ * wholly inside an earlier one stays as it is (it nests). shift: g.n entries, zeroed. */
+typedef struct ord {
+  uint32_t stream;
+  uint64_t start;
+  size_t i;
+} ord;
+
+static int cmp_ord(const void *a, const void *b) {
+  const ord *x = a, *y = b;
+  if (x->stream != y->stream) return (x->stream > y->stream) - (x->stream < y->stream);
+  if (x->start != y->start) return (x->start > y->start) - (x->start < y->start);
+  return (x->i > y->i) - (x->i < y->i);
+}
+
+static fb_status stream_overlaps(uint64_t *shift) {
+  ord *o = malloc((g.n ? g.n : 1) * sizeof *o);
+  if (!o) return FB_ERR(FB_ENOMEM, "trace: out of host memory (%zu CUPTI records)", g.n);
+  size_t k = 0;
+  for (size_t i = 0; i < g.n; i++)
+    if (g.v[i].kind != REC_API)
+      o[k++] = (ord){.stream = g.v[i].stream, .start = g.v[i].start, .i = i};
+  qsort(o, k, sizeof *o, cmp_ord);
+  uint64_t end = 0;
+  for (size_t j = 0; j < k; j++) {
+    const rec *r = &g.v[o[j].i];
+    if (j == 0 || o[j].stream != o[j - 1].stream) end = 0;
+    if (r->start < end && r->end > end) shift[o[j].i] = end - r->start;
+    if (r->end > end) end = r->end;
+  }
+  free(o);
+  return FB_OK;
+}
+
+/* Tracks sort by tid: the API threads' tracks (TID_API + ...) after the streams' ones. */
+static void sort_index(FILE *f, bool *first, int pid, unsigned tid) {
+  sep(f, first);
+  fprintf(f, "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%u,"
+          "\"args\":{\"sort_index\":%u}}", pid, tid, tid);
+}
+
+/* Flow ids in the trace's scheme for one process (chrome_trace.c's wait arrows use
+ * pid * 1e9 + op index): the launch arrows of pid use pid * 1e9 + correlation id. */
+static long long flow_id(int pid, uint32_t corr) { return (long long)pid * 1000000000LL + corr; }
+
 fb_status fb_cupti_write_events(FILE *f, int pid, double epoch_offset_us, bool *first) {
   /* mono ns -> fb_cpu_clock seconds: the clock's epoch on CLOCK_MONOTONIC */
   const double epoch_mono_s = (double)mono_ns() * 1e-9 - fb_cpu_clock();
@@ -305,10 +353,12 @@ fb_status fb_cupti_write_events(FILE *f, int pid, double epoch_offset_us, bool *
   uint32_t *streams = malloc((g.n ? g.n : 1) * sizeof *streams);
   uint32_t *threads = malloc((g.n ? g.n : 1) * sizeof *threads);
   uint32_t *api = malloc((g.n ? g.n : 1) * sizeof *api); /* correlation ids of kept calls */
-  if (!corr || !streams || !threads || !api) {
+  uint64_t *shift = calloc(g.n ? g.n : 1, sizeof *shift);
+  if (!corr || !streams || !threads || !api || !shift) {
     st = FB_ERR(FB_ENOMEM, "trace: out of host memory (%zu CUPTI records)", g.n);
     goto out;
   }
+  if ((st = stream_overlaps(shift)) != FB_OK) goto out;
   size_t nc = 0, ns = 0, nt = 0, na = 0;
   for (size_t i = 0; i < g.n; i++) {
     if (g.v[i].kind != REC_API) {
@@ -335,6 +385,7 @@ fb_status fb_cupti_write_events(FILE *f, int pid, double epoch_offset_us, bool *
             pid, TID_STREAM + streams[i]);
     fb_json_str(f, nm);
     fputs("}}", f);
+    sort_index(f, first, pid, TID_STREAM + streams[i]);
   }
   for (size_t i = 0; i < nt; i++) {
     if (i > 0 && threads[i] == threads[i - 1]) continue;
@@ -345,13 +396,14 @@ fb_status fb_cupti_write_events(FILE *f, int pid, double epoch_offset_us, bool *
             pid, TID_API + threads[i] % 100000);
     fb_json_str(f, nm);
     fputs("}}", f);
+    sort_index(f, first, pid, TID_API + threads[i] % 100000);
   }
   static const char *const cat[] = {[REC_KERNEL] = "cuda kernel", [REC_MEMCPY] = "cuda memcpy",
                                     [REC_MEMSET] = "cuda memset", [REC_API] = "cuda api"};
   for (size_t i = 0; i < g.n; i++) {
     const rec *r = &g.v[i];
     if (r->kind == REC_API && !has_u32(corr, nc, r->corr)) continue;
-    double t0 = ((double)r->start * 1e-9 - epoch_mono_s) * 1e6 + epoch_offset_us;
+    double t0 = ((double)(r->start + shift[i]) * 1e-9 - epoch_mono_s) * 1e6 + epoch_offset_us;
     double t1 = ((double)r->end * 1e-9 - epoch_mono_s) * 1e6 + epoch_offset_us;
     if (t1 < 0) continue;
     if (t1 < t0) t1 = t0;
@@ -367,13 +419,14 @@ fb_status fb_cupti_write_events(FILE *f, int pid, double epoch_offset_us, bool *
     fprintf(f, ",\"args\":{\"rank\":%d,\"correlation\":%u", g.rank, r->corr);
     if (r->kind != REC_API) fprintf(f, ",\"device\":%u,\"stream\":%u", r->device, r->stream);
     if (r->bytes) fprintf(f, ",\"bytes\":%llu", (unsigned long long)r->bytes);
+    if (shift[i]) fprintf(f, ",\"launch_overlap_us\":%.3f", (double)shift[i] * 1e-3);
     fputs("}}", f);
     /* flow: starts inside the launching API call, ends at the device activity (only when
      * both ends were captured) */
     if (r->kind != REC_API && !has_u32(api, na, r->corr)) continue;
     sep(f, first);
-    fprintf(f, "{\"name\":\"launch\",\"cat\":\"cuda flow\",\"ph\":\"%s\",\"id\":%u,\"pid\":%d,"
-            "\"tid\":%u,\"ts\":", r->kind == REC_API ? "s" : "f", r->corr, pid, tid);
+    fprintf(f, "{\"name\":\"launch\",\"cat\":\"cuda flow\",\"ph\":\"%s\",\"id\":%lld,\"pid\":%d,"
+            "\"tid\":%u,\"ts\":", r->kind == REC_API ? "s" : "f", flow_id(pid, r->corr), pid, tid);
     put_ts(f, r->kind == REC_API ? 0.5 * (t0 + t1) : t0);
     fputs(r->kind == REC_API ? "}" : ",\"bp\":\"e\"}", f);
   }
@@ -386,6 +439,7 @@ out:
   free(streams);
   free(threads);
   free(api);
+  free(shift);
   pthread_mutex_unlock(&g.mu);
   return st;
 }
