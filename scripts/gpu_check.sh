@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The checks to run on a machine with an NVIDIA GPU, in one go, within a time budget:
+#   1. where the CUDA module's libraries come from (ldd) and what the GPU is (nvidia-smi);
+#   2. `fsdpbench selftest --backend cuda` (kernels, then strategies): every CUDA kernel
+#      against the cpu kernels, every strategy against single over NCCL at world 1 and at
+#      world 2 (two GPUs, or two rank
+#      threads on one GPU over the staged local communicator); the kernel part again under
+#      compute-sanitizer's memcheck and racecheck (shared-memory hazards) when it is there;
+#   3. measured beside predicted: the same configurations on the cuda backend and on the
+#      simulator with the GPU's profile (gpt2-124m single; 1B fsdp), one summary line each;
+#   4. the files users open: the run's Chrome trace (tests/check_trace.py) and its memory
+#      snapshot read back by PyTorch's own memory viewer (tests/check_mem_snapshot.py), when a
+#      python3 with torch is there;
+#   5. with that torch: the same configurations trained by PyTorch itself (bench/torch_gpu.py,
+#      what the simulator claims to predict), and its GEMM and attention throughput as dataset
+#      rows that `fsdpbench validate --dataset` scores the cost model against.
+# Usage: scripts/gpu_check.sh OUTDIR [BUDGET_S]   (FSDPBENCH = the binary, default build/fsdpbench)
+# Every step runs under its own timeout; a failing step is reported and the next one runs. The
+# exit code is the number of failed steps (0 = all passed). It builds nothing.
+set -u
+cd "$(dirname "$0")/.."
+out=${1:?usage: scripts/gpu_check.sh OUTDIR [BUDGET_S]}
+budget=${2:-600}
+FB=${FSDPBENCH:-build/fsdpbench}
+mkdir -p "$out"
+t0=$(date +%s)
+fails=0
+
+# step NAME TIMEOUT_S CMD...: runs CMD with its output in $out/NAME.log, prints its tail
+step() {
+  local name=$1 limit=$2; shift 2
+  local left=$((budget - ($(date +%s) - t0)))
+  if ((left < 10)); then echo "== $name: skipped (budget spent)"; return; fi
+  ((limit > left)) && limit=$left
+  echo "== $name (limit ${limit}s): $*"
+  local s; s=$(date +%s%N)
+  timeout -k 5 "$limit" "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  local ms=$((($(date +%s%N) - s) / 1000000))
+  tail -n "${TAIL:-25}" "$out/$name.log"
+  echo "== $name: exit $rc, $((ms / 1000)).$(printf %03d $((ms % 1000))) s"
+  ((rc != 0)) && fails=$((fails + 1))
+  return 0
+}
+
+echo "== gpu"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,power.limit --format=csv
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+# the simulator's profile, the datasets' name and the datasheet dense bf16 TFLOP/s
+case "$gpu" in
+  *H200*) prof=h200 dsname=H200-SXM peak=989 ;;
+  *H100*NVL*) prof=h100-nvl dsname="H100 NVL" peak=835 ;;
+  *H100*) prof=h100 dsname=H100-SXM peak=989 ;;
+  *A100*40GB*) prof=a100-40gb dsname=A100-SXM4-40GB peak=312 ;;
+  *A100*) prof=a100 dsname=A100-SXM4-80GB peak=312 ;;
+  *) prof=h100 dsname=H100-SXM peak=989 ;;
+esac
+echo "profile for predictions: $prof ($gpu)"
+mod="$(dirname "$FB")/libfsdpbench_cuda.so"
+echo "== module libraries ($mod)"
+ldd "$mod" | grep -E "cuda|cublas|nccl|cupti|not found"
+
+TAIL=3 step backends 20 "$FB" --list-backends
+TAIL=60 step selftest-kernels 60 "$FB" selftest --backend cuda --only kernels
+if command -v compute-sanitizer >/dev/null; then
+  for tool in memcheck racecheck; do
+    TAIL=4 step "$tool" 90 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      "$FB" selftest --backend cuda --only kernels
+  done
+fi
+TAIL=40 step selftest-strategies 120 "$FB" selftest --backend cuda --only strategies
+
+# measured (cuda) beside predicted (sim, the GPU's profile): the report's mean row of each
+pair() {
+  local name=$1; shift
+  TAIL=40 step "$name-cuda" 60 "$FB" --backend cuda "$@" --out "$out/$name" --trace --mem-snapshot
+  TAIL=3 step "$name-sim" 30 "$FB" --backend sim --hardware "$prof" "$@"
+  printf '%-22s %s\n' "$name measured:" "$(grep -E '^ +mean ' "$out/$name-cuda.log" | head -1)"
+  printf '%-22s %s\n' "$name predicted:" "$(grep -E '^ +mean ' "$out/$name-sim.log" | head -1)"
+}
+pair gpt2 --world 1 --strategy single --model gpt2-124m --batch 8 --seq 1024 --steps 10
+pair llama1b --world 1 --strategy fsdp --model 1B --batch 4 --seq 2048 --steps 6
+
+if python3 -c 'import torch' 2>/dev/null; then
+  for name in gpt2 llama1b; do
+    TAIL=5 step "trace-$name" 60 python3 tests/check_trace.py "$out/$name/trace.json" --world 1
+  done
+  snap=$(ls "$out"/gpt2/rank0_memory_snapshot.pickle 2>/dev/null | head -1)
+  [ -n "$snap" ] && TAIL=5 step snapshot 60 python3 tests/check_mem_snapshot.py "$snap"
+  # PyTorch itself on the same GPU: the step the simulator predicts, and per-op datasets
+  TAIL=70 step torch 150 python3 bench/torch_gpu.py "$out/torch" --gpu-name "$dsname" \
+    --peak "$peak" --models gpt2-124m:8:1024 gpt2-124m:8:1024:50304 1B:4:2048
+  for ds in gemm attention; do
+    [ -f "$out/torch/$ds.csv" ] &&
+      TAIL=6 step "validate-$ds" 30 "$FB" validate --dataset "$out/torch/$ds.csv"
+  done
+fi
+echo "gpu-check: $fails step(s) failed in $(($(date +%s) - t0)) s"
+exit "$fails"
