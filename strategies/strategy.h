@@ -104,6 +104,8 @@ struct fb_rank {
   const fb_model *model;
   int rank, world;
   fb_dtype pdt;         /* compute dtype of gathered parameters and unit gradients */
+  size_t logits_chunk;  /* fb_tf.logits_chunk_bytes of this run (FB_TF_LOGITS_CHUNK_*) */
+  int logits_rows;      /* fb_tf.logits_chunk_rows of this run (FB_TF_LOGITS_ROWS_*) */
   fb_dtype rdt;         /* dtype gradients are reduced in */
   fb_device *dev;
   fb_comm *comm;

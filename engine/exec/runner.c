@@ -25,6 +25,7 @@
 #include "../sim/hardware.h"
 #include "../device/device_cpu.h"
 #include "../device/cuda_module.h"
+#include "../model/transformer.h"
 #include "../core/startup.h"
 #include "checkpoint.h"
 #include "dry_run.h"
@@ -217,6 +218,9 @@ static fb_status rank_run(rank_ctx *ctx) {
   r.world = res->world;
   r.pdt = c->param_dtype;
   r.rdt = c->reduce_dtype;
+  const bool gpu_run = fb_run_on_gpu(c->backend, sh->hw);
+  r.logits_chunk = gpu_run ? FB_TF_LOGITS_CHUNK_GPU : FB_TF_LOGITS_CHUNK_CPU;
+  r.logits_rows = gpu_run ? FB_TF_LOGITS_ROWS_GPU : FB_TF_LOGITS_ROWS_CPU;
   r.dev = dev;
   r.comm = comm;
   r.compute = compute;
@@ -517,11 +521,14 @@ static void drop_skipped(fb_run_result *res, int start) {
   res->first_step = start;
 }
 
+bool fb_run_on_gpu(const char *backend, const fb_hardware *hw) {
+  const fb_device_entry *e = fb_device_entry_lookup(backend);
+  return e && (e->caps->gpu || (!e->caps->executes && hw && hw->gpu_arch != FB_ARCH_NONE));
+}
+
 fb_dtype fb_resolve_param_dtype(fb_dtype t, const char *backend, const fb_hardware *hw) {
   if (t != FB_DTYPE_AUTO) return t;
-  const fb_device_entry *e = fb_device_entry_lookup(backend);
-  bool gpu = e && (e->caps->gpu || (!e->caps->executes && hw && hw->gpu_arch != FB_ARCH_NONE));
-  return gpu ? FB_BF16 : FB_F32;
+  return fb_run_on_gpu(backend, hw) ? FB_BF16 : FB_F32;
 }
 
 /* The denominator of "% of peak" on executed runs: the hardware profile's dense peak for the

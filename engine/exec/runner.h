@@ -55,6 +55,8 @@ int fb_auto_batch(int world);
  * masters) on cuda and on sim with a GPU profile, fp32 on the cpu backend and cpu profiles.
  * Any other dtype is returned as it is. */
 fb_dtype fb_resolve_param_dtype(fb_dtype t, const char *backend, const struct fb_hardware *hw);
+/* Whether a run is a GPU run: the cuda backend, or sim with a GPU profile. */
+bool fb_run_on_gpu(const char *backend, const struct fb_hardware *hw);
 void fb_run_result_free(fb_run_result *res);
 
 /* The number a step carries wherever it is printed (the step log line, steps.csv, report.json,

@@ -55,6 +55,8 @@ fb_status fb_tf_begin(fb_tf *t, const fb_model *m, fb_device *dev, fb_stream *s,
   t->B = B;
   t->T = T;
   t->recompute = recompute;
+  t->logits_chunk_bytes = FB_TF_LOGITS_CHUNK_CPU;
+  t->logits_chunk_rows = FB_TF_LOGITS_ROWS_CPU;
   t->tokens = tokens;
   t->targets = targets;
   t->dscale = dscale;
@@ -259,10 +261,11 @@ fb_status fb_tf_head(fb_tf *t, const void *root, void *rg) {
   const bool gpt2 = s->family == FB_GPT2;
   const int head_slot = gpt2 ? FB_G_WTE : (s->tied ? FB_L_TOK : FB_L_HEAD);
   const int norm_slot = gpt2 ? FB_G_LNF_W : FB_L_NORM;
-  /* rows per logits chunk: ~64 MiB of fp32 logits, at least 1 row */
-  int chunk = (int)((64u << 20) / ((size_t)V * 4));
-  if (chunk < 1) chunk = 1;
-  if (chunk > N) chunk = N;
+  /* rows per logits chunk: logits_chunk_bytes of fp32 logits, a multiple of
+   * logits_chunk_rows when that is less than N, at least 1 row */
+  size_t rows = t->logits_chunk_bytes / ((size_t)V * 4), align = (size_t)t->logits_chunk_rows;
+  if (rows < (size_t)N && align > 1 && rows >= align) rows -= rows % align;
+  int chunk = rows < 1 ? 1 : rows > (size_t)N ? N : (int)rows;
 
   FB_CHECK_GOTO(st, act_alloc(t, &t->dres, (size_t)N * C, esz(t), "grad.residual"), out);
   FB_CHECK_GOTO(st, act_alloc(t, &t->dscratch, dscratch_elems(t), esz(t), "grad.block_scratch"),

