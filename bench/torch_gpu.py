@@ -8,7 +8,8 @@ product never imports it). Three measurements, each written so `fsdpbench` can r
         that predicts the same configuration;
   gemm  bf16 matmul throughput for the model's own GEMM shapes and square sizes, as rows of
         ../shared/gpu-data/gemm.csv's schema (`fsdpbench validate --dataset FILE` reads them);
-  attn  SDPA (FlashAttention) causal forward+backward throughput, as rows of attention.csv's
+  attn  SDPA causal forward+backward throughput (torch picks the backend: flash or cuDNN),
+        as rows of attention.csv's
         schema (FLOP convention of the flash-attention benchmarks: fwd = 4 b s^2 h d / 2 when
         causal, fwd+bwd = 3.5 fwd).
 
@@ -215,7 +216,8 @@ def gemm_bench(path, gpu, peak, models, sw):
             tf = 2 * M * N * K / ms / 1e9
             w.writerow(["fsdpbench-torch-gpu", gpu, "bf16", "", M, N, K, "shape", f"{tf:.1f}",
                         peak, sw, "bench/torch_gpu.py: torch.mm A[m,k] @ B[k,n], random normal "
-                        "data, median of 10 CUDA-event timings of 20 back-to-back calls after 5 warm-up"])
+                        "data, median of 10 CUDA-event timings of 20 back-to-back calls after "
+                        "5 warm-up"])
             print(f"gemm {M}x{N}x{K}: {tf:.1f} TFLOP/s")
             del a, b
         align_rows(w, gpu, peak, sw)
@@ -262,11 +264,12 @@ def attn_bench(path, gpu, sw):
                 ms = event_ms(fb, 3, 10, batch=5)
                 fwd = 4 * b * s * s * heads * hd / 2
                 tf = 3.5 * fwd / ms / 1e9
-                w.writerow(["fsdpbench-torch-gpu", gpu, "torch SDPA (flash)", "fwd+bwd", "True", s,
-                            hd, b, heads, "bf16", f"{tf:.1f}", f"bench/torch_gpu.py, {sw}: "
-                            "median of 10 CUDA-event timings of 5 back-to-back calls after 3 "
-                            "warm-up; hidden 2048, "
-                            "16k tokens; fwd = 4*b*s^2*h*d/2, fwd+bwd = 3.5 fwd"])
+                w.writerow(["fsdpbench-torch-gpu", gpu, "torch SDPA", "fwd+bwd", "True", s,
+                            hd, b, heads, "bf16", f"{tf:.1f}",
+                            f"bench/torch_gpu.py, {sw}, F.scaled_dot_product_attention, backend "
+                            "chosen by torch (flash or cuDNN): median of 10 CUDA-event timings "
+                            "of 5 back-to-back calls after 3 warm-up; hidden 2048, 16k tokens; "
+                            "fwd = 4*b*s^2*h*d/2, fwd+bwd = 3.5 fwd"])
                 print(f"attn hd {hd} seq {s}: {tf:.1f} TFLOP/s")
                 del q, k, v, do
 
