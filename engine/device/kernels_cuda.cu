@@ -549,6 +549,26 @@ __device__ __forceinline__ float dot4(float4 a, float4 b) {
   return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
 }
 
+/* acc[r][e] += sum over the tile's 32 rows jj of w[r] (held by lane jj) * X[jj * ld + d],
+ * d = lane + 32e: the weights broadcast by shuffles, each element of X loaded once for all the
+ * warp's rows. Elements past hq are zeros in shared memory's padding, so they are skipped. */
+template <int NPL>
+__device__ __forceinline__ void att_bcast_acc(float (&acc)[ATT_RPW][NPL],
+                                              const float (&w)[ATT_RPW], const float *X, int ld,
+                                              int hq, int lane) {
+  for (int jj = 0; jj < ATT_KT; jj++) {
+    float x[NPL];
+#pragma unroll
+    for (int e = 0; e < NPL; e++) x[e] = lane + 32 * e < hq ? X[jj * ld + lane + 32 * e] : 0.0f;
+#pragma unroll
+    for (int r = 0; r < ATT_RPW; r++) {
+      float wj = __shfl_sync(ATT_FULL, w[r], jj);
+#pragma unroll
+      for (int e = 0; e < NPL; e++) acc[r][e] += wj * x[e];
+    }
+  }
+}
+
 static size_t att_fwd_smem(int hd) {
   return sizeof(float) * ((size_t)ATT_ROWS * att_hq(hd) + (size_t)ATT_KT * att_hp(hd) +
                           (size_t)ATT_KT * att_hq(hd));
@@ -615,17 +635,7 @@ attn_fwd_k(E *out, float *lse, const E *q, const E *kk, const E *v, int T_, int 
 #pragma unroll
       for (int e = 0; e < NPL; e++) acc[r][e] *= corr;
     }
-    for (int jj = 0; jj < ATT_KT; jj++) {
-      float vv[NPL];
-#pragma unroll
-      for (int e = 0; e < NPL; e++) vv[e] = lane + 32 * e < hq ? Vs[jj * hq + lane + 32 * e] : 0.0f;
-#pragma unroll
-      for (int r = 0; r < ATT_RPW; r++) {
-        float pj = __shfl_sync(ATT_FULL, p[r], jj);
-#pragma unroll
-        for (int e = 0; e < NPL; e++) acc[r][e] += pj * vv[e];
-      }
-    }
+    att_bcast_acc<NPL>(acc, p, Vs, hq, hq, lane);
   }
 #pragma unroll
   for (int r = 0; r < ATT_RPW; r++) {
@@ -705,17 +715,7 @@ attn_bwd_dq_k(E *dq, float *Dbuf, const E *dout, const E *q, const E *kk, const 
       float p = j <= i && j < T_ ? expf(s[r] * scale - L[r]) : 0.0f;
       s[r] = p * (dp[r] - D[r]) * scale; /* ds */
     }
-    for (int jj = 0; jj < ATT_KT; jj++) {
-      float kv[NPL];
-#pragma unroll
-      for (int e = 0; e < NPL; e++) kv[e] = lane + 32 * e < hq ? Ks[jj * hp + lane + 32 * e] : 0.0f;
-#pragma unroll
-      for (int r = 0; r < ATT_RPW; r++) {
-        float dsj = __shfl_sync(ATT_FULL, s[r], jj);
-#pragma unroll
-        for (int e = 0; e < NPL; e++) acc[r][e] += dsj * kv[e];
-      }
-    }
+    att_bcast_acc<NPL>(acc, s, Ks, hp, hq, lane); /* s holds ds */
   }
 #pragma unroll
   for (int r = 0; r < ATT_RPW; r++) {
