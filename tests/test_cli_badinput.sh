@@ -148,6 +148,9 @@ else
   echo "ok   plan 70B on one rank: exit 3: $(cat "$tmp/err")"
 fi
 expect "plan unknown model" "--model" "" -- plan --model no-such-model
+expect "selftest unknown part" "--only" "" -- selftest --backend cuda --only everything
+expect "selftest other backend" "--backend" "" -- selftest --backend cpu
+expect "selftest unknown flag" "--steps" "" -- selftest --steps 3
 
 echo "test_cli_badinput: $cases cases, $fails failed"
 [[ $fails -eq 0 ]]
