@@ -67,7 +67,8 @@ bool fb_tf_block_recomputed(int l, int L, int K);
  * holds a micro-batch's logits whole, as PyTorch frameworks materialise them (torchtitan,
  * llm-foundry): the head is then one GEMM per pass that reads the weight once, where a chunked
  * head reads it, and read-modify-writes its fp32 gradient, once per chunk (measured on an
- * H200: 1B at batch 4 x 2048 predicted 202 ms/step chunked, 162 whole; PyTorch ran 170). */
+ * H200: 1B at batch 4 x 2048 predicted 202 ms/step chunked, 169 whole after the profiles'
+ * refit; PyTorch ran 170-175, docs/simulator.md). */
 #define FB_TF_LOGITS_CHUNK_CPU ((size_t)64 << 20)
 #define FB_TF_LOGITS_CHUNK_GPU ((size_t)4 << 30)
 /* A chunk smaller than the micro-batch has a multiple of this many rows (on a GPU an odd row
