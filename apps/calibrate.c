@@ -85,6 +85,12 @@ static double nominal_peak(void) {
 
 /* ---- memory ---------------------------------------------------------------------------------- */
 
+/* Bytes of the last-level cache this process may use (L3, else L2); NAN when unknown. */
+static double llc_bytes(void) {
+  long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return l3 > 0 ? (double)l3 : l2 > 0 ? (double)l2 : NAN;
+}
+
 static double measure_triad(int threads, bool quick) {
   /* 3 x 96 MB (quick: 3 x 32 MB), above the last-level caches of current CPUs */
   const size_t n = quick ? (size_t)8 << 20 : (size_t)24 << 20;
@@ -560,6 +566,8 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out, fb_
   double add_bw = 3.0 * big.n * 4 / fmax(t_big - t_tiny, 1e-9);
   hw.mem_eff = fmin(1.0, add_bw / triad);
   dg.add_bw = add_bw;
+  dg.add_bytes = 2.0 * big.n * 4;
+  dg.llc_bytes = llc_bytes();
   fb_free(c.d, &tiny.a, NULL);
   fb_free(c.d, &tiny.b, NULL);
   fb_free(c.d, &big.a, NULL);
@@ -613,8 +621,16 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out, fb_
     peak = best_gemm;
     hw.peak_fp32 = hw.peak_bf16 = peak;
   }
+  /* the curve over the shapes the steps have (FB_CALIB_GEMM_MIN_S, calibrate_check.c) */
+  double fs[NPT], frate[NPT];
+  int nfit = 0;
+  for (int i = 0; i < NPT; i++)
+    if (gs[i] >= FB_CALIB_GEMM_MIN_S) {
+      fs[nfit] = gs[i];
+      frate[nfit++] = grate[i];
+    }
   dg.micro_gemm_rms =
-      fb_calibrate_fit_gemm(gs, grate, NPT, peak, &hw.gemm_max_eff, &hw.gemm_half_size);
+      fb_calibrate_fit_gemm(fs, frate, nfit, peak, &hw.gemm_max_eff, &hw.gemm_half_size);
 
   /* attention fwd+bwd (gpt2-124m heads) against the GEMM curve at its size */
   fb_progress_update(&prog, 4, "attention");

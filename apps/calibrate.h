@@ -42,6 +42,8 @@ typedef struct fb_calib_diag {
   double attn_raw;        /* attention efficiency before its cap at 1 */
   double triad;           /* B/s, STREAM triad (the profile's mem_bw) */
   double add_bw;          /* B/s, the device's add kernel (mem_efficiency = add_bw / triad) */
+  double add_bytes;       /* bytes the add kernel's two arrays take */
+  double llc_bytes;       /* the last-level cache (sysconf; NAN when unknown) */
   double overlap_raw;     /* GEMM slowdown beside a memory stream before its clamp to [1, 100] */
   double comm_rms;        /* relative RMS residual of the communicator's bandwidth fit (the
                              collective whose bandwidth the profile took) */
@@ -58,6 +60,7 @@ void fb_calib_diag_init(fb_calib_diag *d);
 #define FB_CALIB_MIN_FRACTION 0.01   /* of a ceiling: slower than this is a stalled run */
 #define FB_CALIB_CEILING_TOL 1.05    /* a rate may exceed its measured ceiling by timing noise */
 #define FB_CALIB_MAX_ADD_OVER_TRIAD 2.0  /* add kernel vs STREAM triad */
+#define FB_CALIB_GEMM_MIN_S 192.0    /* micro-benchmark GEMMs fitted: cbrt(m n k) at least */
 #define FB_CALIB_MAX_CACHE_OVER_TRIAD 16.0 /* cache-resident kernels / copies vs triad */
 #define FB_CALIB_MAX_LAUNCH_S 100e-6 /* a 16-element kernel */
 #define FB_CALIB_MAX_LAT_S 0.1       /* a collective's latency */

@@ -76,6 +76,19 @@ static void m_attn_cap(fb_hardware *h, fb_calib_diag *d) { h->attn_eff = 1; d->a
 static void m_attn_zero(fb_hardware *h, fb_calib_diag *d) { h->attn_eff = 0; d->attn_raw = 0; }
 static void m_triad(fb_hardware *h, fb_calib_diag *d) { (void)h; d->triad = 1e5; }
 static void m_add_cache(fb_hardware *h, fb_calib_diag *d) { (void)h; d->add_bw = 3.6 * d->triad; }
+/* arrays larger than the last-level cache: still the 2 x triad bound */
+static void m_add_cache_big(fb_hardware *h, fb_calib_diag *d) {
+  m_add_cache(h, d);
+  d->add_bytes = 128.0 * (1 << 20);
+  d->llc_bytes = 32.0 * (1 << 20);
+}
+/* arrays inside the last-level cache: the cache bound (16 x triad) */
+static void m_add_llc_fast(fb_hardware *h, fb_calib_diag *d) {
+  (void)h;
+  d->add_bw = 20 * d->triad;
+  d->add_bytes = 128.0 * (1 << 20);
+  d->llc_bytes = 480.0 * (1 << 20);
+}
 static void m_launch_zero(fb_hardware *h, fb_calib_diag *d) { (void)d; h->launch_s = 0; }
 static void m_launch_slow(fb_hardware *h, fb_calib_diag *d) { (void)d; h->launch_s = 2e-3; }
 static void m_overlap_clamp(fb_hardware *h, fb_calib_diag *d) { h->overlap_slowdown = 100; d->overlap_raw = 250; }
@@ -113,6 +126,8 @@ static const tcase cases[] = {
     {"zero attention efficiency", m_attn_zero, "attention_efficiency", "outside (0, 1]", false},
     {"triad outside any memory", m_triad, "mem_bw_gbs", "outside any memory system", false},
     {"add kernel in cache", m_add_cache, "mem_efficiency", "ran in cache or was disturbed", false},
+    {"add kernel in cache, arrays above the LLC", m_add_cache_big, "mem_efficiency", "ran in cache", false},
+    {"add kernel above the cache bound", m_add_llc_fast, "mem_efficiency", "ran in cache", false},
     {"zero launch overhead", m_launch_zero, "launch_us", "zero or negative", false},
     {"millisecond launch overhead", m_launch_slow, "launch_us", "context switch", false},
     {"overlap slowdown at the clamp", m_overlap_clamp, "overlap_slowdown", "clamp bound", false},
@@ -166,6 +181,25 @@ static void test_check_fit(void) {
     CHECK(nc == (t->comm ? 1 : 0), "%s with compute = false: %d rejection(s), want %d", t->what,
           nc, t->comm ? 1 : 0);
   }
+  /* the add kernel's bound: 2 x triad unless its arrays fit the last-level cache, then the
+   * cache bound (a Xeon slice: 128 MiB of arrays at 2.3 x a DRAM triad, 480 MiB of L3) */
+  healthy(&hw, &d);
+  m_add_cache_big(&hw, &d);
+  n = fb_calibrate_check_fit(&hw, &d, true, rej, 16);
+  CHECK(n == 1 && strstr(rej[0].allowed, "2.0] x triad") && !strstr(rej[0].allowed, "cache"),
+        "arrays above the LLC: allowed '%s'", n ? rej[0].allowed : "-");
+  healthy(&hw, &d);
+  m_add_llc_fast(&hw, &d);
+  n = fb_calibrate_check_fit(&hw, &d, true, rej, 16);
+  CHECK(n == 1 && strstr(rej[0].allowed, "16.0] x triad (its arrays fit the last-level cache)"),
+        "arrays in the LLC: allowed '%s'", n ? rej[0].allowed : "-");
+  healthy(&hw, &d);
+  d.add_bw = 2.3 * d.triad;
+  d.add_bytes = 128.0 * (1 << 20);
+  d.llc_bytes = 480.0 * (1 << 20);
+  n = fb_calibrate_check_fit(&hw, &d, true, rej, 16);
+  CHECK(n == 0, "add kernel at 2.3 x triad from the LLC rejected: %s", n ? rej[0].reason : "");
+
   /* several at once: each counted, the array never overrun */
   healthy(&hw, &d);
   m_lat_zero(&hw, &d);
