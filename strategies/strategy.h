@@ -104,8 +104,7 @@ struct fb_rank {
   const fb_model *model;
   int rank, world;
   fb_dtype pdt;         /* compute dtype of gathered parameters and unit gradients */
-  size_t logits_chunk;  /* fb_tf.logits_chunk_bytes of this run (FB_TF_LOGITS_CHUNK_*) */
-  int logits_rows;      /* fb_tf.logits_chunk_rows of this run (FB_TF_LOGITS_ROWS_*) */
+  const struct fb_tf_logits *logits; /* the head's chunking: fb_tf_logits_cpu or _gpu */
   fb_dtype rdt;         /* dtype gradients are reduced in */
   fb_device *dev;
   fb_comm *comm;

@@ -218,9 +218,7 @@ static fb_status rank_run(rank_ctx *ctx) {
   r.world = res->world;
   r.pdt = c->param_dtype;
   r.rdt = c->reduce_dtype;
-  const bool gpu_run = fb_run_on_gpu(c->backend, sh->hw);
-  r.logits_chunk = gpu_run ? FB_TF_LOGITS_CHUNK_GPU : FB_TF_LOGITS_CHUNK_CPU;
-  r.logits_rows = gpu_run ? FB_TF_LOGITS_ROWS_GPU : FB_TF_LOGITS_ROWS_CPU;
+  r.logits = fb_run_on_gpu(c->backend, sh->hw) ? &fb_tf_logits_gpu : &fb_tf_logits_cpu;
   r.dev = dev;
   r.comm = comm;
   r.compute = compute;

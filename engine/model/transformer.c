@@ -44,6 +44,9 @@ static fb_status act_alloc(fb_tf *t, fb_buf *b, size_t elems, size_t elsz, const
   return fb_alloc(t->dev, elems * elsz, ACT, label, b);
 }
 
+const fb_tf_logits fb_tf_logits_cpu = {.chunk_bytes = (size_t)64 << 20, .rows = 1};
+const fb_tf_logits fb_tf_logits_gpu = {.chunk_bytes = (size_t)4 << 30, .rows = 128};
+
 fb_status fb_tf_begin(fb_tf *t, const fb_model *m, fb_device *dev, fb_stream *s, fb_dtype act,
                       int B, int T, fb_recompute recompute, const int32_t *tokens,
                       const int32_t *targets, float dscale, double *loss_dev) {
@@ -55,8 +58,7 @@ fb_status fb_tf_begin(fb_tf *t, const fb_model *m, fb_device *dev, fb_stream *s,
   t->B = B;
   t->T = T;
   t->recompute = recompute;
-  t->logits_chunk_bytes = FB_TF_LOGITS_CHUNK_CPU;
-  t->logits_chunk_rows = FB_TF_LOGITS_ROWS_CPU;
+  t->logits = &fb_tf_logits_cpu;
   t->tokens = tokens;
   t->targets = targets;
   t->dscale = dscale;
@@ -261,9 +263,9 @@ fb_status fb_tf_head(fb_tf *t, const void *root, void *rg) {
   const bool gpt2 = s->family == FB_GPT2;
   const int head_slot = gpt2 ? FB_G_WTE : (s->tied ? FB_L_TOK : FB_L_HEAD);
   const int norm_slot = gpt2 ? FB_G_LNF_W : FB_L_NORM;
-  /* rows per logits chunk: logits_chunk_bytes of fp32 logits, a multiple of
-   * logits_chunk_rows when that is less than N, at least 1 row */
-  size_t rows = t->logits_chunk_bytes / ((size_t)V * 4), align = (size_t)t->logits_chunk_rows;
+  /* rows per logits chunk: chunk_bytes of fp32 logits, a multiple of logits->rows when that is
+   * less than N, at least 1 row */
+  size_t rows = t->logits->chunk_bytes / ((size_t)V * 4), align = (size_t)t->logits->rows;
   if (rows < (size_t)N && align > 1 && rows >= align) rows -= rows % align;
   int chunk = rows < 1 ? 1 : rows > (size_t)N ? N : (int)rows;
 

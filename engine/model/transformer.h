@@ -62,19 +62,20 @@ const char *fb_recompute_name(fb_recompute m);
 /* Whether block l (1..L) of L is checkpointed when K of them are (K = 0 or K >= L: all). */
 bool fb_tf_block_recomputed(int l, int L, int K);
 
-/* The head computes logits in row chunks of at most this many fp32 bytes. A CPU run keeps its
+/* How the head chunks its logits: rows of at most chunk_bytes of fp32 logits. A CPU run keeps its
  * temporaries small (64 MiB). A GPU run (cuda, or sim with a GPU profile) takes 4 GiB, which
  * holds a micro-batch's logits whole, as PyTorch frameworks materialise them (torchtitan,
  * llm-foundry): the head is then one GEMM per pass that reads the weight once, where a chunked
  * head reads it, and read-modify-writes its fp32 gradient, once per chunk (measured on an
  * H200: 1B at batch 4 x 2048 predicted 202 ms/step chunked, 169 whole after the profiles'
  * refit; PyTorch ran 170-175, docs/simulator.md). */
-#define FB_TF_LOGITS_CHUNK_CPU ((size_t)64 << 20)
-#define FB_TF_LOGITS_CHUNK_GPU ((size_t)4 << 30)
-/* A chunk smaller than the micro-batch has a multiple of this many rows (on a GPU an odd row
- * count leaves the head's GEMM rows 2-byte aligned, off the tensor-core fast path). */
-#define FB_TF_LOGITS_ROWS_CPU 1
-#define FB_TF_LOGITS_ROWS_GPU 128
+typedef struct fb_tf_logits {
+  size_t chunk_bytes; /* fp32 bytes of logits one chunk may hold */
+  int rows;           /* a chunk smaller than the micro-batch has a multiple of this many rows
+                         (on a GPU an odd row count leaves the head's GEMM rows 2-byte aligned,
+                         off the tensor-core fast path) */
+} fb_tf_logits;
+extern const fb_tf_logits fb_tf_logits_cpu, fb_tf_logits_gpu;
 
 typedef struct fb_tf {
   const fb_model *m;
@@ -85,10 +86,8 @@ typedef struct fb_tf {
   fb_recompute recompute; /* activation checkpointing mode */
   int recompute_layers;   /* checkpoint K of the L blocks (0 = all); set after fb_tf_begin,
                            * before the first block forward */
-  size_t logits_chunk_bytes; /* fp32 bytes of logits one chunk of the head may hold
-                              * (FB_TF_LOGITS_CHUNK_*); set after fb_tf_begin */
-  int logits_chunk_rows;     /* a partial chunk's rows are a multiple of this
-                              * (FB_TF_LOGITS_ROWS_*); set after fb_tf_begin */
+  const fb_tf_logits *logits; /* the head's chunking (fb_tf_logits_cpu unless set after
+                               * fb_tf_begin) */
   const int32_t *tokens;  /* device [B*T] */
   const int32_t *targets; /* device [B*T] */
   float dscale;           /* d loss / d (token loss): 1 / global tokens of the step */
