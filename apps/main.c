@@ -81,11 +81,21 @@ static int predicted_fit(const fb_run_result *res) {
   int64_t peak = 0;
   for (int i = 0; i < res->nranks; i++)
     if (res->ranks[i].mem.peak_total > peak) peak = res->ranks[i].mem.peak_total;
-  if (res->mem_capacity <= 0 || peak <= res->mem_capacity) return 0;
-  fprintf(stderr, "fsdpbench: does not fit: predicted peak %.1f GiB allocated per rank > %.1f "
-          "GiB of one %s device (recompute, more ranks, a smaller micro-batch or a sharding "
-          "strategy lower it; exit 3)\n", (double)peak / 1073741824.0,
-          (double)res->mem_capacity / 1073741824.0, res->hardware);
+  int64_t reserved = 0;
+  const int64_t ooms = fb_report_ooms(res, &reserved);
+  if (res->mem_capacity <= 0 || (peak <= res->mem_capacity && ooms == 0)) return 0;
+  if (peak > res->mem_capacity)
+    fprintf(stderr, "fsdpbench: does not fit: predicted peak %.1f GiB allocated per rank > %.1f "
+            "GiB of one %s device (recompute, more ranks, a smaller micro-batch or a sharding "
+            "strategy lower it; exit 3)\n", (double)peak / 1073741824.0,
+            (double)res->mem_capacity / 1073741824.0, res->hardware);
+  else
+    fprintf(stderr, "fsdpbench: does not fit: predicted peak %.1f GiB allocated per rank fits "
+            "%.1f GiB of one %s device, but the caching allocator's reserved memory reaches "
+            "%.1f GiB: %lld predicted out-of-memory error(s) (fragmentation; recompute, more "
+            "ranks or a smaller micro-batch lower it; exit 3)\n", (double)peak / 1073741824.0,
+            (double)res->mem_capacity / 1073741824.0, res->hardware,
+            (double)reserved / 1073741824.0, (long long)ooms);
   return 3;
 }
 

@@ -109,11 +109,12 @@ static void run_one(const fb_run_config *base, const candidate *cand, int64_t ca
   if (res.ranks[0].rec && fb_recorder_model(res.ranks[0].rec, &m) && m.alloc_model)
     row->reserved_peak = m.reserved_peak;
   row->peak_bytes = peak;
+  row->ooms = fb_report_ooms(&res, NULL);
   row->tokens_per_s_per_rank = step > 0 ? (double)res.tokens_per_step / step / res.world : 0;
   row->mfu = step > 0 && res.peak_flops > 0
                  ? res.model_flops_per_step / (step * res.world * res.peak_flops)
                  : 0;
-  row->fits = peak <= capacity;
+  row->fits = peak <= capacity && row->ooms == 0;
   fb_run_result_free(&res);
 }
 
@@ -207,7 +208,8 @@ void fb_plan_print(FILE *f, const fb_run_config *base, const fb_plan_row *rows_i
   fb_plan_row *rows = malloc(sizeof *rows * (size_t)(nrows > 0 ? nrows : 1));
   if (!rows) return;
   memcpy(rows, rows_in, sizeof *rows * (size_t)nrows);
-  for (int i = 0; i < nrows; i++) rows[i].fits = rows[i].peak_bytes <= capacity;
+  for (int i = 0; i < nrows; i++)
+    rows[i].fits = rows[i].peak_bytes <= capacity && rows[i].ooms == 0;
   qsort(rows, (size_t)nrows, sizeof *rows, by_step);
   int nfit = 0, nbig = 0, nfail = 0;
   for (int i = 0; i < nrows; i++) {
@@ -230,12 +232,17 @@ void fb_plan_print(FILE *f, const fb_run_config *base, const fb_plan_row *rows_i
   if (!nfit) fprintf(f, "      (no candidate fits: activation recomputation (--recompute full), "
                         "a smaller --micro-batch or --seq, bf16 parameters or more ranks may)\n");
   if (nbig) {
-    fprintf(f, "\ndoes not fit (predicted peak per rank > %.1f GiB):\n", gib(capacity));
+    fprintf(f, "\ndoes not fit (predicted peak per rank > %.1f GiB, or the caching allocator's "
+               "reserved memory over it: out of memory):\n", gib(capacity));
     for (int i = 0; i < nrows; i++) {
       const fb_plan_row *r = &rows[i];
       if (r->st != FB_OK || r->fits) continue;
-      fprintf(f, "      %-7s %-56s peak %9.2f GiB (step would be %.2f ms)\n", r->strategy,
+      fprintf(f, "      %-7s %-56s peak %9.2f GiB (step would be %.2f ms)", r->strategy,
               r->options, gib(r->peak_bytes), r->step_s * 1e3);
+      if (r->peak_bytes <= capacity)
+        fprintf(f, "; reserved %.2f GiB: %lld out-of-memory error(s)", gib(r->reserved_peak),
+                (long long)r->ooms);
+      fputc('\n', f);
     }
   }
   if (nfail) {
@@ -310,7 +317,7 @@ int fb_plan_main(int argc, char **argv) {
   int ok = 0, fit = 0;
   for (int i = 0; i < n; i++) {
     ok += rows[i].st == FB_OK;
-    fit += rows[i].st == FB_OK && rows[i].peak_bytes <= capacity;
+    fit += rows[i].st == FB_OK && rows[i].peak_bytes <= capacity && rows[i].ooms == 0;
   }
   free(rows);
   if (!ok) {

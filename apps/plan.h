@@ -29,7 +29,8 @@ typedef struct fb_plan_row {
   double mfu;            /* model FLOPs / (step time * world * peak) */
   double exposed_comm_s;
   int64_t peak_bytes;    /* per rank, largest over simulated ranks */
-  bool fits;
+  int64_t ooms;          /* out-of-memory errors the allocator model predicts (all ranks) */
+  bool fits;             /* peak_bytes <= capacity and no predicted out-of-memory error */
   /* why: rank 0's last step (compute by op kind, exposed time per collective type, host and
    * allocator-model time) and the allocator model's reserved peak (0 without the model) */
   fb_step_stats why;
@@ -40,8 +41,8 @@ typedef struct fb_plan_row {
  * capacity receives the hardware's memory per device. */
 fb_status fb_plan_run(const fb_run_config *base, fb_plan_row **rows, int *nrows,
                       int64_t *capacity);
-/* Prints the ranked table, the "does not fit" (peak > capacity) and the "could not run"
- * sections. */
+/* Prints the ranked table, the "does not fit" (peak > capacity, or the allocator model's
+ * reserved memory over it: an out-of-memory error) and the "could not run" sections. */
 void fb_plan_print(FILE *f, const fb_run_config *base, const fb_plan_row *rows, int nrows,
                    int64_t capacity);
 

@@ -199,6 +199,18 @@ static bool rank_model(const fb_run_result *r, int i, fb_dev_model *m) {
   return r->ranks[i].rec && fb_recorder_model(r->ranks[i].rec, m);
 }
 
+int64_t fb_report_ooms(const fb_run_result *r, int64_t *reserved) {
+  int64_t ooms = 0, res = 0;
+  for (int i = 0; i < r->nranks; i++) {
+    fb_dev_model m;
+    if (!rank_model(r, i, &m) || !m.alloc_model) continue;
+    ooms += m.ooms;
+    if (m.reserved_peak > res) res = m.reserved_peak;
+  }
+  if (reserved) *reserved = res;
+  return ooms;
+}
+
 /* Means over the measured steps of the per-step model figures. */
 typedef struct model_means {
   double host_busy, host_work, host_wait, host_drain, alloc_time, retry_time, retries;

@@ -112,6 +112,11 @@ void fb_report_summary(const fb_run_result *r, int i, fb_rank_summary *out);
 void fb_report_why_head(FILE *f, const char *label);
 void fb_report_why_row(FILE *f, const char *label, const fb_step_stats *w, int64_t allocated,
                        int64_t reserved);
+/* Out-of-memory errors the caching-allocator model predicts, summed over the ranks (0 without
+ * the model: a CPU run, a GPU profile's ledger alone); *reserved (may be NULL) gets the largest
+ * reserved peak. A run with any would stop with OutOfMemoryError: it does not fit, whatever its
+ * allocated peak. */
+int64_t fb_report_ooms(const fb_run_result *r, int64_t *reserved);
 /* The tables, then the loss / grad norm / final parameter sum lines. */
 void fb_report_print(FILE *f, const fb_run_result *r);
 /* summary.csv, steps.csv, memory.csv, ledger.csv, report.json under dir (created). */
