@@ -786,6 +786,15 @@ static void median_of_runs(const fb_hardware *runs, int n, fb_hardware *out) {
     }
     if (nv > 0) m.kernels[k].bw = fb_calib_median(v, nv);
   }
+  for (int k = 0; k < m.nsplit_kernels; k++) { /* the split table likewise */
+    double v[100];
+    int nv = 0;
+    for (int r = 0; r < n && nv < 100; r++) {
+      double bw = fb_hardware_split_kernel_bw(&runs[r], m.split_kernels[k].name);
+      if (bw > 0) v[nv++] = bw;
+    }
+    if (nv > 0) m.split_kernels[k].bw = fb_calib_median(v, nv);
+  }
   *out = m;
 }
 
@@ -1036,9 +1045,12 @@ static fb_status write_profile(const calib_cli *c, fb_hardware *hw, int world,
   /* measurements carry ~4 significant digits: write them so */
   double *fields[] = {&hw->peak_fp32, &hw->peak_bf16, &hw->gemm_max_eff, &hw->gemm_half_size,
                       &hw->attn_eff, &hw->mem_bw, &hw->mem_eff, &hw->launch_s, &hw->intra_bw,
-                      &hw->intra_lat, &hw->inter_bw, &hw->inter_lat, &hw->overlap_slowdown};
+                      &hw->intra_lat, &hw->inter_bw, &hw->inter_lat, &hw->overlap_slowdown,
+                      &hw->split_gemm_max_eff, &hw->split_gemm_half_size, &hw->split_attn_eff};
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) *fields[i] = sig4(*fields[i]);
   for (int i = 0; i < hw->nkernels; i++) hw->kernels[i].bw = sig4(hw->kernels[i].bw);
+  for (int i = 0; i < hw->nsplit_kernels; i++)
+    hw->split_kernels[i].bw = sig4(hw->split_kernels[i].bw);
   return fb_calib_write_profile(c->path, hw, comment, c->force);
 }
 

@@ -49,6 +49,9 @@ typedef struct fb_calib_diag {
                              collective whose bandwidth the profile took) */
   double kernel_rms;      /* relative RMS residual of the in-step kernel_gbs rates against each
                              traced step's time of the same kernel (time-weighted) */
+  double split_gemm_rms;  /* the same three for the split figures (1-thread ranks at once) */
+  double split_attn_raw;
+  double split_kernel_rms;
 } fb_calib_diag;
 
 /* Every field NAN. */

@@ -64,6 +64,7 @@
 void fb_calib_diag_init(fb_calib_diag *d) {
   d->fma_peak = d->nominal_peak = d->best_gemm = d->micro_gemm_rms = d->gemm_rms = NAN;
   d->attn_raw = d->triad = d->add_bw = d->overlap_raw = d->comm_rms = d->kernel_rms = NAN;
+  d->split_gemm_rms = d->split_attn_raw = d->split_kernel_rms = NAN;
   d->add_bytes = d->llc_bytes = NAN;
 }
 
@@ -113,6 +114,62 @@ static void check_rms_max(rejects *R, const char *figure, double value, double r
 
 static void check_rms(rejects *R, const char *figure, double value, double rms, const char *fit) {
   check_rms_max(R, figure, value, rms, fit, FB_CALIB_MAX_RMS);
+}
+
+/* A kernel table's rates: positive, within [1 %, 16 x] of the triad bandwidth. */
+static void check_kernels(rejects *R, const char *key, const fb_hw_kernel *k, int n,
+                          double triad) {
+  char v[32], a[96];
+  for (int i = 0; i < n; i++) {
+    const double bw = k[i].bw;
+    char fig[64];
+    snprintf(fig, sizeof fig, "%s.%s", key, k[i].name);
+    if (!pos(bw)) {
+      reject(R, fig, num(v, bw * 1e-9), "> 0", "not a positive rate");
+      continue;
+    }
+    if (!pos(triad)) continue;
+    snprintf(a, sizeof a, "[%.4g, %.4g] GB/s (%.2f to %.0f x triad)",
+             FB_CALIB_MIN_FRACTION * triad * 1e-9, FB_CALIB_MAX_CACHE_OVER_TRIAD * triad * 1e-9,
+             FB_CALIB_MIN_FRACTION, FB_CALIB_MAX_CACHE_OVER_TRIAD);
+    if (bw < FB_CALIB_MIN_FRACTION * triad)
+      reject(R, fig, num(v, bw * 1e-9), a, "%.3g %% of the triad bandwidth: a stalled kernel",
+             100 * bw / triad);
+    else if (bw > FB_CALIB_MAX_CACHE_OVER_TRIAD * triad)
+      reject(R, fig, num(v, bw * 1e-9), a,
+             "%.3g x the triad bandwidth, above any cache: its timing is broken", bw / triad);
+  }
+}
+
+/* The split figures: one of split_ranks 1-thread ranks. Its large GEMM runs at most at one
+ * core's share of the machine's peak (all cores busy: no single-core turbo) and above 1 % of
+ * it; attention within (0, 1] of its own curve; residuals as the whole machine's. */
+static void check_split(rejects *R, const fb_hardware *hw, const fb_calib_diag *d, double triad) {
+  char v[32], a[96];
+  const double E = hw->split_gemm_max_eff, h = hw->split_gemm_half_size;
+  const double core = 1.0 / hw->split_ranks, at1024 = E * 1024 / (1024 + h);
+  snprintf(a, sizeof a, "a 1024^3 GEMM at (%.2f, %.2f] of the peak (one core's share)",
+           FB_CALIB_MIN_FRACTION * core, FB_CALIB_CEILING_TOL * core);
+  if (!(E > 0 && E < 1 && at1024 > FB_CALIB_MIN_FRACTION * core &&
+        at1024 <= FB_CALIB_CEILING_TOL * core))
+    reject(R, "split_gemm_max_efficiency", num(v, E), a,
+           "one of %d 1-thread ranks ran a 1024^3 GEMM at %.3g of the %d-thread peak",
+           hw->split_ranks, at1024, hw->split_ranks);
+  if (!(h >= 1) || h >= FB_CALIB_GEMM_H_MAX / 1.05) {
+    snprintf(a, sizeof a, "[1, %.0f) (the fit's grid)", FB_CALIB_GEMM_H_MAX / 1.05);
+    reject(R, "split_gemm_half_size", num(v, h), a,
+           "at the fit's clamp bound: the curve never reaches its plateau");
+  }
+  check_rms(R, "split_gemm_max_efficiency", E, d->split_gemm_rms, "the split GEMM curve");
+  const double att = known(d->split_attn_raw) ? d->split_attn_raw : hw->split_attn_eff;
+  snprintf(a, sizeof a, "[%.2f, 1] of a GEMM of its size", FB_CALIB_MIN_FRACTION);
+  if (!(att >= FB_CALIB_MIN_FRACTION && att <= 1))
+    reject(R, "split_attention_efficiency", num(v, att), a,
+           att > 1 ? "attention ran faster than a GEMM of its size: the GEMM curve is wrong"
+                   : "an efficiency outside (0, 1] or a stalled kernel");
+  check_rms(R, "split_kernel_gbs", NAN, d->split_kernel_rms,
+            "the split kernel table (each kernel's time step by step)");
+  check_kernels(R, "split_kernel_gbs", hw->split_kernels, hw->nsplit_kernels, triad);
 }
 
 int fb_calibrate_check_fit(const fb_hardware *hw, const fb_calib_diag *d, bool compute,
@@ -214,25 +271,8 @@ int fb_calibrate_check_fit(const fb_hardware *hw, const fb_calib_diag *d, bool c
     /* per-kernel rates: steady step to step, within [1 %, 16 x] of the triad bandwidth */
     check_rms(&R, "kernel_gbs", NAN, d->kernel_rms,
               "the in-step kernel table (each kernel's time step by step)");
-    for (int i = 0; i < hw->nkernels; i++) {
-      const double bw = hw->kernels[i].bw;
-      char fig[64];
-      snprintf(fig, sizeof fig, "kernel_gbs.%s", hw->kernels[i].name);
-      if (!pos(bw)) {
-        reject(&R, fig, num(v, bw * 1e-9), "> 0", "not a positive rate");
-        continue;
-      }
-      if (!pos(triad)) continue;
-      snprintf(a, sizeof a, "[%.4g, %.4g] GB/s (%.2f to %.0f x triad)",
-               FB_CALIB_MIN_FRACTION * triad * 1e-9, FB_CALIB_MAX_CACHE_OVER_TRIAD * triad * 1e-9,
-               FB_CALIB_MIN_FRACTION, FB_CALIB_MAX_CACHE_OVER_TRIAD);
-      if (bw < FB_CALIB_MIN_FRACTION * triad)
-        reject(&R, fig, num(v, bw * 1e-9), a, "%.3g %% of the triad bandwidth: a stalled kernel",
-               100 * bw / triad);
-      else if (bw > FB_CALIB_MAX_CACHE_OVER_TRIAD * triad)
-        reject(&R, fig, num(v, bw * 1e-9), a,
-               "%.3g x the triad bandwidth, above any cache: its timing is broken", bw / triad);
-    }
+    check_kernels(&R, "kernel_gbs", hw->kernels, hw->nkernels, triad);
+    if (hw->split_ranks > 1) check_split(&R, hw, d, triad);
   }
 
   /* the communicator: positive latency, bandwidth inside the fit's grid and under the cache

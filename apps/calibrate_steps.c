@@ -7,10 +7,14 @@
  *  - attention_efficiency on the attention kernels against that curve;
  *  - kernel_gbs for every memory-bound op name a step issues (bytes its wrapper counts over
  *    its measured time less the launch overhead).
+ * With 2 or more threads it refits the same figures a second time on ddp runs of as many
+ * 1-thread ranks as threads, all ranks' ops pooled: the split figures (split_ranks,
+ * split_gemm_*, split_attention_efficiency, split_kernel_gbs), which the cost model gives a
+ * rank of a world of at least that many ranks on this shared host.
  * The peak, the memory bandwidth, the launch overhead, the overlap slowdown and the
  * communicator stay as the micro-benchmarks measured them. The calibration runs use other
- * token counts than bench/bench_sim_validation.sh, so that validation stays a prediction.
- * It does not write the profile (calibrate.c does). */
+ * token counts than bench/bench_sim_validation.sh (also per rank), so that validation stays a
+ * prediction. It does not write the profile (calibrate.c does). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +35,11 @@ typedef struct calib_run {
 static const calib_run runs_full[] = {
     {"debug", 4, 128, 4}, {"debug-llama", 4, 128, 3}, {"gpt2-124m", 2, 64, 3}};
 static const calib_run runs_quick[] = {{"debug", 2, 64, 2}};
+/* The split runs: sequences per rank (the validation's ranks run debug 4x128 and 2x128, gpt2
+ * 2x64 and 1x64). */
+static const calib_run split_full[] = {
+    {"debug", 3, 96, 4}, {"debug-llama", 3, 96, 3}, {"gpt2-124m", 1, 96, 3}};
+static const calib_run split_quick[] = {{"debug", 1, 96, 2}};
 
 enum { MAX_SIZES = 256, MAX_NAMES = FB_HW_MAX_KERNELS, MAX_STEPS = 32 };
 
@@ -88,16 +97,18 @@ static void add_mem(in_step *a, const char *name, int step, double bytes, double
   }
 }
 
-/* Runs one calibration configuration and adds its traced steps' compute ops to `a`. */
-static fb_status run_one(const calib_run *r, int threads, in_step *a, fb_run_result *res) {
+/* Runs one calibration configuration (world 1: single; else ddp over `world` rank threads,
+ * r->batch sequences each) and adds every rank's traced compute ops to `a`. */
+static fb_status run_one(const calib_run *r, int threads, int world, in_step *a,
+                         fb_run_result *res) {
   fb_run_config c;
   fb_config_defaults(&c);
   snprintf(c.model, sizeof c.model, "%s", r->model);
-  snprintf(c.strategy, sizeof c.strategy, "single");
+  snprintf(c.strategy, sizeof c.strategy, "%s", world > 1 ? "ddp" : "single");
   snprintf(c.backend, sizeof c.backend, "cpu");
   snprintf(c.comm, sizeof c.comm, "local");
-  c.world = 1;
-  c.batch = r->batch;
+  c.world = world;
+  c.batch = r->batch * world;
   c.seq = r->seq;
   c.steps = r->steps;
   c.threads = threads;
@@ -108,102 +119,108 @@ static fb_status run_one(const calib_run *r, int threads, in_step *a, fb_run_res
   c.trace_active = r->steps - 1;
   FB_TRY(fb_config_finalize(&c));
   FB_TRY(fb_run(&c, res));
-  int64_t n = 0;
-  const fb_rec_op *ops = fb_recorder_ops(res->ranks[0].rec, &n);
-  for (int64_t i = 0; i < n; i++) {
-    const fb_rec_op *o = &ops[i];
-    double t = o->t1 - o->t0;
-    if (!(t > 0)) continue;
-    switch (o->kind) {
-    case FB_OP_GEMM: add_sized(a->gemm, &a->ngemm, o->size, o->flops, t); break;
-    case FB_OP_ATTN: add_sized(a->attn, &a->nattn, o->size, o->flops, t); break;
-    case FB_OP_MEM:
-    case FB_OP_OPTIM: add_mem(a, o->name, o->step, o->bytes, t); break;
-    default: break; /* collectives and host spans: not compute */
+  for (int r0 = 0; r0 < res->nranks; r0++) {
+    int64_t n = 0;
+    const fb_rec_op *ops = fb_recorder_ops(res->ranks[r0].rec, &n);
+    for (int64_t i = 0; i < n; i++) {
+      const fb_rec_op *o = &ops[i];
+      double t = o->t1 - o->t0;
+      if (!(t > 0)) continue;
+      switch (o->kind) {
+      case FB_OP_GEMM: add_sized(a->gemm, &a->ngemm, o->size, o->flops, t); break;
+      case FB_OP_ATTN: add_sized(a->attn, &a->nattn, o->size, o->flops, t); break;
+      case FB_OP_MEM:
+      case FB_OP_OPTIM: add_mem(a, o->name, o->step, o->bytes, t); break;
+      default: break; /* collectives and host spans: not compute */
+      }
     }
   }
   a->step_base += r->steps;
   return FB_OK;
 }
 
-/* Sets name's rate in hw's kernel table (adds the name when it is new and there is room). */
-static void set_kernel(fb_hardware *hw, const char *name, double bw) {
-  for (int i = 0; i < hw->nkernels; i++)
-    if (!strcmp(hw->kernels[i].name, name)) {
-      hw->kernels[i].bw = bw;
+/* Sets name's rate in a kernel table (adds the name when it is new and there is room). */
+static void set_kernel(fb_hw_kernel *v, int *n, const char *name, double bw) {
+  for (int i = 0; i < *n; i++)
+    if (!strcmp(v[i].name, name)) {
+      v[i].bw = bw;
       return;
     }
-  if (hw->nkernels >= FB_HW_MAX_KERNELS || strlen(name) >= sizeof hw->kernels[0].name) return;
-  fb_hw_kernel *e = &hw->kernels[hw->nkernels++];
+  if (*n >= FB_HW_MAX_KERNELS || strlen(name) >= sizeof v[0].name) return;
+  fb_hw_kernel *e = &v[(*n)++];
   snprintf(e->name, sizeof e->name, "%s", name);
   e->bw = bw;
 }
 
-fb_status fb_calibrate_in_step(fb_hardware *hw, int threads, bool quick, bool quiet,
-                               fb_calib_diag *diag) {
-  const calib_run *runs = quick ? runs_quick : runs_full;
-  const int nruns = quick ? (int)(sizeof runs_quick / sizeof *runs_quick)
-                          : (int)(sizeof runs_full / sizeof *runs_full);
-  in_step *a = calloc(1, sizeof *a);
-  if (!a) return FB_ERR(FB_ENOMEM, "calibrate: out of host memory");
-  fb_status st = FB_OK;
-  if (!quiet) printf("\n  in-step rates: single-rank training steps on the cpu executor (%d "
-                     "thread(s)), ops of the steps after the first\n", threads);
-  for (int i = 0; i < nruns && st == FB_OK; i++) {
+/* What one pass of in-step runs fits: a GEMM curve on the profile's peak, attention against
+ * it, and a kernel table (written into the table it is given). */
+typedef struct in_step_fit {
+  double E, h, attn, attn_raw, gemm_rms, kernel_rms;
+  fb_hw_kernel *kernels;
+  int *nkernels;
+} in_step_fit;
+
+/* Runs the passes' configurations at `world` ranks and pools their ops into a fresh `a`. */
+static fb_status run_pass(const calib_run *runs, int nruns, int threads, int world, bool quiet,
+                          in_step *a) {
+  memset(a, 0, sizeof *a);
+  for (int i = 0; i < nruns; i++) {
     fb_run_result res;
     memset(&res, 0, sizeof res);
-    st = run_one(&runs[i], threads, a, &res);
+    fb_status st = run_one(&runs[i], threads, world, a, &res);
     if (st == FB_OK && !quiet)
-      printf("  %-12s batch %d x seq %d, %d steps\n", runs[i].model, runs[i].batch, runs[i].seq,
-             runs[i].steps);
+      printf("  %-12s %d rank(s) x batch %d x seq %d, %d steps\n", runs[i].model, world,
+             runs[i].batch, runs[i].seq, runs[i].steps);
     /* op names are the kernel wrappers' static strings: they outlive the result */
     fb_run_result_free(&res);
+    if (st != FB_OK) {
+      char why[512];
+      snprintf(why, sizeof why, "%s", fb_error_msg());
+      return FB_ERR(st, "calibrate: in-step run failed: %s", why);
+    }
   }
-  if (st != FB_OK) {
-    char why[512];
-    snprintf(why, sizeof why, "%s", fb_error_msg());
-    st = FB_ERR(st, "calibrate: in-step run failed: %s", why);
-    goto out;
-  }
-  if (a->ngemm < 2) {
-    st = FB_ERR(FB_EINTERNAL, "calibrate: the in-step runs recorded %d GEMM size(s)", a->ngemm);
-    goto out;
-  }
+  if (a->ngemm < 2)
+    return FB_ERR(FB_EINTERNAL, "calibrate: the in-step runs recorded %d GEMM size(s)", a->ngemm);
+  return FB_OK;
+}
 
+/* Fits one pass (see in_step_fit); prints its tables unless quiet. */
+static void fit_pass(const in_step *a, const fb_hardware *hw, bool quiet, in_step_fit *f) {
   /* GEMM curve on the in-step rates, one point per size (its ops pooled) */
   double s[MAX_SIZES], rate[MAX_SIZES];
   for (int i = 0; i < a->ngemm; i++) {
     s[i] = a->gemm[i].size;
     rate[i] = a->gemm[i].flops / fmax(a->gemm[i].t - a->gemm[i].n * hw->launch_s, 1e-9);
   }
-  double E, h;
-  double rms = fb_calibrate_fit_gemm(s, rate, a->ngemm, hw->peak_fp32, &E, &h);
-  if (diag) diag->gemm_rms = rms;
-  hw->gemm_max_eff = E;
-  hw->gemm_half_size = h;
+  f->gemm_rms = fb_calibrate_fit_gemm(s, rate, a->ngemm, hw->peak_fp32, &f->E, &f->h);
+  fb_hardware curve = *hw; /* the fitted curve, for the model column and attention */
+  curve.gemm_max_eff = f->E;
+  curve.gemm_half_size = f->h;
   if (!quiet) {
     printf("  %-28s %10s %8s %12s %12s %9s\n", "matrix products by size", "ops", "size",
            "GFLOP/s", "model", "error %");
     for (int i = 0; i < a->ngemm; i++) {
-      double m = hw->peak_fp32 * fb_cost_gemm_efficiency(hw, s[i]);
+      double m = hw->peak_fp32 * fb_cost_gemm_efficiency(&curve, s[i]);
       printf("  %-28s %10lld %8.0f %12.1f %12.1f %9.1f\n", "", (long long)a->gemm[i].n, s[i],
              rate[i] * 1e-9, m * 1e-9, 100 * (m - rate[i]) / rate[i]);
     }
     printf("  fit: rate = peak %.1f GFLOP/s * %.3f * s / (s + %.0f), relative RMS residual "
-           "%.1f %%\n", hw->peak_fp32 * 1e-9, E, h, 100 * rms);
+           "%.1f %%\n", hw->peak_fp32 * 1e-9, f->E, f->h, 100 * f->gemm_rms);
   }
 
   /* attention: its measured time against what the GEMM curve gives the same ops */
+  f->attn = hw->attn_eff;
+  f->attn_raw = NAN;
   if (a->nattn > 0) {
-    double curve = 0, meas = 0;
+    double c = 0, meas = 0;
     for (int i = 0; i < a->nattn; i++) {
-      curve += a->attn[i].flops / (hw->peak_fp32 * fb_cost_gemm_efficiency(hw, a->attn[i].size));
+      c += a->attn[i].flops / (hw->peak_fp32 * fb_cost_gemm_efficiency(&curve, a->attn[i].size));
       meas += fmax(a->attn[i].t - a->attn[i].n * hw->launch_s, 1e-9);
     }
-    hw->attn_eff = fmin(1.0, curve / meas);
-    if (diag) diag->attn_raw = curve / meas;
+    f->attn_raw = c / meas;
+    f->attn = fmin(1.0, f->attn_raw);
     if (!quiet) printf("  attention (%d size(s)): %.3f of the GEMM curve's rate\n", a->nattn,
-                       hw->attn_eff);
+                       f->attn);
   }
 
   /* memory-bound kernels; the table's residual: each kernel's rate in each traced step
@@ -216,7 +233,7 @@ fb_status fb_calibrate_in_step(fb_hardware *hw, int threads, bool quick, bool qu
     /* an op that is all launch overhead carries no rate: keep the micro-benchmark's */
     if (!(m->bytes > 0) || !(busy > 20e-6)) continue;
     double bw = m->bytes / busy;
-    set_kernel(hw, m->name, bw);
+    set_kernel(f->kernels, f->nkernels, m->name, bw);
     for (int j = 0; j < MAX_STEPS; j++) {
       double sb = m->step_t[j] - m->step_n[j] * hw->launch_s;
       if (m->step_n[j] == 0 || !(m->step_bytes[j] > 0) || !(sb > 0)) continue;
@@ -228,12 +245,54 @@ fb_status fb_calibrate_in_step(fb_hardware *hw, int threads, bool quick, bool qu
       printf("  %-28s %10lld %12.3f %12.2f\n", m->name, (long long)m->n,
              m->bytes / m->n * 1e-6, bw * 1e-9);
   }
-  if (wsum > 0) {
-    double krms = sqrt(wsq / wsum);
-    if (diag) diag->kernel_rms = krms;
-    if (!quiet)
-      printf("  kernel rates step by step against the pooled rates: relative RMS residual "
-             "%.1f %% (time-weighted)\n", 100 * krms);
+  f->kernel_rms = wsum > 0 ? sqrt(wsq / wsum) : NAN;
+  if (wsum > 0 && !quiet)
+    printf("  kernel rates step by step against the pooled rates: relative RMS residual "
+           "%.1f %% (time-weighted)\n", 100 * f->kernel_rms);
+}
+
+fb_status fb_calibrate_in_step(fb_hardware *hw, int threads, bool quick, bool quiet,
+                               fb_calib_diag *diag) {
+  const calib_run *runs = quick ? runs_quick : runs_full;
+  const int nruns = quick ? (int)(sizeof runs_quick / sizeof *runs_quick)
+                          : (int)(sizeof runs_full / sizeof *runs_full);
+  in_step *a = calloc(1, sizeof *a);
+  if (!a) return FB_ERR(FB_ENOMEM, "calibrate: out of host memory");
+  if (!quiet) printf("\n  in-step rates: single-rank training steps on the cpu executor (%d "
+                     "thread(s)), ops of the steps after the first\n", threads);
+  fb_status st = run_pass(runs, nruns, threads, 1, quiet, a);
+  if (st != FB_OK) goto out;
+  in_step_fit f = {.kernels = hw->kernels, .nkernels = &hw->nkernels};
+  fit_pass(a, hw, quiet, &f);
+  hw->gemm_max_eff = f.E;
+  hw->gemm_half_size = f.h;
+  hw->attn_eff = f.attn;
+  if (diag) {
+    diag->gemm_rms = f.gemm_rms;
+    if (!isnan(f.attn_raw)) diag->attn_raw = f.attn_raw;
+    if (!isnan(f.kernel_rms)) diag->kernel_rms = f.kernel_rms;
+  }
+  hw->split_ranks = 0;
+  hw->nsplit_kernels = 0;
+  if (threads < 2) goto out;
+
+  /* the split: `threads` 1-thread ranks at once (ddp: the same compute ops as single) */
+  const calib_run *sruns = quick ? split_quick : split_full;
+  const int nsruns = quick ? (int)(sizeof split_quick / sizeof *split_quick)
+                           : (int)(sizeof split_full / sizeof *split_full);
+  if (!quiet) printf("\n  split rates: %d ranks of 1 thread at once (ddp, local communicator), "
+                     "every rank's ops of the steps after the first\n", threads);
+  if ((st = run_pass(sruns, nsruns, threads, threads, quiet, a)) != FB_OK) goto out;
+  in_step_fit g = {.kernels = hw->split_kernels, .nkernels = &hw->nsplit_kernels};
+  fit_pass(a, hw, quiet, &g);
+  hw->split_ranks = threads;
+  hw->split_gemm_max_eff = g.E;
+  hw->split_gemm_half_size = g.h;
+  hw->split_attn_eff = g.attn;
+  if (diag) {
+    diag->split_gemm_rms = g.gemm_rms;
+    diag->split_attn_raw = g.attn_raw;
+    diag->split_kernel_rms = g.kernel_rms;
   }
 out:
   free(a);

@@ -2,7 +2,8 @@
  *  - fb_calibrate_check_fit accepts a healthy profile (this machine's figures) and rejects each
  *    implausible figure alone, naming it, with a one-line message in the documented format:
  *    fit residuals above 25 %, rates above their measured ceiling or below 1 % of it, zero or
- *    negative latencies and overheads, efficiencies outside (0, 1], fits at a clamp bound;
+ *    negative latencies and overheads, efficiencies outside (0, 1], fits at a clamp bound, a
+ *    split (1-thread) rank faster than its core's share of the peak;
  *    --comm mpi (compute = false) checks only the communicator;
  *  - fb_calibrate_fit_gemm recovers an exact curve with ~0 residual and reports scatter;
  *  - the load check: FSDPBENCH_FAKE_LOADAVG, the own-share subtraction and the allowed load;
@@ -47,7 +48,20 @@ static void healthy(fb_hardware *hw, fb_calib_diag *d) {
     hw->kernels[i].bw = bws[i];
   }
   hw->nkernels = 4;
+  /* two 1-thread ranks at once (the split figures an Intel Xeon VM fitted) */
+  hw->split_ranks = 2;
+  hw->split_gemm_max_eff = 0.2577;
+  hw->split_gemm_half_size = 1;
+  hw->split_attn_eff = 0.2946;
+  snprintf(hw->split_kernels[0].name, sizeof hw->split_kernels[0].name, "adamw");
+  hw->split_kernels[0].bw = 24.87e9;
+  snprintf(hw->split_kernels[1].name, sizeof hw->split_kernels[1].name, "residual_add");
+  hw->split_kernels[1].bw = 45.97e9;
+  hw->nsplit_kernels = 2;
   fb_calib_diag_init(d);
+  d->split_gemm_rms = 0.091;
+  d->split_attn_raw = 0.2946;
+  d->split_kernel_rms = 0.069;
   d->fma_peak = 226.3e9;
   d->nominal_peak = 2 * 2.6e9 * 64 * 2;
   d->best_gemm = 207.7e9;
@@ -102,6 +116,17 @@ static void m_lat_stall(fb_hardware *h, fb_calib_diag *d) { (void)d; h->intra_la
 static void m_bw_grid(fb_hardware *h, fb_calib_diag *d) { (void)d; h->intra_bw = 1e6; }
 static void m_bw_cache(fb_hardware *h, fb_calib_diag *d) { h->intra_bw = 20 * d->triad; }
 static void m_comm_rms(fb_hardware *h, fb_calib_diag *d) { (void)h; d->comm_rms = 0.72; }
+/* a 1-thread rank of two at 0.6 of the whole machine's peak: more than its core */
+static void m_split_fast(fb_hardware *h, fb_calib_diag *d) { (void)d; h->split_gemm_max_eff = 0.6; }
+static void m_split_half(fb_hardware *h, fb_calib_diag *d) {
+  (void)d;
+  h->split_gemm_half_size = 0.97 * FB_CALIB_GEMM_H_MAX; /* (its large GEMM still above 1 %) */
+  h->split_gemm_max_eff = 0.9;
+}
+static void m_split_rms(fb_hardware *h, fb_calib_diag *d) { (void)h; d->split_gemm_rms = 0.4; }
+static void m_split_attn(fb_hardware *h, fb_calib_diag *d) { h->split_attn_eff = 1; d->split_attn_raw = 1.3; }
+static void m_split_kstall(fb_hardware *h, fb_calib_diag *d) { h->split_kernels[0].bw = 0.001 * d->triad; }
+static void m_split_krms(fb_hardware *h, fb_calib_diag *d) { (void)h; d->split_kernel_rms = 0.45; }
 
 typedef struct tcase {
   const char *what;
@@ -141,6 +166,12 @@ static const tcase cases[] = {
     {"bandwidth at the fit's grid end", m_bw_grid, "intra_bw_gbs", "clamp bound", true},
     {"bandwidth above the caches", m_bw_cache, "intra_bw_gbs", "outrun the caches", true},
     {"communicator residual", m_comm_rms, "intra_bw_gbs", "residual of 72 %", true},
+    {"split rank above its core", m_split_fast, "split_gemm_max_efficiency", "1-thread ranks ran", false},
+    {"split half size at the grid's end", m_split_half, "split_gemm_half_size", "clamp bound", false},
+    {"split GEMM residual", m_split_rms, "split_gemm_max_efficiency", "residual of 40 %", false},
+    {"split attention above a GEMM", m_split_attn, "split_attention_efficiency", "faster than a GEMM", false},
+    {"stalled split kernel", m_split_kstall, "split_kernel_gbs.adamw", "stalled kernel", false},
+    {"split kernel residual", m_split_krms, "split_kernel_gbs", "residual of 45 %", false},
 };
 
 static void test_check_fit(void) {

@@ -2,6 +2,9 @@
  *  - GEMM / attention: launch + max(flops / (peak[dtype] * eff(size)), bytes / (bw * mem_eff))
  *  - memory-bound ops: launch + bytes / (bw * mem_eff), or bytes / the kernel's own measured
  *    rate when the profile lists its name (kernel_gbs)
+ *  - a shared host (the cpu executor's ranks on one machine) divides the machine's rates by the
+ *    world, or, with split figures and at least split_ranks ranks, gives each rank the rates
+ *    measured for one of split_ranks 1-thread ranks (rank_figs below)
  *  - collectives: ring (and, for all-reduce / barrier, a tree alternative: like NCCL's tuner
  *    we take the cheaper), hierarchical when the ranks span nodes: the intra-node and the
  *    network stages pipeline, so the slower stage's bandwidth term bounds, both latencies add.
@@ -22,14 +25,54 @@
 
 #include "nccl_model.h"
 
+static double curve_efficiency(double max_eff, double half_size, double size) {
+  if (!(size > 0)) return max_eff * 1e-3; /* degenerate shape: tiny but finite */
+  return max_eff * size / (size + half_size);
+}
+
 double fb_cost_gemm_efficiency(const fb_hardware *hw, double size) {
-  if (!(size > 0)) return hw->gemm_max_eff * 1e-3; /* degenerate shape: tiny but finite */
-  return hw->gemm_max_eff * size / (size + hw->gemm_half_size);
+  return curve_efficiency(hw->gemm_max_eff, hw->gemm_half_size, size);
 }
 
 /* Rates of one rank: a shared host splits its cores and memory among the ranks. */
 static double rank_share(const fb_hardware *hw, int world) {
   return hw->shared_host && world > 1 ? 1.0 / world : 1.0;
+}
+
+/* The compute figures one rank of a world-W run uses. A shared host whose profile has split
+ * figures (split_ranks S > 1: calibrate ran S 1-thread ranks at once, each on a core of its
+ * own) runs a world of W >= S ranks at those figures, times S / W when the ranks outnumber the
+ * cores (W > S: time-sliced); the runner gives such ranks 1 thread each. Otherwise (W < S:
+ * ranks of several threads, or no split figures) a rank gets the whole machine's figures over
+ * W. Memory rooflines are the machine's bandwidth over W either way. */
+typedef struct rank_figures {
+  double gemm_max_eff, gemm_half_size, attn_eff;
+  double share; /* of the compute rate and of the split kernel rates */
+  bool split;   /* the split figures apply */
+} rank_figures;
+
+static rank_figures rank_figs(const fb_hardware *hw, int world) {
+  rank_figures f = {hw->gemm_max_eff, hw->gemm_half_size, hw->attn_eff, rank_share(hw, world),
+                    false};
+  if (hw->shared_host && hw->split_ranks > 1 && world >= hw->split_ranks) {
+    f.gemm_max_eff = hw->split_gemm_max_eff;
+    f.gemm_half_size = hw->split_gemm_half_size;
+    f.attn_eff = hw->split_attn_eff;
+    f.share = (double)hw->split_ranks / world;
+    f.split = true;
+  }
+  return f;
+}
+
+/* A memory-bound kernel's rate for one rank: its split rate, else the whole machine's measured
+ * rate over the world, else the bandwidth roofline over the world. */
+static double rank_kernel_bw(const fb_hardware *hw, const rank_figures *f, const char *name,
+                             int world) {
+  double bw = f->split ? fb_hardware_split_kernel_bw(hw, name) : 0;
+  if (bw > 0) return bw * f->share;
+  bw = fb_hardware_kernel_bw(hw, name);
+  if (!(bw > 0)) bw = hw->mem_bw * hw->mem_eff;
+  return bw * rank_share(hw, world);
 }
 
 /* ---- GPU GEMMs: tile and wave quantization ------------------------------------------------
@@ -119,6 +162,7 @@ static double flash_efficiency(const fb_hardware *hw, const fb_op_cost *c) {
 static double sustained(const fb_hardware *hw) { return hw->sustained > 0 ? hw->sustained : 1.0; }
 
 static double gemm_seconds(const fb_hardware *hw, const fb_op_cost *c, int world) {
+  const rank_figures f = rank_figs(hw, world);
   double eff;
   if (c->kind == FB_OP_ATTN && hw->flash_fwd_eff > 0)
     eff = flash_efficiency(hw, c);
@@ -126,25 +170,25 @@ static double gemm_seconds(const fb_hardware *hw, const fb_op_cost *c, int world
     eff = fb_cost_gemm_shape_efficiency(hw, (double)c->m, (double)c->n, (double)c->k,
                                         (double)(c->batch > 0 ? c->batch : 1), c->dtype);
   else {
-    eff = fb_cost_gemm_efficiency(hw, fb_op_gemm_size(c));
-    if (c->kind == FB_OP_ATTN) eff *= hw->attn_eff;
+    eff = curve_efficiency(f.gemm_max_eff, f.gemm_half_size, fb_op_gemm_size(c));
+    if (c->kind == FB_OP_ATTN) eff *= f.attn_eff;
   }
-  double share = rank_share(hw, world);
-  double t_compute = c->flops / (matmul_peak(hw, c->dtype) * share * eff * sustained(hw));
-  double t_memory = c->bytes / (hw->mem_bw * hw->mem_eff * share);
+  double t_compute = c->flops / (matmul_peak(hw, c->dtype) * f.share * eff * sustained(hw));
+  double t_memory = c->bytes / (hw->mem_bw * hw->mem_eff * rank_share(hw, world));
   return hw->launch_s + fmax(t_compute, t_memory);
 }
 
-/* A kernel the profile measured (kernel_gbs) runs at its own rate; others on the roofline. */
+/* A kernel the profile measured (kernel_gbs, split_kernel_gbs) runs at its own rate; others on
+ * the roofline. */
 static double memory_seconds(const fb_hardware *hw, const fb_op_cost *c, int world) {
-  double bw = fb_hardware_kernel_bw(hw, c->name);
-  if (!(bw > 0)) bw = hw->mem_bw * hw->mem_eff;
+  const rank_figures rf = rank_figs(hw, world);
+  const double bw = rank_kernel_bw(hw, &rf, c->name, world);
   /* an eager framework runs a block's elementwise work as several unfused kernels (casts,
    * layout copies, separate adds): more bytes than this engine's fused kernels count. Plain
    * memsets and copies are what they are. */
   bool raw = c->name && (!strncmp(c->name, "memset", 6) || !strncmp(c->name, "copy_", 5));
   double f = c->kind == FB_OP_MEM && !raw && hw->eager_mem_factor > 0 ? hw->eager_mem_factor : 1.0;
-  return hw->launch_s + f * c->bytes / (bw * rank_share(hw, world));
+  return hw->launch_s + f * c->bytes / bw;
 }
 
 /* Bandwidth factor and latency hop count of one ring stage over n ranks. */

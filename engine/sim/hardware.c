@@ -136,6 +136,18 @@ static const hw_key hw_keys[] = {
     {.key = "coll_overhead_us", .type = HW_REAL, .off = OFF(coll_overhead_s), .scale = 1e-6,
      .lo = 0, .hi = 1e6, .optional = true,
      .doc = "per collective: launch and framework time NCCL's model leaves out, us"},
+    /* a shared host split into 1-thread ranks (cpu executor): optional, calibrate writes them */
+    {.key = "split_ranks", .type = HW_INT, .off = OFF(split_ranks), .scale = 1, .lo = 0,
+     .hi = 1e6, .optional = true,
+     .doc = "the split_ figures were measured with this many 1-thread ranks at once (0 = none)"},
+    {.key = "split_gemm_max_efficiency", .type = HW_REAL, .off = OFF(split_gemm_max_eff),
+     .scale = 1, .lo = 0, .hi = 1, .optional = true,
+     .doc = "one such rank's GEMM curve on the peak: its max efficiency"},
+    {.key = "split_gemm_half_size", .type = HW_REAL, .off = OFF(split_gemm_half_size),
+     .scale = 1, .lo = 0, .hi = INFINITY, .optional = true, .doc = "... and its half size"},
+    {.key = "split_attention_efficiency", .type = HW_REAL, .off = OFF(split_attn_eff),
+     .scale = 1, .lo = 0, .hi = 1, .optional = true,
+     .doc = "one such rank's attention kernels against its own GEMM curve"},
     {.key = "cuda_malloc_us", .type = HW_REAL, .off = OFF(cuda_malloc_s), .scale = 1e-6, .lo = 0,
      .hi = 1e6, .optional = true,
      .doc = "caching allocator: host time of a cudaMalloc of a new segment, us (0 = estimate)"},
@@ -144,8 +156,38 @@ static const hw_key hw_keys[] = {
      .doc = "caching allocator: host time of a cudaFree after its device sync, us (0 = estimate)"},
 };
 #define KERNEL_KEY "kernel_gbs"
+#define SPLIT_KERNEL_KEY "split_kernel_gbs"
 #define EXTENDS_KEY "extends"
 #define KERNEL_DOC "optional: achieved GB/s (of the bytes its wrapper counts) per kernel name"
+#define SPLIT_KERNEL_DOC "optional: the same for one of split_ranks 1-thread ranks at once"
+
+/* The profile's two kernel tables (mappings of kernel name -> GB/s). */
+typedef struct kernel_map {
+  const char *key, *doc;
+  size_t n_off, v_off; /* offsets of the count and the array in fb_hardware */
+} kernel_map;
+static const kernel_map kernel_maps[] = {
+    {.key = KERNEL_KEY, .doc = KERNEL_DOC, .n_off = OFF(nkernels), .v_off = OFF(kernels)},
+    {.key = SPLIT_KERNEL_KEY, .doc = SPLIT_KERNEL_DOC, .n_off = OFF(nsplit_kernels),
+     .v_off = OFF(split_kernels)},
+};
+enum { NMAPS = sizeof kernel_maps / sizeof kernel_maps[0] };
+
+static const kernel_map *find_map(const char *key) {
+  for (int i = 0; i < NMAPS; i++)
+    if (!strcmp(kernel_maps[i].key, key)) return &kernel_maps[i];
+  return NULL;
+}
+static int *map_n(const kernel_map *m, fb_hardware *hw) { return (int *)((char *)hw + m->n_off); }
+static fb_hw_kernel *map_v(const kernel_map *m, fb_hardware *hw) {
+  return (fb_hw_kernel *)((char *)hw + m->v_off);
+}
+static int map_nc(const kernel_map *m, const fb_hardware *hw) {
+  return *(const int *)((const char *)hw + m->n_off);
+}
+static const fb_hw_kernel *map_vc(const kernel_map *m, const fb_hardware *hw) {
+  return (const fb_hw_kernel *)((const char *)hw + m->v_off);
+}
 #undef OFF
 enum { HW_NKEYS = sizeof hw_keys / sizeof hw_keys[0] };
 
@@ -243,6 +285,40 @@ static double get_yaml_value(const hw_key *k, const fb_hardware *hw) {
   }
 }
 
+/* The split figures come whole: split_ranks 0, or >= 2 with the curve and attention set. */
+static fb_status check_split(const fb_hardware *hw, const char *where) {
+  if (hw->split_ranks == 1)
+    return FB_ERR(FB_EUSAGE, "%s: key 'split_ranks' = '1': allowed 0 (no split figures) or at "
+                  "least 2 (the ranks measured at once)", where);
+  if (hw->split_ranks > 1 && !(hw->split_gemm_max_eff > 0 && hw->split_gemm_half_size > 0 &&
+                               hw->split_attn_eff > 0))
+    return FB_ERR(FB_EUSAGE, "%s: key 'split_ranks' = '%d' needs split_gemm_max_efficiency, "
+                  "split_gemm_half_size and split_attention_efficiency > 0", where,
+                  hw->split_ranks);
+  return FB_OK;
+}
+
+static fb_status validate_map(const kernel_map *m, const fb_hardware *hw, const char *where) {
+  const int n = map_nc(m, hw);
+  const fb_hw_kernel *v = map_vc(m, hw);
+  if (n < 0 || n > FB_HW_MAX_KERNELS)
+    return FB_ERR(FB_EUSAGE, "%s: key '%s' has %d entries: allowed at most %d (%s)", where,
+                  m->key, n, FB_HW_MAX_KERNELS, m->doc);
+  for (int i = 0; i < n; i++) {
+    const fb_hw_kernel *e = &v[i];
+    if (e->name[0] == '\0')
+      return FB_ERR(FB_EUSAGE, "%s: key '%s': entry %d has an empty kernel name", where, m->key,
+                    i);
+    if (!(isfinite(e->bw) && e->bw > 0))
+      return FB_ERR(FB_EUSAGE, "%s: key '%s.%s' = '%g': allowed a number > 0 (%s)", where,
+                    m->key, e->name, e->bw * 1e-9, m->doc);
+    for (int j = 0; j < i; j++)
+      if (!strcmp(v[j].name, e->name))
+        return FB_ERR(FB_EUSAGE, "%s: key '%s.%s' given twice", where, m->key, e->name);
+  }
+  return FB_OK;
+}
+
 fb_status fb_hardware_validate(const fb_hardware *hw, const char *where) {
   for (int i = 0; i < HW_NKEYS; i++) {
     const hw_key *k = &hw_keys[i];
@@ -268,29 +344,24 @@ fb_status fb_hardware_validate(const fb_hardware *hw, const char *where) {
       return bad_value(where, k, buf);
     }
   }
-  if (hw->nkernels < 0 || hw->nkernels > FB_HW_MAX_KERNELS)
-    return FB_ERR(FB_EUSAGE, "%s: key '%s' has %d entries: allowed at most %d (%s)", where,
-                  KERNEL_KEY, hw->nkernels, FB_HW_MAX_KERNELS, KERNEL_DOC);
-  for (int i = 0; i < hw->nkernels; i++) {
-    const fb_hw_kernel *e = &hw->kernels[i];
-    if (e->name[0] == '\0')
-      return FB_ERR(FB_EUSAGE, "%s: key '%s': entry %d has an empty kernel name", where,
-                    KERNEL_KEY, i);
-    if (!(isfinite(e->bw) && e->bw > 0))
-      return FB_ERR(FB_EUSAGE, "%s: key '%s.%s' = '%g': allowed a number > 0 (%s)", where,
-                    KERNEL_KEY, e->name, e->bw * 1e-9, KERNEL_DOC);
-    for (int j = 0; j < i; j++)
-      if (!strcmp(hw->kernels[j].name, e->name))
-        return FB_ERR(FB_EUSAGE, "%s: key '%s.%s' given twice", where, KERNEL_KEY, e->name);
-  }
-  return FB_OK;
+  for (int m = 0; m < NMAPS; m++)
+    FB_TRY(validate_map(&kernel_maps[m], hw, where));
+  return check_split(hw, where);
+}
+
+static double table_bw(const fb_hw_kernel *v, int n, const char *name) {
+  if (!name) return 0;
+  for (int i = 0; i < n; i++)
+    if (!strcmp(v[i].name, name)) return v[i].bw;
+  return 0;
 }
 
 double fb_hardware_kernel_bw(const fb_hardware *hw, const char *name) {
-  if (!name) return 0;
-  for (int i = 0; i < hw->nkernels; i++)
-    if (!strcmp(hw->kernels[i].name, name)) return hw->kernels[i].bw;
-  return 0;
+  return table_bw(hw->kernels, hw->nkernels, name);
+}
+
+double fb_hardware_split_kernel_bw(const fb_hardware *hw, const char *name) {
+  return table_bw(hw->split_kernels, hw->nsplit_kernels, name);
 }
 
 /* Loading runs the shared event-based YAML reader (config/yaml_flat.c) twice over the file:
@@ -308,7 +379,8 @@ static fb_status unknown_key(const char *path, int line, const char *key) {
   for (int i = 0; i < HW_NKEYS && off < sizeof known; i++)
     off += (size_t)snprintf(known + off, sizeof known - off, "%s%s", i ? ", " : "",
                             hw_keys[i].key);
-  if (off < sizeof known) snprintf(known + off, sizeof known - off, ", %s", KERNEL_KEY);
+  for (int m = 0; m < NMAPS && off < sizeof known; m++)
+    off += (size_t)snprintf(known + off, sizeof known - off, ", %s", kernel_maps[m].key);
   return FB_ERR(FB_EUSAGE, "%s:%d: unknown key '%s' (known keys: %s)", path, line, key, known);
 }
 
@@ -334,42 +406,46 @@ static fb_status apply_key(void *vctx, const char *path, int line, const char *k
                            const char *val) {
   hw_ctx *c = vctx;
   if (!strcmp(key, EXTENDS_KEY)) return FB_OK; /* applied first */
-  if (!strcmp(key, KERNEL_KEY))
+  const kernel_map *m = find_map(key);
+  if (m)
     return FB_ERR(FB_EUSAGE, "%s:%d: key '%s' must be a mapping of kernel name to GB/s, e.g. "
-                  "'%s: {gelu_fwd: 3.5}' (%s)", path, line, KERNEL_KEY, KERNEL_KEY, KERNEL_DOC);
+                  "'%s: {gelu_fwd: 3.5}' (%s)", path, line, m->key, m->key, m->doc);
   const hw_key *k = find_key(key);
   if (!k) return unknown_key(path, line, key);
   c->seen[k - hw_keys] = true;
   return set_key(path, k, val, c->hw);
 }
 
-/* Pass 2: one `kernel_gbs` entry, kernel name -> GB/s (a number > 0). */
+/* Pass 2: one entry of a kernel table (kernel_gbs, split_kernel_gbs), name -> GB/s (> 0). */
 static fb_status apply_kernel(void *vctx, const char *path, int line, const char *key,
                               const char *name, const char *val) {
   fb_hardware *hw = ((hw_ctx *)vctx)->hw;
-  if (strcmp(key, KERNEL_KEY)) {
+  const kernel_map *m = find_map(key);
+  if (!m) {
     if (!find_key(key) && strcmp(key, EXTENDS_KEY)) return unknown_key(path, line, key);
     return FB_ERR(FB_EUSAGE, "%s:%d: key '%s' needs a single value", path, line, key);
   }
+  int *n = map_n(m, hw);
+  fb_hw_kernel *v = map_v(m, hw);
   size_t len = strlen(name);
-  if (len == 0 || len >= sizeof hw->kernels[0].name)
+  if (len == 0 || len >= sizeof v[0].name)
     return FB_ERR(FB_EUSAGE, "%s:%d: key '%s': kernel name '%s': allowed 1 to %zu characters",
-                  path, line, KERNEL_KEY, name, sizeof hw->kernels[0].name - 1);
-  if (hw->nkernels >= FB_HW_MAX_KERNELS)
-    return FB_ERR(FB_EUSAGE, "%s:%d: key '%s': more than %d kernels", path, line, KERNEL_KEY,
+                  path, line, m->key, name, sizeof v[0].name - 1);
+  if (*n >= FB_HW_MAX_KERNELS)
+    return FB_ERR(FB_EUSAGE, "%s:%d: key '%s': more than %d kernels", path, line, m->key,
                   FB_HW_MAX_KERNELS);
   char *end = NULL;
   errno = 0;
-  double v = strtod(val, &end);
-  if (end == val || *end != '\0' || errno == ERANGE || !isfinite(v) || !(v > 0))
+  double x = strtod(val, &end);
+  if (end == val || *end != '\0' || errno == ERANGE || !isfinite(x) || !(x > 0))
     return FB_ERR(FB_EUSAGE, "%s:%d: key '%s.%s' = '%s': allowed a number > 0 (%s)", path, line,
-                  KERNEL_KEY, name, val, KERNEL_DOC);
-  for (int j = 0; j < hw->nkernels; j++)
-    if (!strcmp(hw->kernels[j].name, name))
-      return FB_ERR(FB_EUSAGE, "%s:%d: key '%s.%s' given twice", path, line, KERNEL_KEY, name);
-  fb_hw_kernel *e = &hw->kernels[hw->nkernels++];
+                  m->key, name, val, m->doc);
+  for (int j = 0; j < *n; j++)
+    if (!strcmp(v[j].name, name))
+      return FB_ERR(FB_EUSAGE, "%s:%d: key '%s.%s' given twice", path, line, m->key, name);
+  fb_hw_kernel *e = &v[(*n)++];
   memcpy(e->name, name, len + 1);
-  e->bw = v * 1e9;
+  e->bw = x * 1e9;
   return FB_OK;
 }
 
@@ -379,7 +455,7 @@ double fb_hardware_peak(const fb_hardware *hw, fb_dtype t) {
 
 /* `extends: BASE` (a profile name or path): the base profile's values first, so a cluster file
  * states only what differs (its network, its GPUs per node); the file may then set any key
- * again, and its kernel table replaces the base's. At most 4 levels. */
+ * again, and its kernel tables replace the base's. At most 4 levels. */
 static fb_status load_depth(const char *name_or_path, fb_hardware *out, int depth) {
   char path[1024];
   FB_TRY(fb_resolve_yaml("models/hardware", name_or_path, path, sizeof path));
@@ -396,7 +472,7 @@ static fb_status load_depth(const char *name_or_path, fb_hardware *out, int dept
       return FB_ERR(FB_EUSAGE, "%s: key '%s' = '%s': allowed at most 4 levels of extends", path,
                     EXTENDS_KEY, c.extends);
     FB_TRY(load_depth(c.extends, &hw, depth + 1));
-    hw.nkernels = 0;
+    hw.nkernels = hw.nsplit_kernels = 0;
   }
   const bool based = hw.name[0] != 0; /* a base profile supplied every required key */
   FB_TRY(fb_yaml_read(path, &key_pass, &c));
@@ -412,7 +488,8 @@ static fb_status load_depth(const char *name_or_path, fb_hardware *out, int dept
 }
 
 fb_status fb_hardware_load(const char *name_or_path, fb_hardware *out) {
-  return load_depth(name_or_path, out, 0);
+  FB_TRY(load_depth(name_or_path, out, 0));
+  return check_split(out, name_or_path);
 }
 
 /* Shortest %g form of si / scale that reads back (times scale) to si within 1e-13: short
@@ -466,12 +543,16 @@ fb_status fb_hardware_write(const char *path, const fb_hardware *hw, const char 
     snprintf(key, sizeof key, "%s:", k->key);
     fprintf(f, "%-23s %-14s # %s\n", key, val, k->doc);
   }
-  if (hw->nkernels > 0) {
-    fprintf(f, "%s:%*s # %s\n", KERNEL_KEY, 38 - (int)strlen(KERNEL_KEY) - 1, "", KERNEL_DOC);
-    for (int i = 0; i < hw->nkernels; i++) {
+  for (int m = 0; m < NMAPS; m++) {
+    const kernel_map *km = &kernel_maps[m];
+    const int n = map_nc(km, hw);
+    const fb_hw_kernel *v = map_vc(km, hw);
+    if (n <= 0) continue;
+    fprintf(f, "%s:%*s # %s\n", km->key, 38 - (int)strlen(km->key) - 1, "", km->doc);
+    for (int i = 0; i < n; i++) {
       char val[64], key[40];
-      fmt_real(val, sizeof val, hw->kernels[i].bw, 1e9);
-      snprintf(key, sizeof key, "%s:", hw->kernels[i].name);
+      fmt_real(val, sizeof val, v[i].bw, 1e9);
+      snprintf(key, sizeof key, "%s:", v[i].name);
       fprintf(f, "  %-21s %s\n", key, val);
     }
   }

@@ -84,6 +84,17 @@ typedef struct fb_hardware {
   double coll_overhead_s;   /* per collective call: launch and framework work NCCL's model omits */
   int nkernels;             /* optional per-kernel table, see fb_hw_kernel */
   fb_hw_kernel kernels[FB_HW_MAX_KERNELS];
+  /* ---- a shared host split into 1-thread ranks (cpu executor; optional, 0 = none) ----
+   * calibrate runs split_ranks 1-thread ranks at once (its --threads) and fits each rank's own
+   * rates: a core of its own rather than a share of the whole machine's thread team (on some
+   * CPUs two 1-thread ranks outrun one 2-thread rank). The cost model uses them for a world of
+   * at least split_ranks ranks (cost_model.c, rank figures). */
+  int split_ranks;          /* 1-thread ranks measured at once (0 = no split figures) */
+  double split_gemm_max_eff;   /* one such rank's GEMM curve, on peak_fp32 ... */
+  double split_gemm_half_size; /* ... */
+  double split_attn_eff;    /* its attention kernels against its own curve */
+  int nsplit_kernels;       /* its memory-bound kernels' rates (split_kernel_gbs) */
+  fb_hw_kernel split_kernels[FB_HW_MAX_KERNELS];
   /* caching-allocator model (engine/sim/caching_allocator.h); 0 = the documented estimate */
   double cuda_malloc_s;     /* host time of one cudaMalloc of a new segment */
   double cuda_free_s;       /* host time of one cudaFree (after the device-wide sync) */
@@ -102,6 +113,8 @@ fb_status fb_hardware_write(const char *path, const fb_hardware *hw, const char 
 
 /* The per-kernel rate (bytes/s) for an op name, or 0 when the profile has none. */
 double fb_hardware_kernel_bw(const fb_hardware *hw, const char *name);
+/* The same from the split table (split_kernel_gbs), or 0. */
+double fb_hardware_split_kernel_bw(const fb_hardware *hw, const char *name);
 
 /* Peak FLOP/s for a compute dtype (bf16 -> bf16 rate, anything else -> fp32 rate). */
 double fb_hardware_peak(const fb_hardware *hw, fb_dtype t);
