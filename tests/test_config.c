@@ -320,10 +320,10 @@ static void test_bad_flags(void) {
   expect_usage("--log-every 0", "--log-every", "'0'", NULL);
   expect_usage("--trace=maybe", "--trace", "'maybe'", "true or false");
   expect_usage("--no-trace=1", "--no-trace", NULL, NULL);
-  expect_usage("--recompute x", "--recompute: 'x' is not allowed (off|full|selective)", NULL,
+  expect_usage("--recompute x", "--recompute: 'x' is not allowed (off|full|selective|op)", NULL,
                NULL);
   expect_usage("--recompute=", "--recompute: '' is not allowed", NULL, NULL);
-  expect_usage("--recompute Full", "--recompute", "'Full'", "off|full|selective");
+  expect_usage("--recompute Full", "--recompute", "'Full'", "off|full|selective|op");
   expect_usage("--no-recompute=full", "--no-recompute", "takes no value", NULL);
   expect_usage("--recompute-layers 5", "--recompute-layers: 5 is not allowed",
                "between 0 and 4", "debug");
@@ -363,7 +363,7 @@ static void test_bad_yaml(void) {
   expect_yaml_usage("lr: fast\n", "lr", "'fast'", "not a number");
   expect_yaml_usage("trace: maybe\n", "trace", "'maybe'", NULL);
   expect_yaml_usage("recompute: maybe\n", "bad.yaml:1: recompute: 'maybe' is not allowed",
-                    "(off|full|selective)", NULL);
+                    "(off|full|selective|op)", NULL);
   expect_yaml_usage("recompute_layers: -2\n", "recompute_layers", "'-2'", NULL);
   expect_yaml_usage("backend: gpu\n", "backend", "'gpu'", "cpu");
   expect_yaml_usage("mem_limit: lots\n", "mem_limit", "'lots'", NULL);
@@ -574,7 +574,7 @@ static void test_help(void) {
   snprintf(listed, sizeof listed, "{%s}", fb_strategy_names());
   CHECK(strstr(text, listed) && strstr(text, "single, ddp"), "strategies listed from the registry");
   CHECK(strstr(text, "{auto|cpu|cpu-opaque|") && strstr(text, "|sim}"), "backends listed");
-  CHECK(strstr(text, "--recompute [MODE]") && strstr(text, "{off|full|selective}") &&
+  CHECK(strstr(text, "--recompute [MODE]") && strstr(text, "{off|full|selective|op}") &&
             strstr(text, "[default: off]") && strstr(text, "--recompute-layers K") &&
             strstr(text, "[default: 0 = all layers]"),
         "recompute flags in help");

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Activation checkpointing (--recompute off|full|selective, --recompute-layers K):
+# Activation checkpointing (--recompute off|full|selective|op, --recompute-layers K):
 #  - the trained parameters are bitwise those without recompute: the same `final param sum`
-#    for off / full / selective x K in {0 = all, 1} x every strategy of the registry (as
+#    for off / full / selective / op x K in {0 = all, 1} x every strategy of the registry (as
 #    --help lists it) on debug (GPT-2) and debug-llama at world 2 (single: world 1), and for
 #    the exact acceptance command (fsdp, debug, world 2, 4 steps);
-#  - peak activation memory (memory.csv, category act) falls: off > full K=1 > full and
-#    off > selective K=1 > selective, for every strategy;
-#  - the simulator runs 8B on 8 H100s in every mode and predicts a longer step for full than
-#    for selective than for off;
+#  - peak activation memory (memory.csv, category act) falls: off > full K=1 > full,
+#    off > selective K=1 > selective and off > op K=1 > op, for every strategy, and
+#    selective > op > full (op keeps half the matmul outputs, selective all of them);
+#  - the simulator runs 8B on 8 H100s in every mode and predicts more compute and a longer
+#    step for full than for op than for selective than for off;
 #  - the old boolean still reads (YAML `recompute: true` = full, a bare --recompute = full);
 #  - bad values exit 2 with one line naming the flag, the value and what is allowed.
 set -u
@@ -25,7 +26,7 @@ strategies=$("$BIN" --help | sed -n 's/.*--strategy NAME.*{\([^}]*\)}.*/\1/p' | 
 echo "strategies: $strategies"
 
 # ---- bitwise sums and activation peaks ------------------------------------------------------
-variants=("off" "full 0" "full 1" "selective 0" "selective 1")
+variants=("off" "full 0" "full 1" "selective 0" "selective 1" "op 0" "op 1")
 models="debug debug-llama"
 # under the sanitizers one model (the llama family: rope, GQA, SwiGLU, the most code) suffices
 [ "${FB_SANITIZED:-0}" = 1 ] && models="debug-llama"
@@ -52,8 +53,10 @@ for model in $models; do
       if [ -n "$got" ] && [ "$got" = "$ref" ]; then pass; else fail "$tag: sum '$got' != off '$ref'"; fi
     done
     echo "$model $s: sum $ref; act peak off ${act[off0]:-?} full ${act[full0]:-?} full/1" \
-         "${act[full1]:-?} selective ${act[selective0]:-?} selective/1 ${act[selective1]:-?}"
-    for chain in "off0 full1 full0" "off0 selective1 selective0"; do
+         "${act[full1]:-?} selective ${act[selective0]:-?} selective/1 ${act[selective1]:-?}" \
+         "op ${act[op0]:-?} op/1 ${act[op1]:-?}"
+    for chain in "off0 full1 full0" "off0 selective1 selective0" "off0 op1 op0" \
+                 "selective0 op0 full0"; do
       set -- $chain
       a=${act[$1]:-} b=${act[$2]:-} c=${act[$3]:-}
       if [ -n "$a" ] && [ -n "$b" ] && [ -n "$c" ] && [ "$a" -gt "$b" ] && [ "$b" -gt "$c" ]; then
@@ -68,7 +71,7 @@ done
 
 # ---- the acceptance command, as written ---------------------------------------------------
 acc=()
-for extra in "" "--recompute full --recompute-layers 1" "--recompute selective"; do
+for extra in "" "--recompute full --recompute-layers 1" "--recompute selective" "--recompute op"; do
   # shellcheck disable=SC2086
   "$BIN" --backend cpu --model debug --strategy fsdp --world 2 --steps 4 $extra >"$T/acc.txt" 2>&1 \
     || fail "acceptance run '$extra' exited $?"
@@ -76,7 +79,8 @@ for extra in "" "--recompute full --recompute-layers 1" "--recompute selective";
   echo "  [${extra:-no recompute}] $line"
   acc+=("$line")
 done
-if [ -n "${acc[0]}" ] && [ "${acc[0]}" = "${acc[1]}" ] && [ "${acc[0]}" = "${acc[2]}" ]; then
+if [ -n "${acc[0]}" ] && [ "${acc[0]}" = "${acc[1]}" ] && [ "${acc[0]}" = "${acc[2]}" ] &&
+   [ "${acc[0]}" = "${acc[3]}" ]; then
   pass
 else
   fail "acceptance: final param sums differ"
@@ -100,7 +104,7 @@ fi
 
 # ---- the simulator: 8B on 8 H100s ---------------------------------------------------------
 declare -A step=() comp=() simact=()
-for mode in off selective full; do
+for mode in off selective op full; do
   if "$BIN" --backend sim --hardware h100 --model 8B --world 8 --steps 1 --recompute "$mode" \
       --out "$T/sim-$mode" >"$T/sim-$mode.txt" 2>&1; then
     pass
@@ -111,29 +115,31 @@ for mode in off selective full; do
   comp[$mode]=$(awk -F, 'NR == 2 { print $7 }' "$T/sim-$mode/summary.csv" 2>/dev/null)
   simact[$mode]=$(act_peak "$T/sim-$mode" 2>/dev/null)
 done
-echo "sim 8B step ms: off ${step[off]:-?} selective ${step[selective]:-?} full ${step[full]:-?};" \
-     "compute ms: off ${comp[off]:-?} selective ${comp[selective]:-?} full ${comp[full]:-?};" \
-     "act peak: off ${simact[off]:-?} selective ${simact[selective]:-?} full ${simact[full]:-?}"
-# The rerun kernels are costed: more compute per step, full > selective > off ...
-if awk -v o="${comp[off]:-}" -v s="${comp[selective]:-}" -v f="${comp[full]:-}" \
-    'BEGIN { exit !(o != "" && s != "" && f != "" && f + 0 > s + 0 && s + 0 > o + 0) }'; then
+echo "sim 8B step ms: off ${step[off]:-?} selective ${step[selective]:-?} op ${step[op]:-?}" \
+     "full ${step[full]:-?}; compute ms: off ${comp[off]:-?} selective ${comp[selective]:-?}" \
+     "op ${comp[op]:-?} full ${comp[full]:-?}; act peak: off ${simact[off]:-?}" \
+     "selective ${simact[selective]:-?} op ${simact[op]:-?} full ${simact[full]:-?}"
+# strictly falling, left to right (numbers; an empty one fails)
+falling() { awk -v l="$*" 'BEGIN { n = split(l, v, " "); if (n < 2) exit 1
+  for (i = 1; i <= n; i++) if (v[i] !~ /^[0-9.eE+-]+$/) exit 1
+  for (i = 1; i < n; i++) if (!(v[i] + 0 > v[i + 1] + 0)) exit 1 }'; }
+# The rerun kernels are costed: more compute per step, full > op > selective > off ...
+if falling "${comp[full]:-x}" "${comp[op]:-x}" "${comp[selective]:-x}" "${comp[off]:-x}"; then
   pass
 else
-  fail "sim compute times not full > selective > off"
+  fail "sim compute times not full > op > selective > off"
 fi
 # ... and a longer step. This point (seq 256) is communication-bound, so only part of the
 # extra compute reaches the step (the rest hides exposed communication): the margins are small.
-if awk -v o="${step[off]:-}" -v s="${step[selective]:-}" -v f="${step[full]:-}" \
-    'BEGIN { exit !(o != "" && s != "" && f != "" && f + 0 > s + 0 && s + 0 > o + 0) }'; then
+if falling "${step[full]:-x}" "${step[op]:-x}" "${step[selective]:-x}" "${step[off]:-x}"; then
   pass
 else
-  fail "sim step times not full > selective > off"
+  fail "sim step times not full > op > selective > off"
 fi
-if [ -n "${simact[off]:-}" ] && [ "${simact[off]}" -gt "${simact[selective]:-0}" ] &&
-   [ "${simact[selective]:-0}" -gt "${simact[full]:-0}" ]; then
+if falling "${simact[off]:-x}" "${simact[selective]:-x}" "${simact[op]:-x}" "${simact[full]:-x}"; then
   pass
 else
-  fail "sim act peaks not off > selective > full"
+  fail "sim act peaks not off > selective > op > full"
 fi
 
 # ---- bad values: exit 2, one line ---------------------------------------------------------
@@ -149,15 +155,15 @@ bad() {
     fail "'$*': exit $rc, $lines lines: $(cat "$T/bad.err") (want exit 2, one line with '$want')"
   fi
 }
-bad "--recompute: 'x' is not allowed (off|full|selective)" --recompute x --steps 1
-bad "--recompute: 'FULL' is not allowed (off|full|selective)" --recompute=FULL --steps 1
+bad "--recompute: 'x' is not allowed (off|full|selective|op)" --recompute x --steps 1
+bad "--recompute: 'FULL' is not allowed (off|full|selective|op)" --recompute=FULL --steps 1
 bad "--recompute-layers: 5 is not allowed (want an integer between 0 and 4" \
   --model debug --recompute full --recompute-layers 5 --steps 1
 bad "--recompute-layers: 33 is not allowed (want an integer between 0 and 32" \
   --backend sim --hardware h100 --model 8B --world 8 --recompute-layers 33 --steps 1
 bad "--recompute-layers: '-1' is not allowed" --recompute-layers -1 --steps 1
 printf 'recompute: sometimes\n' >"$T/bad.yaml"
-bad "recompute: 'sometimes' is not allowed (off|full|selective)" --config "$T/bad.yaml"
+bad "recompute: 'sometimes' is not allowed (off|full|selective|op)" --config "$T/bad.yaml"
 
 echo "$passes passed, $fails failed"
 [ "$fails" = 0 ]

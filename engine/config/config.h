@@ -45,7 +45,7 @@ typedef struct fb_run_config {
   fb_accum_mode accum;
   int64_t bucket_bytes;  /* ddp gradient bucket size */
   fb_dtype param_dtype, reduce_dtype;
-  fb_recompute recompute; /* activation checkpointing: off | full | selective */
+  fb_recompute recompute; /* activation checkpointing: off | full | selective | op */
   int recompute_layers;  /* checkpoint K of the model's blocks (0 = all; <= layers) */
   char mesh[32];         /* hsdp device mesh "REPLICAxSHARD" ("" = the strategy's default) */
   /* resources and output */

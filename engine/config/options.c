@@ -98,11 +98,13 @@ static const fb_option options[] = {
     {.name = "reduce-dtype", .group = G_STRAT, .kind = FB_OPT_DTYPE, FIELD(reduce_dtype),
      .metavar = "T", .choices = "fp32|bf16", .help = "gradient reduction"},
     {.name = "recompute", .group = G_STRAT, .kind = FB_OPT_RECOMPUTE, FIELD(recompute),
-     .metavar = "MODE", .choices = "off|full|selective",
+     .metavar = "MODE", .choices = "off|full|selective|op",
      .help = "activation checkpointing: full = a block keeps its input and reruns its forward "
              "in backward; selective = rerun only the attention core (softmax(QK^T)V), matmul "
-             "outputs stay saved. A bare --recompute or true = full; false or --no-recompute = off "
-             "(old boolean configs keep working)"},
+             "outputs stay saved (Megatron-LM); op = torchtitan's op-level policy: keep the "
+             "outputs of every second matmul and of attention, rerun the rest. A bare "
+             "--recompute or true = full; false or --no-recompute = off (old boolean configs "
+             "keep working)"},
     {.name = "recompute-layers", .group = G_STRAT, .kind = FB_OPT_INT, FIELD(recompute_layers),
      .metavar = "K", .min = 0, .max = IMAX, .dflt = "0 = all layers",
      .help = "checkpoint K of the L blocks, every (L/K)-th from block 1: block l iff "
@@ -487,7 +489,7 @@ fb_status fb_config_check_option(const fb_run_config *c, const fb_option *o) {
     break;
   case FB_OPT_RECOMPUTE:
     ok = *CAT(c, o, fb_recompute) >= FB_RECOMPUTE_OFF &&
-         *CAT(c, o, fb_recompute) <= FB_RECOMPUTE_SELECTIVE;
+         *CAT(c, o, fb_recompute) <= FB_RECOMPUTE_OP;
     break;
   default: break;
   }

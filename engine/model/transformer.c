@@ -3,6 +3,7 @@
 #include "transformer.h"
 
 #include <assert.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +13,7 @@ struct fb_tf_block_acts {
   fb_buf fc, gelu, a, b, h;
   bool have; /* the saved set (everything but x_out) is allocated */
   bool core_dropped; /* selective: att and lse were freed after forward, rerun before use */
+  bool op_dropped;   /* op: the buffers op_kept marks not were freed after forward */
 };
 
 #define ACT FB_MEM_ACT
@@ -76,6 +78,7 @@ const char *fb_recompute_name(fb_recompute m) {
   case FB_RECOMPUTE_OFF: return "off";
   case FB_RECOMPUTE_FULL: return "full";
   case FB_RECOMPUTE_SELECTIVE: return "selective";
+  case FB_RECOMPUTE_OP: return "op";
   }
   return "?";
 }
@@ -91,46 +94,91 @@ static fb_recompute block_mode(const fb_tf *t, int l) {
                                                                              : FB_RECOMPUTE_OFF;
 }
 
-static void free_saved(fb_tf *t, fb_tf_block_acts *a) {
-  fb_buf *list[] = {&a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->q,  &a->k,
-                    &a->v,   &a->att,      &a->lse,      &a->xmid, &a->ln2, &a->ln2_mean,
-                    &a->ln2_rstd, &a->fc,  &a->gelu,     &a->a,   &a->b,  &a->h};
-  for (size_t i = 0; i < sizeof list / sizeof *list; i++) fb_free(t->dev, list[i], NULL);
-  a->have = false;
-  a->core_dropped = false;
+/* The saved set of a block, in allocation order: the buffer, its size, its ledger label, the
+ * families that have it and whether op-level checkpointing keeps it after forward (the
+ * outputs of a block's 1st, 3rd, ... matmul and of attention, transformer.h). */
+enum { SZ_NC, SZ_NKV, SZ_N3C, SZ_NF, SZ_STAT, SZ_LSE };
+enum { FAM_GPT2 = 1, FAM_LLAMA = 2, FAM_BOTH = 3 };
+typedef struct saved_buf {
+  size_t off;        /* of the fb_buf in fb_tf_block_acts */
+  unsigned char size, fam;
+  bool op_kept;
+  const char *label;
+} saved_buf;
+#define SB(f, sz, fm, kept, lab) {offsetof(fb_tf_block_acts, f), sz, fm, kept, lab}
+static const saved_buf saved_bufs[] = {
+    SB(ln1, SZ_NC, FAM_BOTH, false, "act.norm1"),
+    SB(ln1_rstd, SZ_STAT, FAM_BOTH, false, "act.norm1.rstd"),
+    SB(att, SZ_NC, FAM_BOTH, true, "act.attn_out"),
+    SB(lse, SZ_LSE, FAM_BOTH, true, "act.attn_lse"),
+    SB(xmid, SZ_NC, FAM_BOTH, false, "act.residual_mid"),
+    SB(ln2, SZ_NC, FAM_BOTH, false, "act.norm2"),
+    SB(ln2_rstd, SZ_STAT, FAM_BOTH, false, "act.norm2.rstd"),
+    SB(ln1_mean, SZ_STAT, FAM_GPT2, false, "act.norm1.mean"),
+    SB(ln2_mean, SZ_STAT, FAM_GPT2, false, "act.norm2.mean"),
+    SB(qkv, SZ_N3C, FAM_GPT2, true, "act.qkv"),   /* matmul 1 */
+    SB(fc, SZ_NF, FAM_GPT2, true, "act.fc"),      /* matmul 3 */
+    SB(gelu, SZ_NF, FAM_GPT2, false, "act.gelu"),
+    SB(q, SZ_NC, FAM_LLAMA, true, "act.q"),       /* matmul 1 */
+    SB(k, SZ_NKV, FAM_LLAMA, false, "act.k"),
+    SB(v, SZ_NKV, FAM_LLAMA, true, "act.v"),      /* matmul 3 */
+    SB(a, SZ_NF, FAM_LLAMA, true, "act.w1"),      /* matmul 5 */
+    SB(b, SZ_NF, FAM_LLAMA, false, "act.w3"),
+    SB(h, SZ_NF, FAM_LLAMA, false, "act.swiglu"),
+};
+#undef SB
+enum { NSAVED = sizeof saved_bufs / sizeof saved_bufs[0] };
+
+static fb_buf *saved_at(fb_tf_block_acts *a, int i) {
+  return (fb_buf *)((char *)a + saved_bufs[i].off);
 }
 
-static fb_status alloc_saved(fb_tf *t, fb_tf_block_acts *a) {
+static bool saved_in(const fb_tf *t, int i) {
+  return saved_bufs[i].fam & (t->m->spec.family == FB_GPT2 ? FAM_GPT2 : FAM_LLAMA);
+}
+
+static size_t saved_bytes(const fb_tf *t, int i) {
   const fb_model_spec *s = &t->m->spec;
   const size_t N = (size_t)t->B * t->T, C = s->dim, F = s->ffn, E = esz(t);
-  const size_t kvd = (size_t)s->kv_heads * fb_head_dim(s), lse = (size_t)t->B * s->heads * t->T;
-  fb_status st;
-  FB_CHECK_GOTO(st, act_alloc(t, &a->ln1, N * C, E, "act.norm1"), fail);
-  FB_CHECK_GOTO(st, act_alloc(t, &a->ln1_rstd, N, ssz(t), "act.norm1.rstd"), fail);
-  FB_CHECK_GOTO(st, act_alloc(t, &a->att, N * C, E, "act.attn_out"), fail);
-  FB_CHECK_GOTO(st, act_alloc(t, &a->lse, lse, ssz(t), "act.attn_lse"), fail);
-  FB_CHECK_GOTO(st, act_alloc(t, &a->xmid, N * C, E, "act.residual_mid"), fail);
-  FB_CHECK_GOTO(st, act_alloc(t, &a->ln2, N * C, E, "act.norm2"), fail);
-  FB_CHECK_GOTO(st, act_alloc(t, &a->ln2_rstd, N, ssz(t), "act.norm2.rstd"), fail);
-  if (s->family == FB_GPT2) {
-    FB_CHECK_GOTO(st, act_alloc(t, &a->ln1_mean, N, ssz(t), "act.norm1.mean"), fail);
-    FB_CHECK_GOTO(st, act_alloc(t, &a->ln2_mean, N, ssz(t), "act.norm2.mean"), fail);
-    FB_CHECK_GOTO(st, act_alloc(t, &a->qkv, N * 3 * C, E, "act.qkv"), fail);
-    FB_CHECK_GOTO(st, act_alloc(t, &a->fc, N * F, E, "act.fc"), fail);
-    FB_CHECK_GOTO(st, act_alloc(t, &a->gelu, N * F, E, "act.gelu"), fail);
-  } else {
-    FB_CHECK_GOTO(st, act_alloc(t, &a->q, N * C, E, "act.q"), fail);
-    FB_CHECK_GOTO(st, act_alloc(t, &a->k, N * kvd, E, "act.k"), fail);
-    FB_CHECK_GOTO(st, act_alloc(t, &a->v, N * kvd, E, "act.v"), fail);
-    FB_CHECK_GOTO(st, act_alloc(t, &a->a, N * F, E, "act.w1"), fail);
-    FB_CHECK_GOTO(st, act_alloc(t, &a->b, N * F, E, "act.w3"), fail);
-    FB_CHECK_GOTO(st, act_alloc(t, &a->h, N * F, E, "act.swiglu"), fail);
+  const size_t kvd = (size_t)s->kv_heads * fb_head_dim(s);
+  switch (saved_bufs[i].size) {
+  case SZ_NC: return N * C * E;
+  case SZ_NKV: return N * kvd * E;
+  case SZ_N3C: return N * 3 * C * E;
+  case SZ_NF: return N * F * E;
+  case SZ_STAT: return N * ssz(t);
+  default: return (size_t)t->B * s->heads * t->T * ssz(t); /* SZ_LSE */
+  }
+}
+
+static void free_saved(fb_tf *t, fb_tf_block_acts *a) {
+  for (int i = 0; i < NSAVED; i++) fb_free(t->dev, saved_at(a, i), NULL);
+  a->have = false;
+  a->core_dropped = false;
+  a->op_dropped = false;
+}
+
+/* Allocates the block's saved set (only_dropped: what op-level checkpointing freed). */
+static fb_status alloc_set(fb_tf *t, fb_tf_block_acts *a, bool only_dropped) {
+  for (int i = 0; i < NSAVED; i++) {
+    if (!saved_in(t, i) || (only_dropped && saved_bufs[i].op_kept)) continue;
+    fb_status st = fb_alloc(t->dev, saved_bytes(t, i), ACT, saved_bufs[i].label, saved_at(a, i));
+    if (st != FB_OK) {
+      free_saved(t, a);
+      return st;
+    }
   }
   a->have = true;
   return FB_OK;
-fail:
-  free_saved(t, a);
-  return st;
+}
+
+static fb_status alloc_saved(fb_tf *t, fb_tf_block_acts *a) { return alloc_set(t, a, false); }
+
+/* Op-level checkpointing after forward: frees what the policy does not keep. */
+static void op_drop(fb_tf *t, fb_tf_block_acts *a) {
+  for (int i = 0; i < NSAVED; i++)
+    if (saved_in(t, i) && !saved_bufs[i].op_kept) fb_free(t->dev, saved_at(a, i), NULL);
+  a->op_dropped = true;
 }
 
 fb_status fb_tf_encoder_fwd(fb_tf *t, const void *root) {
@@ -146,8 +194,12 @@ static const void *block_input(const fb_tf *t, int l) {
   return l == 1 ? t->x0.ptr : t->blocks[l - 2].x_out.ptr;
 }
 
-/* The block's forward into a (saved set must be allocated). */
-static fb_status block_compute(fb_tf *t, int l, const void *P, fb_tf_block_acts *a) {
+/* The block's forward into a (saved set must be allocated). op_rerun: only the ops whose
+ * outputs op-level checkpointing dropped (norms, elementwise, the even matmuls); the kept
+ * outputs and the block output are left as they are. */
+static fb_status block_compute(fb_tf *t, int l, const void *P, fb_tf_block_acts *a,
+                               bool op_rerun) {
+  const bool all = !op_rerun;
   const fb_model_spec *s = &t->m->spec;
   const int N = t->B * t->T, C = s->dim, F = s->ffn, H = s->heads, KVH = s->kv_heads;
   const int hd = fb_head_dim(s), kvd = KVH * hd;
@@ -158,46 +210,56 @@ static fb_status block_compute(fb_tf *t, int l, const void *P, fb_tf_block_acts 
     FB_TRY(fb_k_layernorm_fwd(ON(FB_G_LN1_W), a->ln1.ptr, a->ln1_mean.ptr, a->ln1_rstd.ptr, x,
                               par(t, P, l, FB_G_LN1_W), par(t, P, l, FB_G_LN1_B), N, C,
                               s->norm_eps));
-    FB_TRY(fb_k_matmul_fwd(ON(FB_G_QKV_W), a->qkv.ptr, a->ln1.ptr, par(t, P, l, FB_G_QKV_W),
-                           par(t, P, l, FB_G_QKV_B), N, C, 3 * C));
+    if (all)
+      FB_TRY(fb_k_matmul_fwd(ON(FB_G_QKV_W), a->qkv.ptr, a->ln1.ptr, par(t, P, l, FB_G_QKV_W),
+                             par(t, P, l, FB_G_QKV_B), N, C, 3 * C));
     char *qkv = a->qkv.ptr;
-    FB_TRY(fb_k_attention_fwd(&k, a->att.ptr, a->lse.ptr, qkv, qkv + (size_t)C * esz(t),
-                              qkv + (size_t)2 * C * esz(t), t->B, t->T, H, H, hd, 3 * C, 3 * C,
-                              att_scr));
+    if (all)
+      FB_TRY(fb_k_attention_fwd(&k, a->att.ptr, a->lse.ptr, qkv, qkv + (size_t)C * esz(t),
+                                qkv + (size_t)2 * C * esz(t), t->B, t->T, H, H, hd, 3 * C, 3 * C,
+                                att_scr));
     FB_TRY(fb_k_matmul_fwd(ON(FB_G_PROJ_W), a->xmid.ptr, a->att.ptr, par(t, P, l, FB_G_PROJ_W),
                            par(t, P, l, FB_G_PROJ_B), N, C, C));
     FB_TRY(fb_k_add(&k, a->xmid.ptr, a->xmid.ptr, x, (size_t)N * C));
     FB_TRY(fb_k_layernorm_fwd(ON(FB_G_LN2_W), a->ln2.ptr, a->ln2_mean.ptr, a->ln2_rstd.ptr,
                               a->xmid.ptr, par(t, P, l, FB_G_LN2_W), par(t, P, l, FB_G_LN2_B), N, C,
                               s->norm_eps));
-    FB_TRY(fb_k_matmul_fwd(ON(FB_G_FC_W), a->fc.ptr, a->ln2.ptr, par(t, P, l, FB_G_FC_W),
-                           par(t, P, l, FB_G_FC_B), N, C, F));
+    if (all)
+      FB_TRY(fb_k_matmul_fwd(ON(FB_G_FC_W), a->fc.ptr, a->ln2.ptr, par(t, P, l, FB_G_FC_W),
+                             par(t, P, l, FB_G_FC_B), N, C, F));
     FB_TRY(fb_k_gelu_fwd(&k, a->gelu.ptr, a->fc.ptr, (size_t)N * F));
+    if (op_rerun) return FB_OK;
     FB_TRY(fb_k_matmul_fwd(ON(FB_G_FC2_W), a->x_out.ptr, a->gelu.ptr, par(t, P, l, FB_G_FC2_W),
                            par(t, P, l, FB_G_FC2_B), N, F, C));
   } else {
     FB_TRY(fb_k_rmsnorm_fwd(ON(FB_L_ATTN_NORM), a->ln1.ptr, a->ln1_rstd.ptr, x,
                             par(t, P, l, FB_L_ATTN_NORM), N, C, s->norm_eps));
-    FB_TRY(fb_k_matmul_fwd(ON(FB_L_WQ), a->q.ptr, a->ln1.ptr, par(t, P, l, FB_L_WQ), NULL, N, C,
-                           C));
+    if (all)
+      FB_TRY(fb_k_matmul_fwd(ON(FB_L_WQ), a->q.ptr, a->ln1.ptr, par(t, P, l, FB_L_WQ), NULL, N,
+                             C, C));
     FB_TRY(fb_k_matmul_fwd(ON(FB_L_WK), a->k.ptr, a->ln1.ptr, par(t, P, l, FB_L_WK), NULL, N, C,
                            kvd));
-    FB_TRY(fb_k_matmul_fwd(ON(FB_L_WV), a->v.ptr, a->ln1.ptr, par(t, P, l, FB_L_WV), NULL, N, C,
-                           kvd));
-    FB_TRY(fb_k_rope_fwd(&k, a->q.ptr, t->B, t->T, H, hd, C, s->rope_theta));
+    if (all)
+      FB_TRY(fb_k_matmul_fwd(ON(FB_L_WV), a->v.ptr, a->ln1.ptr, par(t, P, l, FB_L_WV), NULL, N,
+                             C, kvd));
+    if (all) /* q is kept after its rotation */
+      FB_TRY(fb_k_rope_fwd(&k, a->q.ptr, t->B, t->T, H, hd, C, s->rope_theta));
     FB_TRY(fb_k_rope_fwd(&k, a->k.ptr, t->B, t->T, KVH, hd, kvd, s->rope_theta));
-    FB_TRY(fb_k_attention_fwd(&k, a->att.ptr, a->lse.ptr, a->q.ptr, a->k.ptr, a->v.ptr, t->B,
-                              t->T, H, KVH, hd, C, kvd, att_scr));
+    if (all)
+      FB_TRY(fb_k_attention_fwd(&k, a->att.ptr, a->lse.ptr, a->q.ptr, a->k.ptr, a->v.ptr, t->B,
+                                t->T, H, KVH, hd, C, kvd, att_scr));
     FB_TRY(fb_k_matmul_fwd(ON(FB_L_WO), a->xmid.ptr, a->att.ptr, par(t, P, l, FB_L_WO), NULL, N,
                            C, C));
     FB_TRY(fb_k_add(&k, a->xmid.ptr, a->xmid.ptr, x, (size_t)N * C));
     FB_TRY(fb_k_rmsnorm_fwd(ON(FB_L_FFN_NORM), a->ln2.ptr, a->ln2_rstd.ptr, a->xmid.ptr,
                             par(t, P, l, FB_L_FFN_NORM), N, C, s->norm_eps));
-    FB_TRY(fb_k_matmul_fwd(ON(FB_L_W1), a->a.ptr, a->ln2.ptr, par(t, P, l, FB_L_W1), NULL, N, C,
-                           F));
+    if (all)
+      FB_TRY(fb_k_matmul_fwd(ON(FB_L_W1), a->a.ptr, a->ln2.ptr, par(t, P, l, FB_L_W1), NULL, N,
+                             C, F));
     FB_TRY(fb_k_matmul_fwd(ON(FB_L_W3), a->b.ptr, a->ln2.ptr, par(t, P, l, FB_L_W3), NULL, N, C,
                            F));
     FB_TRY(fb_k_swiglu_fwd(&k, a->h.ptr, a->a.ptr, a->b.ptr, (size_t)N * F));
+    if (op_rerun) return FB_OK;
     FB_TRY(fb_k_matmul_fwd(ON(FB_L_W2), a->x_out.ptr, a->h.ptr, par(t, P, l, FB_L_W2), NULL, N, F,
                            C));
   }
@@ -210,7 +272,7 @@ fb_status fb_tf_block_fwd(fb_tf *t, int l, const void *P) {
   const size_t N = (size_t)t->B * t->T;
   FB_TRY(act_alloc(t, &a->x_out, N * t->m->spec.dim, esz(t), "act.block_out"));
   FB_TRY(alloc_saved(t, a));
-  FB_TRY(block_compute(t, l, P, a));
+  FB_TRY(block_compute(t, l, P, a, false));
   switch (block_mode(t, l)) {
   case FB_RECOMPUTE_OFF: break;
   case FB_RECOMPUTE_FULL: free_saved(t, a); break;
@@ -219,6 +281,7 @@ fb_status fb_tf_block_fwd(fb_tf *t, int l, const void *P) {
     fb_free(t->dev, &a->lse, NULL);
     a->core_dropped = true;
     break;
+  case FB_RECOMPUTE_OP: op_drop(t, a); break;
   }
   return FB_OK;
 }
@@ -328,10 +391,15 @@ fb_status fb_tf_block_bwd(fb_tf *t, int l, const void *P, void *G) {
     FB_TRY(alloc_saved(t, a));
     fb_buf keep = a->x_out;
     FB_TRY(act_alloc(t, &a->x_out, (size_t)N * C, esz(t), "act.recompute_out"));
-    fb_status st = block_compute(t, l, P, a);
+    fb_status st = block_compute(t, l, P, a, false);
     fb_free(t->dev, &a->x_out, NULL);
     a->x_out = keep;
     FB_TRY(st);
+  }
+  if (a->op_dropped) { /* op-level: rebuild what the policy dropped, from the kept outputs */
+    FB_TRY(alloc_set(t, a, true));
+    a->op_dropped = false;
+    FB_TRY(block_compute(t, l, P, a, true));
   }
   char *sc = t->dscratch.ptr;
   void *dres = t->dres.ptr;

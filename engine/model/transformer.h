@@ -28,9 +28,22 @@
  *              projections write the residual stream, kept as the mid residual and the block
  *              output) and the elementwise results around them (norms, gelu, swiglu) stay
  *              saved, so nothing else is rerun.
- *              (torchtitan's op-level policy differs: it saves the attention output and
- *              reruns elementwise ops and every second matmul.)
- *   Both reruns use the same kernels on the same inputs, so the gradients and the trained
+ *              (torchtitan's op-level policy differs: see op.)
+ *   op         torchtitan's op-level selective checkpointing (selective_ac_option "op",
+ *              torchtitan/parallelisms/parallelize_llama.py, _save_list and _custom_policy):
+ *              of a block's matmuls, counted in forward order, the outputs of the 1st, 3rd,
+ *              ... are saved and the others rerun; attention's output and log-sum-exp are
+ *              saved; every other op (norms, RoPE, gelu/swiglu, residual adds) is rerun. Here:
+ *              GPT-2 keeps qkv (matmul 1), the attention output and lse and fc (matmul 3);
+ *              Llama keeps q (matmul 1, kept after its rotation: torchtitan keeps it before
+ *              and reruns RoPE), v (matmul 3), the attention output and lse, and w1's output
+ *              (matmul 5). The last matmul (GPT-2's 4th, Llama's 7th) writes the block output,
+ *              kept anyway (torchtitan also saves w2's output beside it: one [N,C] tensor per
+ *              block more than here). Everything else is freed after forward and rebuilt at
+ *              the start of the block's backward: norm 1 and its statistics, (Llama: wk, k's
+ *              RoPE), the output projection and the mid residual, norm 2, (Llama: w3, swiglu;
+ *              GPT-2: gelu).
+ *   The reruns use the same kernels on the same inputs, so the gradients and the trained
  *   parameters are bitwise those without recompute; the simulator costs the rerun kernels
  *   like any other (they go through the same fb_k_* wrappers) and sees the smaller ledger.
  * recompute_layers K (0 = all): only K of the L blocks are checkpointed, spread evenly and
@@ -54,10 +67,11 @@ typedef struct fb_tf_block_acts fb_tf_block_acts;
 typedef enum fb_recompute {
   FB_RECOMPUTE_OFF = 0,
   FB_RECOMPUTE_FULL,
-  FB_RECOMPUTE_SELECTIVE
+  FB_RECOMPUTE_SELECTIVE,
+  FB_RECOMPUTE_OP
 } fb_recompute;
 
-/* "off", "full", "selective" ("?" for anything else). */
+/* "off", "full", "selective", "op" ("?" for anything else). */
 const char *fb_recompute_name(fb_recompute m);
 /* Whether block l (1..L) of L is checkpointed when K of them are (K = 0 or K >= L: all). */
 bool fb_tf_block_recomputed(int l, int L, int K);
