@@ -11,7 +11,9 @@
  *    rate of the bytes its wrapper counts (the profile's kernel_gbs table);
  *  - then, in situ (calibrate_steps.c), short single-rank training runs whose recorded ops
  *    refit the GEMM curve, the attention efficiency and the kernel table: what the
- *    simulator costs is kernels as a step runs them, not repeated on warm buffers;
+ *    simulator costs is kernels as a step runs them, not repeated on warm buffers; with 2 or
+ *    more threads, the same again on ddp runs of that many 1-thread rank threads (the split
+ *    figures a world of that many ranks on this machine runs at);
  *  - the slowdown of a GEMM while another thread streams memory (a comm worker's copies);
  *  - the local communicator (calibrate_comm.c): 2 rank threads idle and beside GEMMs.
  * Under mpirun (--comm mpi) it measures only the MPI communicator (calibrate_mpi.c) and
