@@ -764,6 +764,21 @@ static double key_mem(const fb_hardware *h) { return h->mem_bw; }
 static double key_launch(const fb_hardware *h) { return h->launch_s; }
 static double key_comm(const fb_hardware *h) { return h->intra_bw; }
 
+/* Each kernel of table k[0..nk) set to the median of the runs that measured it (bw_of reads
+ * a run's rate for a name, 0 = not measured). */
+static void median_kernels(const fb_hardware *runs, int n, fb_hw_kernel *k, int nk,
+                           double (*bw_of)(const fb_hardware *, const char *)) {
+  for (int i = 0; i < nk; i++) {
+    double v[100];
+    int nv = 0;
+    for (int r = 0; r < n && nv < 100; r++) {
+      double bw = bw_of(&runs[r], k[i].name);
+      if (bw > 0) v[nv++] = bw;
+    }
+    if (nv > 0) k[i].bw = fb_calib_median(v, nv);
+  }
+}
+
 /* The median of n runs, figure by figure: a step on this machine meets its typical speed, not
  * its best minute (the fastest of three runs predicted steps ~2x too fast here). Figures that
  * belong together come from one run: the compute figures (peak, GEMM curve, attention,
@@ -779,24 +794,8 @@ static void median_of_runs(const fb_hardware *runs, int n, fb_hardware *out) {
   const fb_hardware *cm = &runs[median_run(runs, n, key_comm)];
   m.intra_bw = m.inter_bw = cm->intra_bw;
   m.intra_lat = m.inter_lat = cm->intra_lat;
-  for (int k = 0; k < m.nkernels; k++) {
-    double v[100];
-    int nv = 0;
-    for (int r = 0; r < n && nv < 100; r++) {
-      double bw = fb_hardware_kernel_bw(&runs[r], m.kernels[k].name);
-      if (bw > 0) v[nv++] = bw;
-    }
-    if (nv > 0) m.kernels[k].bw = fb_calib_median(v, nv);
-  }
-  for (int k = 0; k < m.nsplit_kernels; k++) { /* the split table likewise */
-    double v[100];
-    int nv = 0;
-    for (int r = 0; r < n && nv < 100; r++) {
-      double bw = fb_hardware_split_kernel_bw(&runs[r], m.split_kernels[k].name);
-      if (bw > 0) v[nv++] = bw;
-    }
-    if (nv > 0) m.split_kernels[k].bw = fb_calib_median(v, nv);
-  }
+  median_kernels(runs, n, m.kernels, m.nkernels, fb_hardware_kernel_bw);
+  median_kernels(runs, n, m.split_kernels, m.nsplit_kernels, fb_hardware_split_kernel_bw);
   *out = m;
 }
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "hw_text.h"
 #include "engine/sim/cost_model.h"
 #include "engine/sim/hardware.h"
 
@@ -21,25 +22,11 @@ static const char *base_yaml =
     "host_runs_ahead: false\nshared_host: true\ncollectives: shared_memory\n";
 
 static fb_status load_text(const char *extra, fb_hardware *hw) {
-  char path[] = "/tmp/fb_test_ktab_XXXXXX.yaml";
-  int fd = mkstemps(path, 5);
-  if (fd < 0) return FB_ERR(FB_EIO, "mkstemps");
-  FILE *f = fdopen(fd, "w");
-  fputs(base_yaml, f);
-  fputs(extra, f);
-  fclose(f);
-  fb_status st = fb_hardware_load(path, hw);
-  unlink(path);
-  return st;
+  return fb_test_hw_text(base_yaml, extra, hw);
 }
 
 static void expect_bad(const char *extra, const char *must_name) {
-  fb_hardware hw;
-  fb_status st = load_text(extra, &hw);
-  CHECK(st == FB_EUSAGE, "'%s' loaded with status %s", extra, fb_status_name(st));
-  CHECK(strstr(fb_error_msg(), must_name) != NULL, "message '%s' does not name '%s'",
-        fb_error_msg(), must_name);
-  CHECK(strchr(fb_error_msg(), '\n') == NULL, "message is not one line: '%s'", fb_error_msg());
+  fb_test_hw_bad(base_yaml, extra, must_name);
 }
 
 static fb_op_cost mem_op(const char *name, double bytes) {
