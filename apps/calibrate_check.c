@@ -5,11 +5,18 @@
  * calibrate_steps.c do); the main flow that uses these is fb_calibrate_main in calibrate.c.
  *
  * Why the limits are what they are (calibrate.h names them):
- *  - FB_CALIB_MAX_COMM_RMS 60 %: the communicator's points are single collectives of a few
- *    hundred microseconds between two threads on a shared machine; on this 2-vCPU VM, idle
- *    (load average 0.1), one quick calibration in three fitted them with a 35-46 % residual
- *    while the fitted bandwidth stayed within 10 % of the others: the limit rejects only a
- *    fit that describes nothing (a loaded machine scatters them by 2-3x).
+ *  - FB_CALIB_MAX_COMM_RMS 100 %: the communicator's points are single collectives of a few
+ *    hundred microseconds to a few milliseconds between two threads on a shared machine, timed
+ *    while GEMM threads compete for the same cores. On the AMD EPYC VM, idle (load average
+ *    0.1), one quick calibration in three fitted them with a 35-46 % residual while the fitted
+ *    bandwidth stayed within 10 % of the others. On the Intel Xeon VM of 2026-11-26, idle, the
+ *    busy points are systematically not linear in the bytes (a 32 MiB collective outlasts the
+ *    scheduler's time slice beside the GEMM threads and ran 4-16x an 8 MiB one): 9 of 15 runs
+ *    fitted with 68-93 % while their bandwidths stayed within 24.3-29.7 GB/s, and the former
+ *    60 % limit refused two calibrations in three there. The limit rejects only a fit that
+ *    describes nothing (a loaded machine scatters the points by 2-3x); a bandwidth that moves
+ *    between runs is the repeat-spread check's (intra_bw_gbs is one of its key figures), and a
+ *    loaded machine the load check's.
  *  - FB_CALIB_MAX_RMS 25 %: a fit whose points scatter by more than a quarter around its curve
  *    does not describe the machine: on an idle machine the in-step GEMM curve fits within
  *    about 5-10 % and each collective's bandwidth within about 10 %; a run that shared its cores
@@ -143,7 +150,8 @@ static void check_kernels(rejects *R, const char *key, const fb_hw_kernel *k, in
 
 /* The split figures: one of split_ranks 1-thread ranks. Its large GEMM runs at most at one
  * core's share of the machine's peak (all cores busy: no single-core turbo) and above 1 % of
- * it; attention within (0, 1] of its own curve; residuals as the whole machine's. */
+ * it; attention within (0, 1] of its own curve; the GEMM curve's residual as the whole
+ * machine's, the kernel table's as the communicator's (below). */
 static void check_split(rejects *R, const fb_hardware *hw, const fb_calib_diag *d, double triad) {
   char v[32], a[96];
   const double E = hw->split_gemm_max_eff, h = hw->split_gemm_half_size;
@@ -167,8 +175,11 @@ static void check_split(rejects *R, const fb_hardware *hw, const fb_calib_diag *
     reject(R, "split_attention_efficiency", num(v, att), a,
            att > 1 ? "attention ran faster than a GEMM of its size: the GEMM curve is wrong"
                    : "an efficiency outside (0, 1] or a stalled kernel");
-  check_rms(R, "split_kernel_gbs", NAN, d->split_kernel_rms,
-            "the split kernel table (each kernel's time step by step)");
+  /* the split runs time each rank's kernels beside the other rank's communicator thread on
+   * shared cores: like the communicator's collectives, their step-to-step scatter is the
+   * scheduler's (5-41 % on the idle Xeon VM), so the communicator's limit */
+  check_rms_max(R, "split_kernel_gbs", NAN, d->split_kernel_rms,
+                "the split kernel table (each kernel's time step by step)", FB_CALIB_MAX_COMM_RMS);
   check_kernels(R, "split_kernel_gbs", hw->split_kernels, hw->nsplit_kernels, triad);
 }
 

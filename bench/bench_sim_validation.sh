@@ -8,7 +8,8 @@
 # The profile is measured by `fsdpbench calibrate` at the start of this same run (this
 # machine's speed drifts between hours and its CPU model between sessions: a profile from
 # another day validates nothing); --profile FILE uses a saved one instead. calibrate's
-# in-step runs use other token counts (debug 4x128, gpt2-124m 2x64) than these (8x128, 4x64).
+# in-step runs use other token counts (debug 12x128, debug-llama 4x128, gpt2-124m 2x64; split
+# ranks debug 6x128, debug-llama 3x64, gpt2-124m 1x96 each) than these (8x128, 4x64).
 # Each executed configuration runs --reps times (default 3) in interleaved passes over all
 # configurations, so a slow minute hits every row alike; the table shows the median of the
 # runs' step times and their spread ((max - min) / median).
