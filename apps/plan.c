@@ -75,6 +75,10 @@ static void describe(const candidate *c, char *buf, size_t n) {
   if (!buf[0]) snprintf(buf, n, "-");
 }
 
+bool fb_plan_row_fits(const fb_plan_row *r, int64_t capacity) {
+  return r->peak_bytes <= capacity && r->ooms == 0;
+}
+
 static void run_one(const fb_run_config *base, const candidate *cand, int64_t capacity,
                     fb_plan_row *row) {
   memset(row, 0, sizeof *row);
@@ -114,7 +118,7 @@ static void run_one(const fb_run_config *base, const candidate *cand, int64_t ca
   row->mfu = step > 0 && res.peak_flops > 0
                  ? res.model_flops_per_step / (step * res.world * res.peak_flops)
                  : 0;
-  row->fits = peak <= capacity && row->ooms == 0;
+  row->fits = fb_plan_row_fits(row, capacity);
   fb_run_result_free(&res);
 }
 
@@ -209,7 +213,7 @@ void fb_plan_print(FILE *f, const fb_run_config *base, const fb_plan_row *rows_i
   if (!rows) return;
   memcpy(rows, rows_in, sizeof *rows * (size_t)nrows);
   for (int i = 0; i < nrows; i++)
-    rows[i].fits = rows[i].peak_bytes <= capacity && rows[i].ooms == 0;
+    rows[i].fits = fb_plan_row_fits(&rows[i], capacity);
   qsort(rows, (size_t)nrows, sizeof *rows, by_step);
   int nfit = 0, nbig = 0, nfail = 0;
   for (int i = 0; i < nrows; i++) {
@@ -317,7 +321,7 @@ int fb_plan_main(int argc, char **argv) {
   int ok = 0, fit = 0;
   for (int i = 0; i < n; i++) {
     ok += rows[i].st == FB_OK;
-    fit += rows[i].st == FB_OK && rows[i].peak_bytes <= capacity && rows[i].ooms == 0;
+    fit += rows[i].st == FB_OK && fb_plan_row_fits(&rows[i], capacity);
   }
   free(rows);
   if (!ok) {

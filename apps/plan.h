@@ -37,6 +37,10 @@ typedef struct fb_plan_row {
   int64_t reserved_peak;
 } fb_plan_row;
 
+/* Whether a row fits `capacity` per device: its allocated peak does and the allocator model
+ * predicts no out-of-memory error (what `fits` holds for the capacity it was set with). */
+bool fb_plan_row_fits(const fb_plan_row *r, int64_t capacity);
+
 /* Runs every candidate for `base` (its backend is forced to sim). rows is allocated (free()).
  * capacity receives the hardware's memory per device. */
 fb_status fb_plan_run(const fb_run_config *base, fb_plan_row **rows, int *nrows,
