@@ -777,13 +777,18 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
   fb_fault_arm(&fault, !multi_process, rank_parked, &sh);
   for (int i = 0; i < sh.nlocal; i++) {
     ctx[i] = (rank_ctx){.sh = &sh, .index = i, .rank = sh.first_rank + i};
+    /* under the lock: the ranks started already decrement it as they return */
+    pthread_mutex_lock(&sh.mu);
     sh.running++;
+    pthread_mutex_unlock(&sh.mu);
     if (sh.nlocal == 1) {
       rank_thread(&ctx[i]);
       continue;
     }
     if (pthread_create(&th[i], NULL, rank_thread, &ctx[i])) {
+      pthread_mutex_lock(&sh.mu);
       sh.running--;
+      pthread_mutex_unlock(&sh.mu);
       st = FB_ERR(FB_EINTERNAL, "cannot start rank thread %d", i);
       if (sh.group) fb_local_group_abort(sh.group);
       break;
