@@ -20,6 +20,7 @@
 #include "device.h"
 
 #define FB_NORM_BINS 256 /* one bin per fp32 exponent; see sumsq_bins */
+#define FB_NORM_LIMBS 10 /* 640 bits: the exact sum of squares as an integer (fb_norm_bins_exact) */
 
 typedef struct fb_kctx {
   fb_device *dev;
@@ -110,9 +111,10 @@ typedef struct fb_kernels {
   fb_status (*sgd)(FB_KARGS, float *p, const float *g, float *mom, size_t n,
                    const fb_sgd_args *a);
   /* Exact sum of squares: for each nonzero g, with g = mant * 2^(e-150) (mant < 2^24), adds
-   * mant^2 into bin e: bins[2e] += low 32 bits, bins[2e+1] += high bits. Integer sums are
-   * order-free, so the global norm is bit-identical however the gradient is sharded.
-   * See fb_norm_from_bins. */
+   * mant^2 * 4^(e - e') to a bin e' <= e: bins[2e'] += its low 32 bits, bins[2e'+1] += the
+   * rest, under 2^32 to each word per element (the cpu folds runs of elements into one bin,
+   * the cuda kernel puts each in its own, e' = e). The bins' exact sum is order-free, so the
+   * global norm is bit-identical however the gradient is sharded. See fb_norm_from_bins. */
   fb_status (*sumsq_bins)(FB_KARGS, uint64_t *bins, const float *g, size_t n);
   /* out[0] += sum of x in index order, accumulated in fp64. */
   fb_status (*sum_f64)(FB_KARGS, double *out, const float *x, size_t n);
@@ -123,8 +125,12 @@ typedef struct fb_kernels {
 
 /* Scratch attention needs (bytes), for either direction, on the given device. */
 size_t fb_attention_scratch_bytes(const fb_device *d, int B, int T, int H, int KVH, int hd);
-/* sqrt of the exact sum of squares held in merged bins (2*FB_NORM_BINS words). */
+/* sqrt of the exact sum of squares held in merged bins (2*FB_NORM_BINS words); a function of
+ * the exact sum alone, not of how it is spread over the words. */
 double fb_norm_from_bins(const uint64_t *bins);
+/* The exact sum of the bins times 4^150, as a little-endian integer of FB_NORM_LIMBS words:
+ * two sets of bins hold the same sum exactly when these words are equal. */
+void fb_norm_bins_exact(const uint64_t *bins, uint64_t *limbs);
 
 /* Wrappers: same arguments as the table, plus recording and cost. */
 fb_status fb_k_encoder_fwd(const fb_kctx *k, void *out, const int32_t *tok, const void *wte,
