@@ -45,10 +45,14 @@ static bool same_sum(const uint64_t *a, const uint64_t *b) {
   return !memcmp(x, y, sizeof x);
 }
 
-/* The kernel's bins of g against the reference layout (every element in its own bin). */
+/* The kernel's bins of g against the reference layout (every element in its own bin); once
+ * whole (full runs take the AVX-512 path where the CPU has it) and once in pieces of 100
+ * (shorter than a run: the portable path). */
 static bool bins_exact(const float *g, size_t n) {
-  uint64_t got[2 * FB_NORM_BINS] = {0}, one[2 * FB_NORM_BINS] = {0};
+  uint64_t got[2 * FB_NORM_BINS] = {0}, one[2 * FB_NORM_BINS] = {0}, short_runs[2 * FB_NORM_BINS] = {0};
   CHECK_OK(KT->sumsq_bins(&K, got, g, n));
+  for (size_t i = 0; i < n; i += 100)
+    CHECK_OK(KT->sumsq_bins(&K, short_runs, g + i, n - i < 100 ? n - i : 100));
   for (size_t i = 0; i < n; i++) {
     uint32_t e;
     uint64_t sq;
@@ -56,7 +60,7 @@ static bool bins_exact(const float *g, size_t n) {
     one[2 * e] += sq & 0xffffffffu;
     one[2 * e + 1] += sq >> 32;
   }
-  return same_sum(got, one);
+  return same_sum(got, one) && same_sum(short_runs, one);
 }
 
 static void test_sumsq(void) {

@@ -142,12 +142,6 @@ __attribute__((target("avx512f"))) static void sumsq_run_avx512(uint64_t *bins, 
   }
 }
 
-static bool have_avx512(void) {
-  static int have = -1; /* racy but idempotent: every thread stores the same answer */
-  if (have < 0) have = __builtin_cpu_supports("avx512f") ? 1 : 0;
-  return have;
-}
-
 static void sumsq_run(uint64_t *bins, const float *x, size_t m, bool avx512) {
   if (avx512 && m == SQ_SUB) sumsq_run_avx512(bins, x);
   else sumsq_run_c(bins, x, m);
@@ -155,7 +149,7 @@ static void sumsq_run(uint64_t *bins, const float *x, size_t m, bool avx512) {
 
 void fb_sumsq_bins_f32(uint64_t *bins, const float *g, size_t n) {
   int64_t nb = (int64_t)((n + SUMSQ_BLOCK - 1) / SUMSQ_BLOCK);
-  const bool avx512 = have_avx512();
+  const bool avx512 = __builtin_cpu_supports("avx512f");
 #pragma omp parallel if (nb > 1)
   {
     uint64_t local[2 * FB_NORM_BINS];
