@@ -49,7 +49,8 @@ static bool same_sum(const uint64_t *a, const uint64_t *b) {
  * whole (full runs take the AVX-512 path where the CPU has it) and once in pieces of 100
  * (shorter than a run: the portable path). */
 static bool bins_exact(const float *g, size_t n) {
-  uint64_t got[2 * FB_NORM_BINS] = {0}, one[2 * FB_NORM_BINS] = {0}, short_runs[2 * FB_NORM_BINS] = {0};
+  uint64_t got[2 * FB_NORM_BINS] = {0}, one[2 * FB_NORM_BINS] = {0};
+  uint64_t short_runs[2 * FB_NORM_BINS] = {0};
   CHECK_OK(KT->sumsq_bins(&K, got, g, n));
   for (size_t i = 0; i < n; i += 100)
     CHECK_OK(KT->sumsq_bins(&K, short_runs, g + i, n - i < 100 ? n - i : 100));

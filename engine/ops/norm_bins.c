@@ -48,8 +48,12 @@ static void sumsq_scalar(uint64_t *bins, const float *x, size_t m) {
   }
 }
 
-/* The two windows' words of the pass whose top exponent is `top` go to the bins. */
-static uint32_t window_base(uint32_t top) { return top >= 2 * SQ_WIN ? top - (2 * SQ_WIN - 1) : 1; }
+/* eb2, the lower window's first exponent, of the pass whose largest exponent is `top`. */
+static uint32_t window_base(uint32_t top) {
+  return top >= 2 * SQ_WIN ? top - (2 * SQ_WIN - 1) : 1;
+}
+
+/* A pass's two fixed-point sums into the bins of the windows' first exponents. */
 static void fold(uint64_t *bins, uint32_t eb2, uint64_t lo, uint64_t hi, uint64_t lo2,
                  uint64_t hi2) {
   bins[2 * (eb2 + SQ_WIN)] += lo;
@@ -82,7 +86,8 @@ static void sumsq_run_c(uint64_t *bins, const float *x, size_t m) {
       const int32_t d = (int32_t)e - (int32_t)eb2; /* [0, dtop]: this pass; < 0: later */
       const uint64_t in1 = -(uint64_t)((d >= SQ_WIN) & (d <= dtop));
       const uint64_t in2 = -(uint64_t)((d >= 0) & (d < SQ_WIN) & (d <= dtop));
-      const uint64_t v = ((uint64_t)mant * mant) << ((uint32_t)(2 * (d - (SQ_WIN & (int32_t)in1))) & 63u);
+      const uint32_t sh = (uint32_t)(2 * (d - (SQ_WIN & (int32_t)in1))) & 63u;
+      const uint64_t v = ((uint64_t)mant * mant) << sh;
       lo += v & in1 & 0xffffffffu;
       hi += (v >> 32) & in1;
       lo2 += v & in2 & 0xffffffffu;
@@ -114,8 +119,10 @@ __attribute__((target("avx512f"))) static void sumsq_run_avx512(uint64_t *bins, 
   while (top) {
     const uint32_t eb2 = window_base(top);
     /* unsigned range tests: d in [0, w2) is window 2, d - SQ_WIN in [0, w1) window 1 */
-    const __m512i base = _mm512_set1_epi64(eb2), w2 = _mm512_set1_epi64(top - eb2 + 1 < SQ_WIN ? top - eb2 + 1 : SQ_WIN),
-                  w1 = _mm512_set1_epi64(top - eb2 + 1 > SQ_WIN ? top - eb2 + 1 - SQ_WIN : 0);
+    const uint32_t span = top - eb2 + 1; /* exponents of this pass */
+    const __m512i base = _mm512_set1_epi64(eb2),
+                  w2 = _mm512_set1_epi64(span < SQ_WIN ? span : SQ_WIN),
+                  w1 = _mm512_set1_epi64(span > SQ_WIN ? span - SQ_WIN : 0);
     __m512i lo = zero, hi = zero, lo2 = zero, hi2 = zero;
     __m512i next = zero;
     for (int i = 0; i < SQ_SUB; i += 8) {
@@ -123,7 +130,8 @@ __attribute__((target("avx512f"))) static void sumsq_run_avx512(uint64_t *bins, 
       __m512i eraw = _mm512_and_si512(_mm512_srli_epi64(u, 23), e8);
       __m512i mant = _mm512_and_si512(u, mmask);
       mant = _mm512_mask_or_epi64(mant, _mm512_test_epi64_mask(eraw, eraw), mant, hidden);
-      __m512i d = _mm512_sub_epi64(_mm512_max_epu64(eraw, one), base), d1 = _mm512_sub_epi64(d, win);
+      __m512i d = _mm512_sub_epi64(_mm512_max_epu64(eraw, one), base);
+      __m512i d1 = _mm512_sub_epi64(d, win);
       __mmask8 k1 = _mm512_cmplt_epu64_mask(d1, w1), k2 = _mm512_cmplt_epu64_mask(d, w2);
       __m512i sh = _mm512_add_epi64(d, d);
       sh = _mm512_mask_add_epi64(sh, k1, d1, d1);
@@ -134,7 +142,8 @@ __attribute__((target("avx512f"))) static void sumsq_run_avx512(uint64_t *bins, 
       lo2 = _mm512_mask_add_epi64(lo2, k2, lo2, vl);
       hi2 = _mm512_mask_add_epi64(hi2, k2, hi2, vh);
       __m512i e = _mm512_add_epi64(d, base);
-      next = _mm512_mask_max_epu64(next, _mm512_mask_test_epi64_mask(_mm512_cmplt_epi64_mask(d, zero), mant, mant), next, e);
+      __mmask8 later = _mm512_mask_test_epi64_mask(_mm512_cmplt_epi64_mask(d, zero), mant, mant);
+      next = _mm512_mask_max_epu64(next, later, next, e);
     }
     fold(bins, eb2, (uint64_t)_mm512_reduce_add_epi64(lo), (uint64_t)_mm512_reduce_add_epi64(hi),
          (uint64_t)_mm512_reduce_add_epi64(lo2), (uint64_t)_mm512_reduce_add_epi64(hi2));
