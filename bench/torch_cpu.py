@@ -29,7 +29,6 @@ import tempfile
 import time
 
 import torch
-import torch.nn.functional as F  # noqa: F401  (Model uses it through torch_gpu)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_gpu import Model, load_model  # noqa: E402

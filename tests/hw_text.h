@@ -1,6 +1,7 @@
 /* Test helper: a hardware profile from YAML text. fb_test_hw_text loads base + extra through a
  * temporary file (removed after); fb_test_hw_bad checks that such a profile is refused with
- * FB_EUSAGE and one line naming `must_name`. Include check.h first. */
+ * FB_EUSAGE and one line naming `must_name`; FB_TEST_HW_SHARED_HOST is a base profile's
+ * body. Include check.h first. */
 #ifndef FB_TEST_HW_TEXT_H
 #define FB_TEST_HW_TEXT_H
 #include <stdio.h>
@@ -9,6 +10,14 @@
 #include <unistd.h>
 
 #include "engine/sim/hardware.h"
+
+/* Every key of a one-host cpu-like profile but its name and peaks (tests prepend those). */
+#define FB_TEST_HW_SHARED_HOST                                                                   \
+  "gemm_max_efficiency: 0.8\ngemm_half_size: 100\nattention_efficiency: 0.5\n"                 \
+  "mem_bw_gbs: 20\nmem_efficiency: 1\nlaunch_us: 1\nmemory_gib: 16\ndevices_per_node: 1\n"    \
+  "intra_bw_gbs: 4\nintra_lat_us: 10\ninter_bw_gbs: 4\ninter_lat_us: 10\n"                     \
+  "collective_efficiency: 1\noverlap_slowdown: 2\nhost_runs_ahead: false\nshared_host: true\n" \
+  "collectives: shared_memory\n"
 
 static inline fb_status fb_test_hw_text(const char *base, const char *extra, fb_hardware *hw) {
   char path[] = "/tmp/fb_test_hw_XXXXXX.yaml";

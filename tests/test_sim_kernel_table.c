@@ -15,11 +15,7 @@
 #include "engine/sim/hardware.h"
 
 static const char *base_yaml =
-    "name: t\npeak_tflops_fp32: 1\npeak_tflops_bf16: 2\ngemm_max_efficiency: 0.8\n"
-    "gemm_half_size: 100\nattention_efficiency: 0.5\nmem_bw_gbs: 20\nmem_efficiency: 1\n"
-    "launch_us: 1\nmemory_gib: 16\ndevices_per_node: 1\nintra_bw_gbs: 4\nintra_lat_us: 10\n"
-    "inter_bw_gbs: 4\ninter_lat_us: 10\ncollective_efficiency: 1\noverlap_slowdown: 2\n"
-    "host_runs_ahead: false\nshared_host: true\ncollectives: shared_memory\n";
+    "name: t\npeak_tflops_fp32: 1\npeak_tflops_bf16: 2\n" FB_TEST_HW_SHARED_HOST;
 
 static fb_status load_text(const char *extra, fb_hardware *hw) {
   return fb_test_hw_text(base_yaml, extra, hw);

@@ -18,11 +18,7 @@
 #include "engine/sim/hardware.h"
 
 static const char *base_yaml =
-    "name: t\npeak_tflops_fp32: 1\npeak_tflops_bf16: 1\ngemm_max_efficiency: 0.8\n"
-    "gemm_half_size: 100\nattention_efficiency: 0.5\nmem_bw_gbs: 20\nmem_efficiency: 1\n"
-    "launch_us: 1\nmemory_gib: 16\ndevices_per_node: 1\nintra_bw_gbs: 4\nintra_lat_us: 10\n"
-    "inter_bw_gbs: 4\ninter_lat_us: 10\ncollective_efficiency: 1\noverlap_slowdown: 2\n"
-    "host_runs_ahead: false\nshared_host: true\ncollectives: shared_memory\n"
+    "name: t\npeak_tflops_fp32: 1\npeak_tflops_bf16: 1\n" FB_TEST_HW_SHARED_HOST
     "kernel_gbs:\n  gelu_fwd: 10\n  adamw: 8\n";
 
 static const char *split_yaml =
