@@ -1,10 +1,15 @@
 /* The host caching allocator: a freed block of a pooled size comes back for the next request
  * of that size (the same address, no new system memory), sizes are kept apart, small blocks
  * bypass the pool, trim returns the cache, reserved/cached/hit/miss counters are exact, and
- * blocks freed on one thread are reused on another. It does not test the cpu device's
+ * blocks freed on one thread are reused on another; a block of FB_HOST_POOL_HUGE bytes or more
+ * starts at a 2 MiB boundary and its mapping ends at one (/proc/self/maps), so every 2 MiB of
+ * it can be a transparent huge page. It does not test the cpu device's
  * accounting (test_device_cpu). */
+#include <inttypes.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "check.h"
@@ -101,8 +106,47 @@ static void test_cross_thread(void) {
   fb_host_pool_destroy(h.p);
 }
 
+/* The [start, end) of the mapping that holds address a (/proc/self/maps), or false. */
+static bool mapping_of(uintptr_t a, uintptr_t *start, uintptr_t *end) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (!f) return false;
+  char line[512];
+  bool found = false;
+  while (!found && fgets(line, sizeof line, f)) {
+    uintptr_t lo, hi;
+    if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR, &lo, &hi) == 2 && lo <= a && a < hi)
+      *start = lo, *end = hi, found = true;
+  }
+  fclose(f);
+  return found;
+}
+
+static void test_huge_blocks(void) {
+  fb_host_pool *p = fb_host_pool_create();
+  CHECK(p != NULL, "create");
+  if (!p) return;
+  const size_t sizes[] = {FB_HOST_POOL_HUGE, 3 * MiB / 2, 2 * MiB, 3 * MiB + 4096};
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+    const size_t n = sizes[i];
+    char *b = fb_host_pool_get(p, n);
+    CHECK(b && (uintptr_t)b % (2 * MiB) == 0, "a %zu-byte block starts at a 2 MiB boundary", n);
+    if (!b) continue;
+    memset(b, 1, n);
+    uintptr_t lo = 0, hi = 0;
+    CHECK(mapping_of((uintptr_t)b, &lo, &hi), "the block lies in a mapping");
+    /* its mapping may have merged with a neighbour: it must reach a 2 MiB boundary at or
+     * after the block's end, so the block's last (partial) 2 MiB can be a huge page */
+    const uintptr_t end = (uintptr_t)b + n, last = (end + 2 * MiB - 1) & ~(uintptr_t)(2 * MiB - 1);
+    CHECK(lo <= (uintptr_t)b && hi >= last, "a %zu-byte block's mapping [%#" PRIxPTR ", %#" PRIxPTR
+          ") covers whole 2 MiB up to %#" PRIxPTR, n, lo, hi, last);
+    fb_host_pool_put(p, b, n);
+  }
+  fb_host_pool_destroy(p);
+}
+
 int main(void) {
   test_reuse();
+  test_huge_blocks();
   test_small_bypass();
   test_cross_thread();
   return fb_test_done("test_host_pool");

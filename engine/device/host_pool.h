@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #define FB_HOST_POOL_MIN ((size_t)64 << 10) /* smaller blocks are not cached */
-#define FB_HOST_POOL_HUGE ((size_t)2 << 20) /* larger ones are 2 MiB aligned, advised huge */
+#define FB_HOST_POOL_HUGE ((size_t)1 << 20) /* larger ones: whole 2 MiB pages, advised huge */
 
 typedef struct fb_host_pool fb_host_pool;
 
