@@ -210,6 +210,7 @@ static int cmd_run(int argc, char **argv, int first) {
   }
   fb_run_result res;
   st = fb_run(&cfg, &res);
+  fb_startup_mark("run done");
   if (cfg.dry_run) { /* printed by the run; nothing ran */
     int rc = st == FB_OK ? 0 : fail(st);
 #ifdef FB_HAVE_MPI
@@ -225,9 +226,11 @@ static int cmd_run(int argc, char **argv, int first) {
     if (st == FB_OK && cfg.mem_snapshot) st = fb_memsnap_write(cfg.out, &res);
     if (st == FB_OK && rank == 0) printf("outputs written under %s/\n", cfg.out);
   }
+  fb_startup_mark("report printed, outputs written");
   if (st != FB_OK) return failed_run(st, mpi);
   int rc = predicted_fit(&res);
   fb_run_result_free(&res);
+  fb_startup_mark("run freed");
 #ifdef FB_HAVE_MPI
   if (mpi) fb_mpi_finalize();
 #endif

@@ -723,6 +723,8 @@ static fb_status write_report_json(const char *dir, const fb_run_result *r) {
   jnum(f, &first, "world", r->world);
   jnum(f, &first, "nsteps", r->nsteps);
   jnum(f, &first, "wall_s", r->wall_s);
+  jnum(f, &first, "startup_ms", r->startup_ms);
+  jnum(f, &first, "first_step_unix_s", r->first_step_unix_s);
   jnum(f, &first, "param_sum", r->param_sum);
   json_array(f, &first, "loss", r->loss, r->nsteps);
   json_array(f, &first, "grad_norm", r->grad_norm, r->nsteps);

@@ -67,8 +67,11 @@
  *   time_ms_per_step     summed duration of those collectives per step
  *   psi_ratio      bytes_per_step / (parameter count x param dtype size): DDP ~2, FSDP ~3
  *
- * report.json: {"config": {...run config echo...}, "predicted", "world", "nsteps",
- *   "param_sum", "loss": [...], "grad_norm": [...], "lr": [...], "mean": {summary fields},
+ * report.json: {"config": {...run config echo...}, "predicted", "world", "nsteps", "wall_s",
+ *   "startup_ms" (exec to the first step's start, measured, fb_startup_ms),
+ *   "first_step_unix_s" (that moment on the wall clock, s since the epoch, for a caller that
+ *   timed the exec itself), "param_sum", "loss": [...], "grad_norm": [...], "lr": [...],
+ *   "mean": {summary fields},
  *   "ranks": [{summary fields, "memory": {category: {peak, at_peak, final}},
  *   "allocator": {...}, "host": {...} (sim on a GPU profile only, see below),
  *   "ledger": {coll: {bytes_per_step, wire_bytes_per_step, time_ms_per_step}},

@@ -51,6 +51,8 @@ __attribute__((constructor)) static void startup_snapshot(void) {
 
 double fb_startup_ms(void) { return ctor_age_ms + clock_ms(CLOCK_MONOTONIC) - ctor_mono_ms; }
 
+double fb_unix_time_s(void) { return clock_ms(CLOCK_REALTIME) * 1e-3; }
+
 void fb_startup_mark(const char *what) {
   static int first = 1;
   if (!getenv("FB_STARTUP_TRACE")) return;

@@ -13,6 +13,9 @@
 
 /* Milliseconds from exec to now (see above). */
 double fb_startup_ms(void);
+/* The wall clock now (CLOCK_REALTIME), seconds since the epoch: comparable with the time a
+ * parent process took before exec'ing this one (`date +%s.%N`). */
+double fb_unix_time_s(void);
 /* With FB_STARTUP_TRACE set in the environment, prints "startup: <what> at X ms" to stderr
  * (X = fb_startup_ms()); otherwise nothing. The first call also prints the time before main. */
 void fb_startup_mark(const char *what);

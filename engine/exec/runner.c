@@ -264,7 +264,11 @@ static fb_status rank_run(rank_ctx *ctx) {
                     ctx->rank == 0 && !c->quiet && c->log_every > 1 && fb_progress_tty());
   for (int step = sh->start; step < c->steps; step++) {
     double loss = 0;
-    if (step == sh->start && ctx->rank == 0) log_startup(c);
+    if (step == sh->start && ctx->rank == 0) {
+      log_startup(c);
+      res->startup_ms = fb_startup_ms();
+      res->first_step_unix_s = fb_unix_time_s();
+    }
     if (cupti && step == cupti_first) FB_CHECK_GOTO(st, kernel_trace(ctx->rank, true, &cupti_on), out);
     FB_CHECK_GOTO(st, fb_exec_step(&e, step, &loss), out);
     if (cupti_on && step == cupti_last) FB_CHECK_GOTO(st, kernel_trace(ctx->rank, false, &cupti_on), out);
@@ -720,6 +724,8 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
   res->world = c->world;
   res->nsteps = c->steps;
   res->param_sum = NAN;
+  res->startup_ms = NAN;
+  res->first_step_unix_s = NAN;
   res->tokens_per_step = (int64_t)c->batch * c->seq;
   res->model_flops_per_step = 3.0 * fb_model_forward_flops(&c->spec, c->batch, c->seq);
   res->loss = calloc((size_t)c->steps, sizeof *res->loss);
