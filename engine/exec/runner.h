@@ -45,7 +45,7 @@ typedef struct fb_run_result {
   double model_flops_per_step;/* global: 3 x forward matmul FLOPs */
   char blas[128];             /* library and kernel actually running */
   double wall_s;              /* whole run, host clock */
-  double startup_ms;          /* exec to the first step's start on rank 0 of this process
+  double startup_ms;          /* exec to the first step's start on this process's first rank
                                * (fb_startup_ms, measured; NaN when no step ran) */
   double first_step_unix_s;   /* that moment on the wall clock (CLOCK_REALTIME, s since the
                                * epoch): what a caller timing the exec from outside compares */
