@@ -18,7 +18,9 @@
 typedef struct fb_host_pool fb_host_pool;
 
 typedef struct fb_host_pool_stats {
-  int64_t reserved; /* bytes taken from the system and not returned (live + cached) */
+  int64_t reserved; /* bytes taken from the system and not returned (live + cached), as the
+                     * blocks' sizes: a block of FB_HOST_POOL_HUGE bytes or more maps whole
+                     * 2 MiB pages, up to 2 MiB of address space past its size */
   int64_t cached;   /* bytes on the free lists */
   int64_t hits;     /* requests served from a free list */
   int64_t misses;   /* pooled-size requests that went to the system */
