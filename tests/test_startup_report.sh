@@ -5,9 +5,9 @@
 # this shell's clock around the run: the first step lies between the exec and the exit (one
 # wall clock on both sides: exact), the start-up is positive and shorter than the whole run,
 # and the two figures agree within 25 % + 5 ms. Not tighter: the run's own figure counts the
-# time before main from the kernel's accounting (CPU plus run-queue time), whose clock drifted
-# ~10 % from the wall clock on a loaded 2-vCPU VM (an ASan sim run: 74.1 ms against 67.1 ms
-# measured outside). A predicted (sim) run records them the same way.
+# time before main from the kernel's accounting (CPU plus run-queue time), which came out ~10 %
+# above the wall clock once on a loaded 2-vCPU VM (an ASan sim run: 74.1 ms against 67.1 ms
+# measured outside; the cause not found). A predicted (sim) run records them the same way.
 # Env: FSDPBENCH = the CLI binary. Skips (77) without it.
 set -u
 FSDPBENCH=${FSDPBENCH:-}
