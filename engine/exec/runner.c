@@ -88,13 +88,13 @@ static void log_step(const shared *sh, int step, const fb_step_stats *ss, const 
 }
 
 /* At the start of the first step on rank 0, once per process (the first logged run): the
- * process's start-up (exec, dynamic loading, configuration, model, data, device and strategy
- * set-up), measured (startup.h). */
-static void log_startup(const fb_run_config *c) {
+ * process's start-up `ms` (exec, dynamic loading, configuration, model, data, device and
+ * strategy set-up), measured (startup.h). */
+static void log_startup(const fb_run_config *c, double ms) {
   static atomic_flag printed = ATOMIC_FLAG_INIT;
   fb_startup_mark(c->quiet ? "first step (of a quiet inner run)" : "first step");
   if (c->quiet || atomic_flag_test_and_set(&printed)) return;
-  printf("startup: %.1f ms (exec to first step, measured)\n", fb_startup_ms());
+  printf("startup: %.1f ms (exec to first step, measured)\n", ms);
   fflush(stdout);
 }
 
@@ -264,10 +264,10 @@ static fb_status rank_run(rank_ctx *ctx) {
                     ctx->rank == 0 && !c->quiet && c->log_every > 1 && fb_progress_tty());
   for (int step = sh->start; step < c->steps; step++) {
     double loss = 0;
-    if (step == sh->start && ctx->rank == 0) log_startup(c);
-    if (step == sh->start && ctx->index == 0) { /* this process's first rank */
+    if (step == sh->start && ctx->index == 0) { /* this process's first rank: one reading */
       res->startup_ms = fb_startup_ms();
       res->first_step_unix_s = fb_unix_time_s();
+      if (ctx->rank == 0) log_startup(c, res->startup_ms);
     }
     if (cupti && step == cupti_first) FB_CHECK_GOTO(st, kernel_trace(ctx->rank, true, &cupti_on), out);
     FB_CHECK_GOTO(st, fb_exec_step(&e, step, &loss), out);
