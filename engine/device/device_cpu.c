@@ -26,6 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include "../ops/cpu_kernels.h"
 #include "host_pool.h"
@@ -165,6 +168,36 @@ static void release(fb_device *d, void *p, size_t bytes) {
 
 /* ---- worker streams ---------------------------------------------------------------------- */
 
+/* Zeroes n bytes with non-temporal stores where the CPU has them: a zero fill of megabytes
+ * is never read back before something else overwrites the cache, and glibc's memset (2.36,
+ * Debian 12) writes through the cache at every size: each line is first read for ownership
+ * (one thread: 10 GB/s, against 23 GB/s with streaming stores on a 2-vCPU Xeon slice). The
+ * unaligned head and tail go through memset; the fence orders the streamed lines before
+ * whatever the caller signals next (a stream's completion, an OpenMP barrier). */
+static void zero_stream(void *dst, size_t n) {
+#if defined(__AVX2__)
+  char *p = dst;
+  size_t head = (size_t)(-(uintptr_t)p & 63);
+  if (n < head + 64) {
+    memset(p, 0, n);
+    return;
+  }
+  memset(p, 0, head);
+  p += head;
+  n -= head;
+  const __m256i z = _mm256_setzero_si256();
+  size_t body = n & ~(size_t)63;
+  for (size_t i = 0; i < body; i += 64) {
+    _mm256_stream_si256((__m256i *)(p + i), z);
+    _mm256_stream_si256((__m256i *)(p + i + 32), z);
+  }
+  _mm_sfence();
+  memset(p + body, 0, n - body);
+#else
+  memset(dst, 0, n);
+#endif
+}
+
 /* Runs one task on the worker (s->mu not held). */
 static void run_task(fb_stream *s, task *t) {
   /* s->err is only written by this thread (and by the host on inline streams, which never
@@ -200,7 +233,8 @@ static void run_task(fb_stream *s, task *t) {
       cpu_impl *c = impl_of(s->dev);
       fb_status st = c->guard ? fb_opq_open(c->guard, t->opnd, t->nopnd) : FB_OK;
       if (st == FB_OK) {
-        if (t->kind == T_MEMSET) memset(t->dst, 0, t->n);
+        if (t->kind == T_MEMSET && t->n < ((size_t)1 << 20)) memset(t->dst, 0, t->n);
+        else if (t->kind == T_MEMSET) zero_stream(t->dst, t->n);
         else memcpy(t->dst, t->src, t->n);
         if (c->guard) fb_opq_close(c->guard, t->opnd, t->nopnd);
       } else {
@@ -348,18 +382,18 @@ static void cpu_free(fb_device *d, void *p, size_t bytes, fb_mem_cat cat, fb_str
 }
 
 /* Large zero fills use the calling thread's OpenMP team (page-sized chunks: any split gives
- * the same zeros). */
+ * the same zeros); under 1 MiB a plain memset, whose lines the next kernel finds in cache. */
 static void zero_fill(void *dst, size_t n) {
   const size_t chunk = (size_t)1 << 20;
-  if (n < 8 * chunk) {
+  if (n < chunk) {
     memset(dst, 0, n);
     return;
   }
   const int64_t nc = (int64_t)((n + chunk - 1) / chunk);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (nc >= 8)
   for (int64_t c = 0; c < nc; c++) {
     size_t off = (size_t)c * chunk, len = n - off < chunk ? n - off : chunk;
-    memset((char *)dst + off, 0, len);
+    zero_stream((char *)dst + off, len);
   }
 }
 
