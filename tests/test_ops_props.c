@@ -113,6 +113,27 @@ static void test_sumsq(void) {
     double nm = fb_norm_from_bins(merged);
     CHECK(!memcmp(&nm, &norm, sizeof nm), "trial %d: norm %.17g != %.17g", trial, nm, norm);
   }
+  /* runs of 128 at the double-precision path's edges (norm_bins.c, sumsq_run_fp64): spans of
+   * 20 exponents (taken) and 21 (left to the integer passes), all-ones mantissas for the
+   * largest sums, magnitudes near 2^126 and 2^-128 (its bin limits), signed zeros, denormals
+   * under small normals, and a run of zeros */
+  enum { RUNS = 12, RL = 128 };
+  float *edge = malloc(RUNS * RL * sizeof *edge);
+  const int top[RUNS] = {0, 0, 100, 126, 127, -127, -128, -120, -100, 5, -20, 60};
+  const int span[RUNS] = {20, 21, 20, 3, 0, 2, 0, 7, 20, 0, 19, 22};
+  for (int r = 0; r < RUNS; r++)
+    for (int i = 0; i < RL; i++) {
+      float m = 1.0f + (float)(i * 37 % 128) / 128.0f - FLT_EPSILON * (float)(i % 3);
+      if (i % 5 == 0) m = 2.0f - FLT_EPSILON; /* mantissa 0xffffff */
+      float x = ldexpf(m, top[r] - (i % 11 == 0 ? span[r] : (int)(i % (span[r] + 1)) / 2));
+      if (i % 7 == 0) x = -x;
+      if (i % 13 == 0) x = i % 2 ? -0.0f : 0.0f;
+      edge[r * RL + i] = x;
+    }
+  for (int i = 0; i < RL; i++) edge[4 * RL + i] = i % 2 ? 0.0f : -0.0f; /* zeros only */
+  for (int i = 0; i < RL; i += 9) edge[7 * RL + i] = (float)(i + 1) * FLT_TRUE_MIN;
+  CHECK(bins_exact(edge, RUNS * RL), "edge runs: the bins do not hold the exact sum of squares");
+  free(edge);
   /* exact small cases */
   float v[3] = {3.0f, -4.0f, 0.0f};
   uint64_t b3[2 * FB_NORM_BINS] = {0};
