@@ -10,6 +10,10 @@
 #     W = 2 -> 1 OpenMP thread per rank, W = 4 -> 1 per rank, oversubscribed); ratio = global
 #     tokens/s of the strategy / tokens/s of single;
 #   * exposed communication of yafsdp at W = 2: exposed_ms / step_ms (summary.csv, mean row);
+#   * this machine's memory floors for the step's non-GEMM traffic (bench_mem: AdamW's 28 B, the
+#     norm's read and zero_grad's write, 4 B each, a parameter, as plain streaming loops) and
+#     the bound they put on "% ceiling": the step's FLOPs at the ceiling plus those floors,
+#     with every other non-GEMM op free;
 #   * start-up time of a tiny CPU run (--model debug --steps 1, quiet): from just before the
 #     shell exec's it (date +%s%N) to the start of its first step (report.json's
 #     first_step_unix_s, the wall clock the run read there): load, re-exec, configuration,
@@ -19,15 +23,16 @@
 # Every figure is the median over ROUNDS interleaved rounds (each round runs every
 # configuration once, ratios are taken inside a round). All numbers are measured, fp32.
 # Usage: bash bench/bench_all.sh [BUILD_DIR]   (BUILD_DIR holds fsdpbench and bench/bench_gemm;
-#        default build/). Env: ROUNDS (default 3). About 4.5 minutes on an idle 2-core machine.
+#        default build/). Env: ROUNDS (default 3). About 5 minutes on an idle 2-core machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 ROUNDS=${ROUNDS:-3}
 FSDPB="$BUILD/fsdpbench"
 GEMM="$BUILD/bench/bench_gemm"
-for x in "$FSDPB" "$GEMM"; do
-  [ -x "$x" ] || { echo "bench_all: '$x' is not an executable (BUILD_DIR='$BUILD' must hold fsdpbench and bench/bench_gemm)" >&2; exit 2; }
+MEM="$BUILD/bench/bench_mem"
+for x in "$FSDPB" "$GEMM" "$MEM"; do
+  [ -x "$x" ] || { echo "bench_all: '$x' is not an executable (BUILD_DIR='$BUILD' must hold fsdpbench, bench/bench_gemm and bench/bench_mem)" >&2; exit 2; }
 done
 case $ROUNDS in '' | *[!0-9]* | 0) echo "bench_all: ROUNDS='$ROUNDS': want a positive integer" >&2; exit 2 ;; esac
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
@@ -66,6 +71,9 @@ for r in $(seq 1 "$ROUNDS"); do
   "$GEMM" --threads 2 --tokens 256 --tokens 1024 --reps 1 --fb-only >"$T/gemm" 2>&1
   awk -v r="$r" '/^ceiling tokens=/ { split($2, a, "="); split($4, g, "=");
     printf "ceiling%d %d %s\n", a[2], r, g[2] }' "$T/gemm" >>"$V"
+  "$MEM" --threads 2 --reps 3 >"$T/mem" 2>&1 || { echo "bench_all: bench_mem failed:" >&2; tail -2 "$T/mem" >&2; exit 1; }
+  awk -v r="$r" '/^floor params=/ { for (i = 2; i <= NF; i++) { split($i, kv, "=")
+    if (kv[1] ~ /_ms$/) printf "mem.%s %d %s\n", kv[1], r, kv[2] } }' "$T/mem" >>"$V"
   run t64 "$r" $model --strategy single --seq 64 --steps 4
   run t256 "$r" $model --strategy single --seq 256 --steps 3
   run single "$r" $model --strategy single --seq 128 --steps 3
@@ -95,6 +103,15 @@ awk '
     split("fsdp2 fsdp4 yafsdp2 yafsdp4 ddp4", S, " ")
     for (s in S) derive("ratio." S[s], S[s] ".tps", "single.tps")
     derive("expo", "yafsdp2.exposed", "yafsdp2.step")
+    for (i = 1; i <= R; i++) { # bound: the step FLOPs at the ceiling (ms) over that plus the floors
+      fl = v["mem.optimizer_ms", i] + v["mem.read_ms", i] + v["mem.zero_ms", i]
+      if (fl > 0) v["floor", i] = fl
+      split("64:256 256:1024", P, " ")
+      for (p in P) { split(P[p], q, ":"); k = "t" q[1]; c = "ceiling" q[2]
+        if ((k ".gflops", i) in v && (c, i) in v && fl > 0) {
+          tc = v[k ".gflops", i] * v[k ".step", i] / v[c, i]
+          v["bound" q[1], i] = tc / (tc + fl) } }
+    }
     printf "%-22s %-22s %10s %9s %10s %10s %9s\n", "run", "shape (global batch)", "tokens/s", "GFLOP/s", "ceiling", "% ceiling", "vs single"
     printf "%-22s %-22s %10.1f %9.1f %10.1f %9.1f%% %9s\n", "single step T64", "4 x 64, 2 threads", med("t64.tps"), med("t64.gflops"), med("ceiling256"), 100 * med("pct64"), "-"
     printf "%-22s %-22s %10.1f %9.1f %10.1f %9.1f%% %9s\n", "single step T256", "4 x 256, 2 threads", med("t256.tps"), med("t256.gflops"), med("ceiling1024"), 100 * med("pct256"), "-"
@@ -103,6 +120,9 @@ awk '
       s = S[i]; w = substr(s, length(s))
       printf "%-22s %-22s %10.1f %9.1f %10s %10s %9.2f\n", substr(s, 1, length(s) - 1) " W=" w, "4 x 128, " w " ranks", med(s ".tps"), med(s ".gflops"), "-", "-", med("ratio." s)
     }
+    printf "%-22s %-22s %10s %9s %10s %10s %9s\n", "non-GEMM memory floor", "AdamW, norm, zero_grad", "", "", "", "", sprintf("%.0f ms", med("floor"))
+    printf "%-22s %-22s %10s %9s %10s %9.1f%% %9s\n", "T64 bound (floor)", "FLOPs at ceiling+floor", "", "", "", 100 * med("bound64"), "-"
+    printf "%-22s %-22s %10s %9s %10s %9.1f%% %9s\n", "T256 bound (floor)", "FLOPs at ceiling+floor", "", "", "", 100 * med("bound256"), "-"
     printf "%-22s %-22s %10s %9s %10s %10s %9s\n", "yafsdp W=2 exposed", "4 x 128, 2 ranks", "", "", "", "", sprintf("%.1f%%", 100 * med("expo"))
     printf "%-22s %-22s %10s %9s %10s %10s %9s\n", "start-up (debug, 1 step)", "exec -> first step", "", "", "", "", sprintf("%.0f ms", med("startup"))
     printf "%-22s %-22s %10s %9s %10s %10s %9s\n", "all but the step", "exec->exit - step", "", "", "", "", sprintf("%.0f ms", med("offstep"))
