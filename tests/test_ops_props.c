@@ -134,6 +134,19 @@ static void test_sumsq(void) {
   for (int i = 0; i < RL; i += 9) edge[7 * RL + i] = (float)(i + 1) * FLT_TRUE_MIN;
   CHECK(bins_exact(edge, RUNS * RL), "edge runs: the bins do not hold the exact sum of squares");
   free(edge);
+  /* long runs of 1024 (the same path's first try): spans of 17 (taken) and 20 (not taken: it
+   * would lose bits), at ordinary, large and small magnitudes, most elements at the smallest
+   * exponent (the largest sum of remainders) */
+  enum { LRUNS = 4, LL = 1024 };
+  float *lng = malloc(LRUNS * LL * sizeof *lng);
+  const int ltop[LRUNS] = {0, 0, 110, -100}, lspan[LRUNS] = {17, 20, 17, 17};
+  for (int r = 0; r < LRUNS; r++)
+    for (int i = 0; i < LL; i++) {
+      float m = i % 3 ? 2.0f - FLT_EPSILON : 1.0f + (float)(i % 127) / 128.0f;
+      lng[r * LL + i] = ldexpf(i % 17 ? m : -m, ltop[r] - (i == 0 ? 0 : lspan[r]));
+    }
+  CHECK(bins_exact(lng, LRUNS * LL), "long runs: the bins do not hold the exact sum of squares");
+  free(lng);
   /* exact small cases */
   float v[3] = {3.0f, -4.0f, 0.0f};
   uint64_t b3[2 * FB_NORM_BINS] = {0};
