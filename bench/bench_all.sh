@@ -41,13 +41,27 @@ V="$T/values" # lines: key round value
 model="--backend cpu --model gpt2-124m --batch 4 --threads 2 --quiet"
 
 # run KEY ROUND fsdpbench-args...: records, from summary.csv, the global tokens/s, step ms and
-# exposed ms of the mean row and the model GFLOP/s of all ranks (sum of the rank rows).
+# exposed ms of the mean row and the model GFLOP/s of all ranks (sum of the rank rows); from
+# ledger.csv, the bytes the local communicator's comm threads copy per step, all ranks, in
+# copy-equivalents (a copy of X bytes reads and writes X): all_gather its output O;
+# reduce_scatter reads its input I and writes I/W, (I + I/W)/2; all_reduce that plus the copy
+# of the other ranks' (W-1)/W of the result; other collectives their bytes. From memory.csv,
+# the optimizer state and gradient slices all ranks keep (final bytes).
 run() {
   local key=$1 r=$2; shift 2
   "$FSDPB" "$@" --out "$T/o" >"$T/log" 2>&1 || { echo "bench_all: fsdpbench $* failed:" >&2; tail -3 "$T/log" >&2; exit 1; }
   awk -F, -v k="$key" -v r="$r" '$1 ~ /^[0-9]+$/ { gf += 1000 * $5 }
     $1 == "mean" { printf "%s.tps %d %s\n%s.step %d %s\n%s.exposed %d %s\n", k, r, $3, k, r, $2, k, r, $9 }
     END { printf "%s.gflops %d %f\n", k, r, gf }' "$T/o/summary.csv" >>"$V"
+  awk -F, -v k="$key" -v r="$r" 'NR > 1 { n[$1] = 1; b[$2] += $3 }
+    END { w = length(n); if (w < 1) w = 1
+      c = b["all_gather"] + (b["reduce_scatter"] + b["reduce_scatter"] / w) / 2 \
+        + (b["all_reduce"] + b["all_reduce"] / w) / 2 + b["all_reduce"] * (w - 1) / w
+      for (x in b) if (x != "all_gather" && x != "reduce_scatter" && x != "all_reduce") c += b[x]
+      printf "%s.copyb %d %f\n", k, r, c }' "$T/o/ledger.csv" >>"$V"
+  # optimizer state and gradient slices kept, all ranks (a replicating strategy keeps W copies)
+  awk -F, -v k="$key" -v r="$r" '$2 == "optim" { o += $5 } $2 == "grad_shard" { g += $5 }
+    END { printf "%s.optim %d %f\n%s.grads %d %f\n", k, r, o, k, r, g }' "$T/o/memory.csv" >>"$V"
 }
 
 startup() {
@@ -73,7 +87,7 @@ for r in $(seq 1 "$ROUNDS"); do
     printf "ceiling%d %d %s\n", a[2], r, g[2] }' "$T/gemm" >>"$V"
   "$MEM" --threads 2 --reps 3 >"$T/mem" 2>&1 || { echo "bench_all: bench_mem failed:" >&2; tail -2 "$T/mem" >&2; exit 1; }
   awk -v r="$r" '/^floor params=/ { for (i = 2; i <= NF; i++) { split($i, kv, "=")
-    if (kv[1] ~ /_ms$/) printf "mem.%s %d %s\n", kv[1], r, kv[2] } }' "$T/mem" >>"$V"
+    if (kv[1] ~ /_ms$/ || kv[1] == "params") printf "mem.%s %d %s\n", kv[1], r, kv[2] } }' "$T/mem" >>"$V"
   run t64 "$r" $model --strategy single --seq 64 --steps 4
   run t256 "$r" $model --strategy single --seq 256 --steps 3
   run single "$r" $model --strategy single --seq 128 --steps 3
@@ -111,21 +125,36 @@ awk '
         if ((k ".gflops", i) in v && (c, i) in v && fl > 0) {
           tc = v[k ".gflops", i] * v[k ".step", i] / v[c, i]
           v["bound" q[1], i] = tc / (tc + fl) } }
+      # W rows: 2 cores x the single step, against that plus the copies of the comm threads at one
+      # core copy rate (params x 4 B per copy1_ms) plus, for state kept more than once (ddp:
+      # W replicas), the replicas optimizer, norm and zero_grad floors on both cores: the
+      # ratio cannot exceed it while the strategy does the work of the single step, its copies
+      # and its replicas on the same two cores
+      if (v["mem.copy1_ms", i] > 0 && ("single.step", i) in v)
+        for (s in S) { k = S[s]
+          if ((k ".copyb", i) in v) {
+            cm = v[k ".copyb", i] / (v["mem.params", i] * 4 / v["mem.copy1_ms", i])
+            if (v["single.optim", i] > 0 && v["single.grads", i] > 0)
+              cm += 2 * ((v[k ".optim", i] / v["single.optim", i] - 1) * v["mem.optimizer_ms", i] \
+                + (v[k ".grads", i] / v["single.grads", i] - 1) * (v["mem.read_ms", i] + v["mem.zero_ms", i]))
+            v["bound." k, i] = 2 * v["single.step", i] / (2 * v["single.step", i] + cm) } }
     }
-    printf "%-22s %-22s %10s %9s %10s %10s %9s\n", "run", "shape (global batch)", "tokens/s", "GFLOP/s", "ceiling", "% ceiling", "vs single"
-    printf "%-22s %-22s %10.1f %9.1f %10.1f %9.1f%% %9s\n", "single step T64", "4 x 64, 2 threads", med("t64.tps"), med("t64.gflops"), med("ceiling256"), 100 * med("pct64"), "-"
-    printf "%-22s %-22s %10.1f %9.1f %10.1f %9.1f%% %9s\n", "single step T256", "4 x 256, 2 threads", med("t256.tps"), med("t256.gflops"), med("ceiling1024"), 100 * med("pct256"), "-"
-    printf "%-22s %-22s %10.1f %9.1f %10s %10s %9s\n", "single (scaling ref)", "4 x 128, 1 rank", med("single.tps"), med("single.gflops"), "-", "-", "1.00"
+    f = "%-22s %-22s %10s %9s %10s %10s %9s %8s\n"
+    printf f, "run", "shape (global batch)", "tokens/s", "GFLOP/s", "ceiling", "% ceiling", "vs single", "bound"
+    printf f, "single step T64", "4 x 64, 2 threads", sprintf("%.1f", med("t64.tps")), sprintf("%.1f", med("t64.gflops")), sprintf("%.1f", med("ceiling256")), sprintf("%.1f%%", 100 * med("pct64")), "-", sprintf("%.1f%%", 100 * med("bound64"))
+    printf f, "single step T256", "4 x 256, 2 threads", sprintf("%.1f", med("t256.tps")), sprintf("%.1f", med("t256.gflops")), sprintf("%.1f", med("ceiling1024")), sprintf("%.1f%%", 100 * med("pct256")), "-", sprintf("%.1f%%", 100 * med("bound256"))
+    printf f, "single (scaling ref)", "4 x 128, 1 rank", sprintf("%.1f", med("single.tps")), sprintf("%.1f", med("single.gflops")), "-", "-", "1.00", "-"
     for (i = 1; i <= 5; i++) {
       s = S[i]; w = substr(s, length(s))
-      printf "%-22s %-22s %10.1f %9.1f %10s %10s %9.2f\n", substr(s, 1, length(s) - 1) " W=" w, "4 x 128, " w " ranks", med(s ".tps"), med(s ".gflops"), "-", "-", med("ratio." s)
+      printf f, substr(s, 1, length(s) - 1) " W=" w, "4 x 128, " w " ranks", sprintf("%.1f", med(s ".tps")), sprintf("%.1f", med(s ".gflops")), "-", "-", sprintf("%.2f", med("ratio." s)), sprintf("%.2f", med("bound." s))
     }
-    printf "%-22s %-22s %10s %9s %10s %10s %9s\n", "non-GEMM memory floor", "AdamW, norm, zero_grad", "", "", "", "", sprintf("%.0f ms", med("floor"))
-    printf "%-22s %-22s %10s %9s %10s %9.1f%% %9s\n", "T64 bound (floor)", "FLOPs at ceiling+floor", "", "", "", 100 * med("bound64"), "-"
-    printf "%-22s %-22s %10s %9s %10s %9.1f%% %9s\n", "T256 bound (floor)", "FLOPs at ceiling+floor", "", "", "", 100 * med("bound256"), "-"
-    printf "%-22s %-22s %10s %9s %10s %10s %9s\n", "yafsdp W=2 exposed", "4 x 128, 2 ranks", "", "", "", "", sprintf("%.1f%%", 100 * med("expo"))
-    printf "%-22s %-22s %10s %9s %10s %10s %9s\n", "start-up (debug, 1 step)", "exec -> first step", "", "", "", "", sprintf("%.0f ms", med("startup"))
-    printf "%-22s %-22s %10s %9s %10s %10s %9s\n", "all but the step", "exec->exit - step", "", "", "", "", sprintf("%.0f ms", med("offstep"))
+    printf f, "yafsdp W=2 exposed", "4 x 128, 2 ranks", "", "", "", "", sprintf("%.1f%%", 100 * med("expo")), ""
+    printf f, "start-up (debug, 1 step)", "exec -> first step", "", "", "", "", sprintf("%.0f ms", med("startup")), ""
+    printf f, "all but the step", "exec->exit - step", "", "", "", "", sprintf("%.0f ms", med("offstep")), ""
+    printf "(bound: what this machine allows, from memory floors measured beside the runs by bench_mem: AdamW %.1f ms, norm read %.1f ms, zero_grad %.1f ms a step,\n", med("mem.optimizer_ms"), med("mem.read_ms"), med("mem.zero_ms")
+    printf " one core copying %.1f GB/s. T rows: the step FLOPs at the ceiling plus those floors, every other non-GEMM op free. W rows: two cores doing the\n", med("mem.params") * 4 / med("mem.copy1_ms") / 1e6
+    printf " work of the single step, the copies the comm threads make for the collectives in ledger.csv at that rate, and the floors again for every\n"
+    printf " extra replica of optimizer state and gradients in memory.csv.)\n"
     printf "(medians of %d interleaved rounds; measured, fp32; ceiling = same-round step-weighted fb_gemm sgemm GFLOP/s at the step shapes, 2 threads)\n", R
     printf "bench: ceiling T64 %.0f%% T256 %.0f%%; fsdp W2 %.2f W4 %.2f; yafsdp W2 %.2f W4 %.2f; ddp W4 %.2f; exposed W2 %.1f%%; startup %.0f ms\n",
       100 * med("pct64"), 100 * med("pct256"), med("ratio.fsdp2"), med("ratio.fsdp4"), med("ratio.yafsdp2"), med("ratio.yafsdp4"), med("ratio.ddp4"), 100 * med("expo"), med("startup")

@@ -4,10 +4,13 @@
  *              adds, so the loop is bound by memory, not arithmetic;
  *   read       one pass reading g (4 B a parameter): what the gradient norm must read before
  *              the update when it is not fused into the backward;
- *   zero       one pass writing zeros over g with streaming stores (4 B a parameter): zero_grad.
+ *   zero       one pass writing zeros over g with streaming stores (4 B a parameter): zero_grad;
+ *   copy1      g copied into m by ONE thread (streaming stores, as glibc's memcpy makes them for
+ *              the engine's large copies): the rate at which one core moves a collective's
+ *              bytes on the local communicator, where every rank's comm thread copies.
  * Each is the median of --reps timed passes after one untimed pass, on --threads OpenMP threads
  * (static split). Prints a table and one machine-readable line:
- *   floor params=<P> threads=<T> optimizer_ms=<x> read_ms=<y> zero_ms=<z>
+ *   floor params=<P> threads=<T> optimizer_ms=<x> read_ms=<y> zero_ms=<z> copy1_ms=<c>
  * bench_all.sh turns it into a bound on the step's % of the GEMM ceiling. Not a test.
  * Usage: bench_mem [--threads N] [--params P] [--reps R] */
 #include <omp.h>
@@ -76,6 +79,18 @@ static void pass_zero(bufs *b) {
   }
 }
 
+static void pass_copy1(bufs *b) {
+#if defined(__AVX2__)
+  size_t i = 0;
+  for (; i < b->n && ((uintptr_t)(b->m + i) & 31); i++) b->m[i] = b->g[i];
+  for (; i + 8 <= b->n; i += 8) _mm256_stream_ps(b->m + i, _mm256_loadu_ps(b->g + i));
+  for (; i < b->n; i++) b->m[i] = b->g[i];
+  _mm_sfence();
+#else
+  memcpy(b->m, b->g, b->n * sizeof *b->g);
+#endif
+}
+
 /* Median milliseconds of `reps` passes, after one untimed pass. */
 static double time_pass(void (*f)(bufs *), bufs *b, int reps) {
   double t[MAX_REPS];
@@ -125,6 +140,7 @@ int main(int argc, char **argv) {
   const double opt = time_pass(pass_optimizer, &b, reps);
   const double rd = time_pass(pass_read, &b, reps);
   const double zr = time_pass(pass_zero, &b, reps);
+  const double cp = time_pass(pass_copy1, &b, reps);
   const double gb = (double)bytes / 1e9;
   printf("memory floors: %lld fp32 parameters, %d threads, median of %d passes (measured)\n",
          params, threads, reps);
@@ -134,8 +150,10 @@ int main(int argc, char **argv) {
   printf("%-10s %-36s %9.2f %9.1f\n", "read", "read g (4 B/param)", rd, gb / (rd * 1e-3));
   printf("%-10s %-36s %9.2f %9.1f\n", "zero", "stream zeros over g (4 B/param)", zr,
          gb / (zr * 1e-3));
-  printf("floor params=%lld threads=%d optimizer_ms=%.3f read_ms=%.3f zero_ms=%.3f\n", params,
-         threads, opt, rd, zr);
+  printf("%-10s %-36s %9.2f %9.1f\n", "copy1", "copy g to m, one thread (8 B/param)", cp,
+         2 * gb / (cp * 1e-3));
+  printf("floor params=%lld threads=%d optimizer_ms=%.3f read_ms=%.3f zero_ms=%.3f copy1_ms=%.3f\n",
+         params, threads, opt, rd, zr, cp);
   free(b.p);
   free(b.g);
   free(b.m);
