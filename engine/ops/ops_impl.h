@@ -204,7 +204,9 @@ void OPN(fb_rmsnorm_bwd)(REAL *dinp, REAL *dw, const REAL *dout, const REAL *inp
 void OPN(fb_gemm)(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, REAL alpha,
                   const REAL *A, int lda, const REAL *B, int ldb, REAL beta, REAL *C, int ldc) {
   int split_n = N >= M, D = split_n ? N : M;
-  int np = D / GEMM_PANEL_MIN, npmax = 2 * fb_ops_gemm_split_procs();
+  /* every panel packs the shared operand (K x the other side) again: where K dwarfs the
+   * panels' own width (the tied head's backward, K = vocabulary) one panel per processor */
+  int np = D / GEMM_PANEL_MIN, npmax = (K > 8 * D ? 1 : 2) * fb_ops_gemm_split_procs();
   np = np < 1 ? 1 : (np > npmax ? npmax : np);
   int width = ((D + np - 1) / np + 15) / 16 * 16;
   np = (D + width - 1) / width;
