@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_timing.h"
 #include "engine/ops/blas.h"
 #include "engine/ops/ops.h"
 
@@ -31,16 +32,6 @@ typedef struct {
   int m, n, k;
   int per_step; /* how many times one training step runs this product */
 } shape;
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 typedef void (*gemm_fn)(CBLAS_TRANSPOSE, CBLAS_TRANSPOSE, int, int, int, float, const float *,
                         int, const float *, int, float, float *, int);

@@ -23,17 +23,9 @@
 #include <immintrin.h>
 #endif
 
-#define MAX_REPS 15
+#include "bench_timing.h"
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
+#define MAX_REPS 15
 
 typedef struct {
   float *p, *g, *m, *v;
