@@ -179,8 +179,7 @@ static void release(fb_device *d, void *p, size_t bytes) {
  * Memory not yet faulted in is another matter: the kernel clears each page as it faults it
  * in, and that page is then in cache, where plain stores are cheaper than streaming ones (a
  * debug-model run's set-up, which zeroes fresh optimizer state: 3.5 ms slower streamed).
- * zero_big asks the kernel (mincore, one call) whether the first page is resident and
- * streams only if it is. */
+ * So the callers ask page_resident first and stream only into memory already faulted in. */
 static void zero_stream(void *dst, size_t n) {
 #if defined(__AVX2__)
   char *p = dst;
@@ -205,8 +204,9 @@ static void zero_stream(void *dst, size_t n) {
 #endif
 }
 
-/* Zeroes n >= 1 MiB bytes on this thread: streamed when its first page is resident (a buffer
- * reused from the pool), plain memset when it is not (fresh memory; see zero_stream). */
+/* Whether the page holding p is resident (one mincore call): a buffer reused from the pool is,
+ * fresh memory is not (see zero_stream). A failed call answers yes: streaming is then merely
+ * slower, never wrong. */
 static bool page_resident(const void *p) {
   const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
   unsigned char v = 1;

@@ -242,7 +242,8 @@ static void sumsq_span(uint64_t *bins, const float *g, size_t i0, size_t i1, boo
       continue;
     }
     const size_t end = avx512 && i1 - j >= lr ? j + lr : i1;
-    for (; j < end; j += SQ_SUB) sumsq_run(bins, g + j, end - j < SQ_SUB ? end - j : SQ_SUB, avx512);
+    for (; j < end; j += SQ_SUB)
+      sumsq_run(bins, g + j, end - j < SQ_SUB ? end - j : SQ_SUB, avx512);
   }
 }
 
