@@ -122,10 +122,10 @@ awk '
     split("fsdp2 fsdp4 yafsdp2 yafsdp4 ddp4", S, " ")
     for (s in S) derive("ratio." S[s], S[s] ".tps", "single.tps")
     derive("expo", "yafsdp2.exposed", "yafsdp2.step")
+    split("64:256 256:1024", P, " ") # step rows: tokens per sequence : the ceiling they use
     for (i = 1; i <= R; i++) { # bound: the step FLOPs at the ceiling (ms) over that plus the floors
       fl = v["mem.optimizer_ms", i] + v["mem.read_ms", i] + v["mem.zero_ms", i]
       if (fl > 0) v["floor", i] = fl
-      split("64:256 256:1024", P, " ")
       for (p in P) { split(P[p], q, ":"); k = "t" q[1]; c = "ceiling" q[2]
         if ((k ".gflops", i) in v && (c, i) in v && fl > 0) {
           tc = v[k ".gflops", i] * v[k ".step", i] / v[c, i]

@@ -179,7 +179,7 @@ static void release(fb_device *d, void *p, size_t bytes) {
  * Memory not yet faulted in is another matter: the kernel clears each page as it faults it
  * in, and that page is then in cache, where plain stores are cheaper than streaming ones (a
  * debug-model run's set-up, which zeroes fresh optimizer state: 3.5 ms slower streamed).
- * So the callers ask page_resident first and stream only into memory already faulted in. */
+ * So the callers ask zeros_stream first: it streams only into memory already faulted in. */
 static void zero_stream(void *dst, size_t n) {
 #if defined(__AVX2__)
   char *p = dst;
@@ -212,6 +212,13 @@ static bool page_resident(const void *p) {
   unsigned char v = 1;
   if (mincore((void *)((uintptr_t)p & ~(page - 1)), 1, &v) != 0) return true;
   return v & 1;
+}
+
+#define ZERO_STREAM_MIN ((size_t)1 << 20) /* smaller fills: memset, the lines stay cached */
+
+/* Whether a zero fill of n bytes at p should stream (see zero_stream). */
+static bool zeros_stream(const void *p, size_t n) {
+  return n >= ZERO_STREAM_MIN && page_resident(p);
 }
 
 /* Runs one task on the worker (s->mu not held). */
@@ -249,10 +256,9 @@ static void run_task(fb_stream *s, task *t) {
       cpu_impl *c = impl_of(s->dev);
       fb_status st = c->guard ? fb_opq_open(c->guard, t->opnd, t->nopnd) : FB_OK;
       if (st == FB_OK) {
-        if (t->kind == T_MEMSET && t->n < ((size_t)1 << 20)) memset(t->dst, 0, t->n);
-        else if (t->kind == T_MEMSET && !page_resident(t->dst)) memset(t->dst, 0, t->n);
-        else if (t->kind == T_MEMSET) zero_stream(t->dst, t->n);
-        else memcpy(t->dst, t->src, t->n);
+        if (t->kind == T_COPY) memcpy(t->dst, t->src, t->n);
+        else if (zeros_stream(t->dst, t->n)) zero_stream(t->dst, t->n);
+        else memset(t->dst, 0, t->n);
         if (c->guard) fb_opq_close(c->guard, t->opnd, t->nopnd);
       } else {
         pthread_mutex_lock(&s->mu);
@@ -402,8 +408,8 @@ static void cpu_free(fb_device *d, void *p, size_t bytes, fb_mem_cat cat, fb_str
  * the same zeros); under 1 MiB, or where the memory is not yet faulted in, a plain memset
  * (see zero_stream). */
 static void zero_fill(void *dst, size_t n) {
-  const size_t chunk = (size_t)1 << 20;
-  const bool stream = n >= chunk && page_resident(dst);
+  const size_t chunk = ZERO_STREAM_MIN;
+  const bool stream = zeros_stream(dst, n);
   const int64_t nc = (int64_t)((n + chunk - 1) / chunk);
 #pragma omp parallel for schedule(static) if (nc >= 8)
   for (int64_t c = 0; c < nc; c++) {

@@ -237,11 +237,12 @@ static void sumsq_run(uint64_t *bins, const float *x, size_t m, bool avx512) {
 static void sumsq_span(uint64_t *bins, const float *g, size_t i0, size_t i1, bool avx512) {
   const size_t lr = (size_t)1 << SQ_LONG;
   for (size_t j = i0; j < i1;) {
-    if (avx512 && i1 - j >= lr && sumsq_run_fp64(bins, g + j, SQ_LONG)) {
+    const bool long_run = avx512 && i1 - j >= lr;
+    if (long_run && sumsq_run_fp64(bins, g + j, SQ_LONG)) {
       j += lr;
       continue;
     }
-    const size_t end = avx512 && i1 - j >= lr ? j + lr : i1;
+    const size_t end = long_run ? j + lr : i1;
     for (; j < end; j += SQ_SUB)
       sumsq_run(bins, g + j, end - j < SQ_SUB ? end - j : SQ_SUB, avx512);
   }
