@@ -16,7 +16,8 @@
 #     the ceiling plus those floors, every other non-GEMM op free; for the W rows, the single
 #     step's work on both cores plus the comm threads' copies (ledger.csv) at one core's copy
 #     rate plus the floors again for every extra replica of optimizer state (memory.csv). An
-#     estimate, not a bound: single does not keep both cores busy all the time;
+#     estimate, not a bound: single does not keep both cores busy all the time, and the W rows
+#     leave out OpenBLAS packing every weight in every rank (bench/bench_cores.sh measures it);
 #   * start-up time of a tiny CPU run (--model debug --steps 1, quiet): from just before the
 #     shell exec's it (date +%s%N) to the start of its first step (report.json's
 #     first_step_unix_s, the wall clock the run read there): load, re-exec, configuration,
@@ -159,7 +160,8 @@ awk '
     printf " one core copying %.1f GB/s. T rows: the step FLOPs at the ceiling plus those floors, every other non-GEMM op free. W rows: two cores doing the\n", med("mem.params") * 4 / med("mem.copy1_ms") / 1e6
     printf " work of the single step, the copies the comm threads make for the collectives in ledger.csv at that rate, and the floors again for every\n"
     printf " extra replica of optimizer state and gradients in memory.csv; it assumes single keeps both cores busy and no copy hides in a stall, and a\n"
-    printf " measured ratio has exceeded it: yafsdp W=2 0.96 against 0.92 on 2026-11-26.)\n"
+    printf " measured ratio has exceeded it: yafsdp W=2 0.96 against 0.92 on 2026-11-26. It leaves out OpenBLAS packing the weights in every rank, which\n"
+    printf " bench/bench_cores.sh measures: +0.54 core-s a step at W=4, +0.14 at W=2 on 2026-11-26, enough to bring fsdp W=4 from 0.85 to about 0.75.)\n"
     printf "(medians of %d interleaved rounds; measured, fp32; ceiling = same-round step-weighted fb_gemm sgemm GFLOP/s at the step shapes, 2 threads)\n", R
     printf "bench: ceiling T64 %.0f%% T256 %.0f%%; fsdp W2 %.2f W4 %.2f; yafsdp W2 %.2f W4 %.2f; ddp W4 %.2f; exposed W2 %.1f%%; startup %.0f ms\n",
       100 * med("pct64"), 100 * med("pct256"), med("ratio.fsdp2"), med("ratio.fsdp4"), med("ratio.yafsdp2"), med("ratio.yafsdp4"), med("ratio.ddp4"), 100 * med("expo"), med("startup")
