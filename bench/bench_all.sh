@@ -3,7 +3,8 @@
 #   * the gpt2-124m training step (single rank, fp32, 2 threads) at B x T = 4 x 64 and 4 x 256:
 #     tokens/s, model GFLOP/s and % of the same-run sgemm ceiling (bench_gemm: every product of
 #     the step timed alone through the engine's GEMM path at the step's own shapes and thread
-#     count, weighted by its FLOPs);
+#     count, the median of 3 timed runs after a warm-up, weighted by its FLOPs; one timed run
+#     reads 3-8% lower here, so a ceiling from one run flatters the step);
 #   * W-scaling on this machine's cores: fsdp, yafsdp (W = 2, 4) and ddp (W = 4) against single,
 #     all at the SAME GLOBAL BATCH 4 x 128 (--batch is global: each of W ranks takes 4/W
 #     sequences), --threads 2 per process (ranks are threads of one process sharing the cores:
@@ -88,7 +89,7 @@ PY
 
 for r in $(seq 1 "$ROUNDS"); do
   echo "bench_all: round $r/$ROUNDS" >&2
-  "$GEMM" --threads 2 --tokens 256 --tokens 1024 --reps 1 --fb-only >"$T/gemm" 2>&1
+  "$GEMM" --threads 2 --tokens 256 --tokens 1024 --reps 3 --fb-only >"$T/gemm" 2>&1
   awk -v r="$r" '/^ceiling tokens=/ { split($2, a, "="); split($4, g, "=");
     printf "ceiling%d %d %s\n", a[2], r, g[2] }' "$T/gemm" >>"$V"
   "$MEM" --threads 2 --reps 3 >"$T/mem" 2>&1 || { echo "bench_all: bench_mem failed:" >&2; tail -2 "$T/mem" >&2; exit 1; }
@@ -162,7 +163,7 @@ awk '
     printf " extra replica of optimizer state and gradients in memory.csv; it assumes single keeps both cores busy and no copy hides in a stall, and a\n"
     printf " measured ratio has exceeded it: yafsdp W=2 0.96 against 0.92 on 2026-11-26. It leaves out OpenBLAS packing the weights in every rank, which\n"
     printf " bench/bench_cores.sh measures: +0.54 core-s a step at W=4, +0.14 at W=2 on 2026-11-26, enough to bring fsdp W=4 from 0.85 to about 0.75.)\n"
-    printf "(medians of %d interleaved rounds; measured, fp32; ceiling = same-round step-weighted fb_gemm sgemm GFLOP/s at the step shapes, 2 threads)\n", R
+    printf "(medians of %d interleaved rounds; measured, fp32; ceiling = same-round step-weighted fb_gemm sgemm GFLOP/s at the step shapes, 2 threads, median of 3 runs a product)\n", R
     printf "bench: ceiling T64 %.0f%% T256 %.0f%%; fsdp W2 %.2f W4 %.2f; yafsdp W2 %.2f W4 %.2f; ddp W4 %.2f; exposed W2 %.1f%%; startup %.0f ms\n",
       100 * med("pct64"), 100 * med("pct256"), med("ratio.fsdp2"), med("ratio.fsdp4"), med("ratio.yafsdp2"), med("ratio.yafsdp4"), med("ratio.ddp4"), 100 * med("expo"), med("startup")
   }' "$V"
