@@ -4,7 +4,7 @@
 #     tokens/s, model GFLOP/s and % of the same-run sgemm ceiling (bench_gemm: every product of
 #     the step timed alone through the engine's GEMM path at the step's own shapes and thread
 #     count, the median of 3 timed runs after a warm-up, weighted by its FLOPs; one timed run
-#     reads 3-8% lower here, so a ceiling from one run flatters the step);
+#     reads 2-7% lower here, so a ceiling from one run flatters the step);
 #   * W-scaling on this machine's cores: fsdp, yafsdp (W = 2, 4) and ddp (W = 4) against single,
 #     all at the SAME GLOBAL BATCH 4 x 128 (--batch is global: each of W ranks takes 4/W
 #     sequences), --threads 2 per process (ranks are threads of one process sharing the cores:
