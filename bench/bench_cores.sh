@@ -61,24 +61,26 @@ samples() {
     END { for (c in x) print c, x[c] / n; print "wall", ws / n }' >"$T/$key"
 }
 
-printf '%-11s %8s %9s %6s %7s %6s %6s %6s %6s %6s %6s %7s %6s %6s %7s\n' run "step ms" "core-ms" cores \
-  gemm pack copy reduce adamw norm zero kernels linux other "vs 1"
+CATS="gemm pack copy reduce adamw norm zero kernels linux other" # the columns, in order
+printf '%-11s %8s %9s %6s' run "step ms" core-ms cores
+# shellcheck disable=SC2086 # one column name per word
+printf ' %6s' $CATS
+printf ' %7s\n' "vs 1"
+ref=""
 for cfg in "single:--strategy single" "fsdp-W2:--strategy fsdp --world 2" \
   "fsdp-W4:--strategy fsdp --world 4" "yafsdp-W2:--strategy yafsdp --world 2" \
   "yafsdp-W4:--strategy yafsdp --world 4" "ddp-W4:--strategy ddp --world 4"; do
   key=${cfg%%:*}
   # shellcheck disable=SC2086
   samples "$key" ${cfg#*:}
-  awk -v key="$key" -v ref="$T/single.ref" '{ b[$1] = $2 }
+  tot=$(awk '$1 != "wall" { t += $2 } END { print t + 0 }' "$T/$key")
+  [ -n "$ref" ] || ref=$tot # the first row, single, is the reference
+  awk -v key="$key" -v cats="$CATS" -v tot="$tot" -v ref="$ref" '{ b[$1] = $2 }
     END {
-      split("gemm pack copy reduce adamw norm zero kernels linux other", C, " ")
-      for (i = 1; i <= 10; i++) tot += b[C[i]]
-      if (key == "single") print tot > ref
-      else { getline r < ref; close(ref) }
-      vs = key == "single" ? "1.00" : sprintf("%.2f", tot / r)
       printf "%-11s %8.1f %9.0f %6.2f", key, b["wall"], tot, tot / b["wall"]
-      for (i = 1; i <= 10; i++) printf " %6.0f", b[C[i]]
-      printf " %7s\n", vs }' "$T/$key"
+      n = split(cats, C, " ")
+      for (i = 1; i <= n; i++) printf " %6.0f", b[C[i]]
+      printf " %7.2f\n", tot / ref }' "$T/$key"
 done
 echo "(core-ms per step, measured: perf task-clock samples, 1 per CPU-ms, steps 2..$STEPS of one run each, mean; step ms = their mean wall time;"
 echo " cores = core-ms / step ms;"
