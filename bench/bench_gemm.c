@@ -51,8 +51,7 @@ static double time_gemm(gemm_fn f, const shape *s, float *a, float *b, float *c,
     f(s->ta, s->tb, s->m, s->n, s->k, 1.0f, a, lda, b, ldb, 0.0f, c, s->n);
     t[r] = now_s() - t0;
   }
-  qsort(t, (size_t)reps, sizeof t[0], cmp_double);
-  return t[reps / 2];
+  return median_of(t, reps);
 }
 
 static int usage(const char *arg) {

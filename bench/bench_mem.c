@@ -92,8 +92,7 @@ static double time_pass(void (*f)(bufs *), bufs *b, int reps) {
     f(b);
     t[r] = (now_s() - t0) * 1e3;
   }
-  qsort(t, (size_t)reps, sizeof *t, cmp_double);
-  return t[reps / 2];
+  return median_of(t, reps);
 }
 
 static int usage(const char *bad) {
