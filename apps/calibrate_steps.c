@@ -22,6 +22,7 @@
 
 #include "../engine/config/config.h"
 #include "../engine/exec/runner.h"
+#include "../strategies/strategy.h"
 #include "calibrate.h"
 #include "../engine/sim/cost_model.h"
 
@@ -119,7 +120,7 @@ static fb_status run_one(const calib_run *r, int threads, int world, in_step *a,
   c.trace_wait = 0;
   c.trace_warmup = 1; /* the first step faults pages in and warms caches */
   c.trace_active = r->steps - 1;
-  FB_TRY(fb_config_finalize(&c));
+  FB_TRY(fb_run_config_finalize(&c));
   FB_TRY(fb_run(&c, res));
   for (int r0 = 0; r0 < res->nranks; r0++) {
     int64_t n = 0;

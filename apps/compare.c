@@ -156,7 +156,7 @@ static void usage(FILE *f) {
           "completed or a\nrecord could not be written (a failed run is a row with its error); "
           "2 bad usage. Progress\n(run k/N, elapsed, ETA) goes to stderr.\n\nThe run flags:\n\n",
           default_strategies(), DEFAULT_OUT);
-  fb_config_print_help(f);
+  fb_config_print_help(f, fb_strategy_names());
 }
 
 /* Copies s into dst (size n); FB_EUSAGE naming `what` when it does not fit. */
@@ -485,7 +485,7 @@ static fb_status run_one(const cmp_plan *p, cmp_row *row, const cmp_files *files
   row->world = cfg.world;
   row->param_sum = row->final_loss = NAN;
   row->match = "";
-  fb_status st = fb_config_finalize(&cfg);
+  fb_status st = fb_run_config_finalize(&cfg);
   row->cfg = cfg;
   row->configured = true;
   row->predicted = !strcmp(cfg.backend, "sim");
@@ -760,7 +760,7 @@ int fb_compare_main(int argc, char **argv) {
     char desc[512];
     apply_point(p, 0, &probe, desc, sizeof desc);
     set_strategy(&probe, p->strategies[0]);
-    st = fb_config_finalize(&probe);
+    st = fb_run_config_finalize(&probe);
   }
   if (st != FB_OK) {
     fprintf(stderr, "fsdpbench compare: error: %s\n", fb_error_msg());

@@ -172,14 +172,14 @@ static int cmd_run(int argc, char **argv, int first) {
            "naming it); 3 does not fit in memory; 4 timeout or peer failure\n"
            "launchers: torchrun, mpirun (Open MPI), mpiexec (MPICH/Hydra) and srun (Slurm) set "
            "each process's rank, world and local rank (--dry-run prints them)\n\n");
-    fb_config_print_help(stdout);
+    fb_config_print_help(stdout, fb_strategy_names());
     return 0;
   }
   if (action == FB_CLI_VERSION) {
     printf("fsdpbench %s (BLAS %s)\n", FB_VERSION, fb_blas_describe());
     return 0;
   }
-  st = fb_config_finalize(&cfg);
+  st = fb_run_config_finalize(&cfg);
   if (st != FB_OK) return fail(st);
   fb_startup_mark("configuration parsed");
   /* MPI joins mpirun's, mpiexec's and srun's processes (not torchrun's: the runner refuses a

@@ -286,14 +286,14 @@ int fb_plan_main(int argc, char **argv) {
            "those of the main command.\n"
            "Exit codes: 0 ranked; 1 runtime failure; 2 bad usage; 3 no candidate fits. Progress\n"
            "(candidate k/N, elapsed, ETA) goes to stderr.\n\n", fb_strategy_names());
-    fb_config_print_help(stdout);
+    fb_config_print_help(stdout, fb_strategy_names());
     return 0;
   }
   if (st == FB_OK) {
     snprintf(cfg.backend, sizeof cfg.backend, "sim");
     snprintf(cfg.comm, sizeof cfg.comm, "sim");
     if (!cfg.hardware[0]) snprintf(cfg.hardware, sizeof cfg.hardware, "h100");
-    st = fb_config_finalize(&cfg);
+    st = fb_run_config_finalize(&cfg);
   }
   if (st != FB_OK) return plan_fail(st);
   fb_hardware hw;

@@ -534,7 +534,7 @@ static fb_status run_one(const char *strategy, const char *comm, int world, int 
   cfg.quiet = true;
   cfg.out[0] = '\0';
   cfg.trace = false;
-  FB_TRY(fb_config_finalize(&cfg));
+  FB_TRY(fb_run_config_finalize(&cfg));
   return fb_run(&cfg, res);
 }
 

@@ -9,6 +9,7 @@
 #include "../traces/chrome_trace.h"
 #include "../engine/core/json_out.h"
 #include "../engine/exec/runner.h"
+#include "../strategies/strategy.h"
 #include "validate_dataset.h"
 
 typedef struct op_row {
@@ -88,7 +89,7 @@ int fb_validate_main(int argc, char **argv) {
   if (action != FB_CLI_RUN) {
     printf("usage: fsdpbench validate [run flags] [--hardware PROFILE] [--out DIR]\n"
            "runs the configuration on the cpu backend and on sim, and compares them op by op\n\n");
-    fb_config_print_help(stdout);
+    fb_config_print_help(stdout, fb_strategy_names());
     return 0;
   }
   if (strcmp(c.backend, "auto") && strcmp(c.backend, "cpu")) {
@@ -109,7 +110,7 @@ int fb_validate_main(int argc, char **argv) {
   cm.hardware[0] = 0;
   snprintf(cp.backend, sizeof cp.backend, "sim");
   snprintf(cp.comm, sizeof cp.comm, "sim");
-  if ((st = fb_config_finalize(&cm)) != FB_OK || (st = fb_config_finalize(&cp)) != FB_OK)
+  if ((st = fb_run_config_finalize(&cm)) != FB_OK || (st = fb_run_config_finalize(&cp)) != FB_OK)
     return fail(st);
   fb_run_result m, p;
   if ((st = fb_run(&cm, &m)) != FB_OK) return fail(st);

@@ -14,6 +14,7 @@
 #include "../engine/config/config.h"
 #include "../engine/device/kernels.h"
 #include "../engine/exec/runner.h"
+#include "../strategies/strategy.h"
 #include "../engine/sim/cost_model.h"
 #include "csv_table.h"
 #include "../engine/sim/hardware.h"
@@ -231,7 +232,7 @@ static fb_status train_row(ds_ctx *x, int r, ds_result *o) {
     snprintf(buf, sizeof buf, "%.0f", iv[i].v);
     if (!set(&c, iv[i].k, buf, o)) return FB_OK;
   }
-  if (fb_config_finalize(&c) != FB_OK) {
+  if (fb_run_config_finalize(&c) != FB_OK) {
     snprintf(o->skip, sizeof o->skip, "configuration refused: %s", fb_error_msg());
     return FB_OK;
   }

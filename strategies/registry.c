@@ -52,3 +52,16 @@ bool fb_strategy_register(const fb_strategy *s) {
   extra[nextra++] = s;
   return true;
 }
+
+fb_status fb_run_config_finalize(fb_run_config *c) {
+  FB_TRY(fb_config_finalize(c));
+  const fb_strategy *s = fb_strategy_lookup(c->strategy);
+  if (!s)
+    return FB_ERR(FB_EUSAGE, "--strategy: unknown strategy '%s' (allowed: %s)", c->strategy,
+                  fb_strategy_names());
+  if (s->one_rank && c->world > 1)
+    return FB_ERR(FB_EUSAGE,
+                  "--world: %d is not allowed with --strategy %s (want 1, or 0 = auto)",
+                  c->world, c->strategy);
+  return FB_OK;
+}

@@ -97,6 +97,12 @@ const fb_strategy *fb_strategy_at(int i);
 /* Adds a strategy after the table's (tests only, before anything runs); false when the name is
  * taken or the extra slots are full. */
 bool fb_strategy_register(const fb_strategy *s);
+/* The run configuration finalized against every registry: fb_config_finalize (each value, the
+ * model, the backend and communicator), then --strategy against this one (a registered name;
+ * a one-rank strategy only with --world 1 or 0 = auto). FB_EUSAGE naming the flag otherwise.
+ * What every subcommand and test calls before a run: config sits below the strategies and
+ * cannot ask this registry itself. */
+fb_status fb_run_config_finalize(fb_run_config *c);
 
 /* Per-rank state shared by the executor and the hooks. */
 struct fb_rank {

@@ -7,6 +7,7 @@
 
 #include "engine/config/config.h"
 #include "engine/exec/runner.h"
+#include "strategies/strategy.h"
 
 static inline void test_config(fb_run_config *c, const char *backend, const char *strategy,
                                int world) {
@@ -21,7 +22,7 @@ static inline void test_config(fb_run_config *c, const char *backend, const char
 }
 
 static inline fb_status test_run(fb_run_config *c, fb_run_result *res) {
-  fb_status st = fb_config_finalize(c);
+  fb_status st = fb_run_config_finalize(c);
   return st != FB_OK ? st : fb_run(c, res);
 }
 

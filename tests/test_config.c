@@ -42,7 +42,7 @@ static fb_status run_cli(const char *line, fb_run_config *c, fb_cli_action *acti
   fb_cli_action a;
   fb_status st = fb_config_parse_cli(c, argc, argv, 1, &a);
   if (action) *action = a;
-  if (st == FB_OK && a == FB_CLI_RUN) st = fb_config_finalize(c);
+  if (st == FB_OK && a == FB_CLI_RUN) st = fb_run_config_finalize(c);
   return st;
 }
 
@@ -98,7 +98,7 @@ static void test_defaults(void) {
             c.log_every == 1 && !c.quiet,
         "trace");
   /* finalize resolves the derived defaults against the model */
-  CHECK_OK(fb_config_finalize(&c));
+  CHECK_OK(fb_run_config_finalize(&c));
   CHECK(c.seq == 256 && c.spec.max_seq == 256, "seq = min(256, max_seq): %d", c.seq);
   CHECK_CLOSE(c.min_lr, 3e-5, 1e-12, 0);
   CHECK(!strcmp(c.spec.name, "debug") && c.spec.dim == 256, "spec loaded");
@@ -551,7 +551,7 @@ static void test_resolve(void) {
 
 static void test_help(void) {
   FILE *f = tmpfile();
-  fb_config_print_help(f);
+  fb_config_print_help(f, fb_strategy_names());
   long n = ftell(f);
   rewind(f);
   char *text = calloc(1, (size_t)n + 1);

@@ -30,7 +30,7 @@ static fb_status config(fb_run_config *c, const char *strategy, const char *back
   c->seed = 9;
   c->quiet = true;
   c->threads = 2;
-  return fb_config_finalize(c);
+  return fb_run_config_finalize(c);
 }
 
 int main(void) {
@@ -45,7 +45,7 @@ int main(void) {
   char *help = NULL;
   size_t hn = 0;
   FILE *f = open_memstream(&help, &hn);
-  fb_config_print_help(f);
+  fb_config_print_help(f, fb_strategy_names());
   fclose(f);
   CHECK(help && strstr(help, "twin"), "--help does not list the new strategy");
   free(help);

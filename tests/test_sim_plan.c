@@ -36,7 +36,7 @@ static fb_status config(fb_run_config *c, const char *model, const char *strateg
   c->steps = steps;
   c->quiet = true;
   c->threads = 2;
-  return fb_config_finalize(c);
+  return fb_run_config_finalize(c);
 }
 
 /* Every data-parallel strategy of the registry (the one-rank reference is not one). */
@@ -213,7 +213,7 @@ static void check_plan_oom(void) {
   c.recompute = FB_RECOMPUTE_FULL;
   c.param_dtype = FB_BF16;
   c.reduce_dtype = FB_BF16;
-  CHECK_OK(fb_config_finalize(&c));
+  CHECK_OK(fb_run_config_finalize(&c));
   fb_plan_row *rows = NULL;
   int n = 0;
   int64_t cap = 0;

@@ -1,11 +1,12 @@
 /* The run configuration's defaults, its final cross-checks (one value against another and
  * against the model) and --help. Parsing of single values is in options.c, flags in cli.c,
- * files in yaml_config.c. Nothing here runs training. */
+ * files in yaml_config.c. --strategy is checked one layer up, against the strategy registry
+ * (fb_run_config_finalize in strategies/registry.c): config sits below the strategies and
+ * names none of them. Nothing here runs training. */
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "../../strategies/strategy.h"
 #include "../device/device.h"
 #include "config.h"
 
@@ -85,14 +86,7 @@ fb_status fb_config_finalize(fb_run_config *c) {
                   "layers of model '%s'; 0 = all)",
                   c->recompute_layers, c->spec.layers, c->spec.name);
 
-  /* Strategy and where it runs. */
-  if (!fb_strategy_lookup(c->strategy))
-    return FB_ERR(FB_EUSAGE, "--strategy: unknown strategy '%s' (allowed: %s)", c->strategy,
-                  fb_strategy_names());
-  if (fb_strategy_lookup(c->strategy)->one_rank && c->world > 1)
-    return FB_ERR(FB_EUSAGE,
-                  "--world: %d is not allowed with --strategy %s (want 1, or 0 = auto)",
-                  c->world, c->strategy);
+  /* Where it runs. */
   bool sim_dev = !strcmp(c->backend, "sim"), sim_comm = !strcmp(c->comm, "sim");
   if (sim_comm && !sim_dev)
     return FB_ERR(FB_EUSAGE, "--comm: 'sim' needs --backend sim (got --backend %s)", c->backend);
@@ -168,7 +162,7 @@ fb_status fb_config_mesh(const fb_run_config *c, int world, int *replica, int *s
   return FB_OK;
 }
 
-void fb_config_print_help(FILE *f) {
+void fb_config_print_help(FILE *f, const char *strategies) {
   fb_run_config d;
   fb_config_defaults(&d);
   fprintf(f,
@@ -197,8 +191,8 @@ void fb_config_print_help(FILE *f) {
       snprintf(dflt, sizeof dflt, "%s", o->dflt);
     else
       fb_config_format_option(&d, o, dflt, sizeof dflt);
-    if (!strcmp(o->name, "strategy"))
-      snprintf(allowed, sizeof allowed, " {%s}", fb_strategy_names());
+    if (!strcmp(o->name, "strategy") && strategies)
+      snprintf(allowed, sizeof allowed, " {%s}", strategies);
     else if (o->choices || o->choices_fn) {
       char ch[160];
       snprintf(allowed, sizeof allowed, " {%s}", fb_option_choices(o, ch, sizeof ch));

@@ -8,7 +8,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "../core/data_root.h"
 #include "../core/types.h"
+#include "../core/yaml_flat.h"
 #include "../model/model.h"
 #include "../model/transformer.h" /* fb_recompute */
 
@@ -22,7 +24,7 @@ typedef struct fb_run_config {
   /* what */
   char model[256];       /* name in models/ or a path to a YAML file */
   fb_model_spec spec;    /* loaded from `model` */
-  char strategy[32];     /* single | ddp | zero3 | fsdp | yafsdp */
+  char strategy[32];     /* a name in the strategy registry (strategies/registry.c) */
   char backend[16];      /* auto | cpu | cuda | sim */
   char comm[16];         /* auto | local | mpi | nccl | sim */
   char hardware[256];    /* profile name in models/hardware/ or a path ("" = backend default) */
@@ -73,10 +75,13 @@ fb_status fb_config_load_yaml(fb_run_config *c, const char *path);
  * *help set when --help was given. */
 fb_status fb_config_parse_args(fb_run_config *c, int argc, char **argv, int first, bool *help);
 /* Loads the model spec and checks every value against every other (seq <= max_seq, batch
- * divisible, strategy known ...). */
+ * divisible, backend and communicator known ...). Not the strategy: the strategy registry sits
+ * above config, so fb_run_config_finalize (strategies/strategy.h) runs this and then checks
+ * --strategy; that is what a subcommand calls. */
 fb_status fb_config_finalize(fb_run_config *c);
-/* Prints every flag with its default and meaning. */
-void fb_config_print_help(FILE *f);
+/* Prints every flag with its default and meaning; `strategies` ("single, ddp, ...", from the
+ * strategy registry: fb_strategy_names) is shown as --strategy's allowed values (NULL: none). */
+void fb_config_print_help(FILE *f, const char *strategies);
 /* --mesh as numbers: *replica x *shard ranks, both 0 when unset. FB_EUSAGE (one line naming
  * --mesh, the value and what is allowed) when malformed, a size is < 1, or the product is not
  * `world` (> 0; 0 = not known yet). */
@@ -84,13 +89,7 @@ fb_status fb_config_mesh(const fb_run_config *c, int world, int *replica, int *s
 
 /* Model YAML (models/NAME.yaml or a path). Unknown keys and bad values are FB_EUSAGE. */
 fb_status fb_model_spec_load(const char *name_or_path, fb_model_spec *out);
-/* Directory holding models/ (FSDPBENCH_HOME, else next to the executable, else the source
- * tree, else "."). */
-const char *fb_data_root(void);
-/* Resolves `name` inside root/sub with extension .yaml, or returns name if it is a path. */
-fb_status fb_resolve_yaml(const char *sub, const char *name, char *out, size_t n);
-
-/* ---- additions: the option table, one setter, the CLI with --version, shared YAML reader ---- */
+/* ---- additions: the option table, one setter, the CLI with --version ---- */
 #define FB_VERSION "0.1.0"
 
 typedef enum fb_opt_kind {
@@ -149,28 +148,6 @@ typedef enum fb_cli_action { FB_CLI_RUN = 0, FB_CLI_HELP, FB_CLI_VERSION } fb_cl
 fb_status fb_config_parse_cli(fb_run_config *c, int argc, char **argv, int first,
                               fb_cli_action *action);
 
-/* Reads a YAML file that holds one flat mapping of scalar keys to scalar values, calling visit
- * for each pair in file order (line is 1-based; a sequence of scalars arrives joined with ',';
- * an empty or null value arrives as ""). Malformed YAML, nested mappings, aliases and
- * duplicate keys are FB_EUSAGE "path:line:col: ..."; an unreadable file is FB_EUSAGE
- * "<flag>: cannot read 'path': ...". Used for run configs, models and hardware profiles. */
-typedef fb_status (*fb_yaml_visit_fn)(void *ctx, const char *path, int line, const char *key,
-                                      const char *value);
-fb_status fb_yaml_read_flat(const char *path, const char *flag, fb_yaml_visit_fn visit,
-                            void *ctx);
-/* The same reader with the shape chosen: lists of scalars allowed or not, and values that may
- * be a one-level mapping of scalars, whose entries go to `entry` (key, entry name, value) in
- * file order (NULL: such values are refused). Duplicate entry names are the visitor's to
- * refuse. Nothing deeper is ever accepted; a file over 1 MiB is refused unread. */
-typedef fb_status (*fb_yaml_entry_fn)(void *ctx, const char *path, int line, const char *key,
-                                      const char *name, const char *value);
-typedef struct fb_yaml_shape {
-  const char *flag;       /* names the file in "cannot read" errors (--config, --hardware) */
-  bool lists;             /* a value may be a list of scalars (arrives joined with ',') */
-  fb_yaml_visit_fn visit; /* each key with a scalar (or list) value */
-  fb_yaml_entry_fn entry; /* each entry of a mapping value; NULL = mappings refused */
-} fb_yaml_shape;
-fb_status fb_yaml_read(const char *path, const fb_yaml_shape *shape, void *ctx);
 /* Parses a byte size ("4096", "512K", "512M", "8G", "1.5GiB"; K/M/G/T and KB/KiB ... are all
  * powers of 1024). Returns 0 on success, -1 when malformed, negative or too large. */
 int fb_parse_bytes(const char *s, int64_t *out);

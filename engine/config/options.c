@@ -454,7 +454,9 @@ fb_status fb_config_set(fb_run_config *c, const char *key, const char *value, co
     c->trace_active = v[2];
     return FB_OK;
   }
-  case FB_OPT_CONFIG: return fb_config_load_yaml(c, value);
+  case FB_OPT_CONFIG: /* the file is read by the command line (cli.c), which sets its keys */
+    return FB_ERR(FB_EUSAGE, "%s: a file of options is read by the command line (--config "
+                  "FILE), not set as one value", who);
   case FB_OPT_HELP:
   case FB_OPT_VERSION: break;
   }

@@ -15,7 +15,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../config/config.h"
+#include "../core/data_root.h"
+#include "../core/yaml_flat.h"
 
 typedef enum hw_type { HW_STR, HW_REAL, HW_INT, HW_I64, HW_BOOL, HW_ENUM } hw_type;
 

@@ -1,5 +1,5 @@
 /* libFuzzer target: a command line. The input is split on NUL or newline into argv (at most
- * 64 arguments) and parsed by fb_config_parse_cli, then checked by fb_config_finalize as the
+ * 64 arguments) and parsed by fb_config_parse_cli, then checked by fb_run_config_finalize as the
  * CLI does before a run; no run is started and nothing is printed. Any input must end in
  * FB_OK or one FB_EUSAGE line. */
 #include <assert.h>
@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "engine/config/config.h"
+#include "strategies/strategy.h"
 
 enum { MAX_ARGS = 64 };
 
@@ -31,7 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fb_config_defaults(&c);
   fb_cli_action action;
   fb_status st = fb_config_parse_cli(&c, argc, argv, 1, &action);
-  if (st == FB_OK && action == FB_CLI_RUN) st = fb_config_finalize(&c);
+  if (st == FB_OK && action == FB_CLI_RUN) st = fb_run_config_finalize(&c);
   if (st != FB_OK) {
     assert(st == FB_EUSAGE);
     assert(fb_error_msg()[0] && !strchr(fb_error_msg(), '\n'));

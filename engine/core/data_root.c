@@ -6,11 +6,13 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "data_root.h"
 
 #ifndef FB_SOURCE_DIR
 #define FB_SOURCE_DIR "."

@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 #include <yaml.h>
 
-#include "../core/files.h"
-#include "config.h"
+#include "files.h"
+#include "yaml_flat.h"
 
 /* The largest YAML file read: run configs, models and hardware profiles are a few KB, so a
  * bigger file is a mistake (or hostile) and is refused before libyaml reads any of it. Nesting
