@@ -281,11 +281,11 @@ static void check_comm_sim(const fb_hardware *hw) {
   fb_op_cost ag = gather(1 << 20, 16);
   CHECK_CLOSE(fb_now(s.d) - t0, fb_cost_seconds(hw, &ag, 16), 1e-12, 0);
   CHECK(fb_broadcast(c, s.comm, -1, (void *)0x1000, 10, FB_F32, 16) != FB_OK, "root 16 accepted");
-  CHECK(c->ops->reduce(c, s.comm, (void *)0x1000, NULL, 10, FB_F32, 0) == FB_OK,
+  CHECK(fb_reduce(c, s.comm, -1, (void *)0x1000, NULL, 10, FB_F32, 0) == FB_OK,
         "non-root reduce without recv rejected");
-  CHECK(c->ops->all_reduce(c, s.comm, NULL, NULL, 10, FB_F32) != FB_OK, "NULL buffers accepted");
-  CHECK(c->ops->all_reduce(c, s.comm, NULL, NULL, 0, FB_F32) == FB_OK, "count 0 rejected");
-  CHECK(c->ops->all_reduce(c, s.comm, (void *)1, (void *)1, 4, FB_I32) != FB_OK, "i32 accepted");
+  CHECK(fb_all_reduce(c, s.comm, -1, NULL, NULL, 10, FB_F32) != FB_OK, "NULL buffers accepted");
+  CHECK(fb_all_reduce(c, s.comm, -1, NULL, NULL, 0, FB_F32) == FB_OK, "count 0 rejected");
+  CHECK(fb_all_reduce(c, s.comm, -1, (void *)1, (void *)1, 4, FB_I32) != FB_OK, "i32 accepted");
   fb_comm *bad = NULL;
   CHECK(fb_comm_sim_create(s.d, 16, 16, &bad) == FB_EUSAGE, "rank 16 of 16 accepted");
   fb_comm_destroy(c);

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "../device/recorder.h"
-#include "comm_call.h"
+#include "comm_staged.h"
 
 extern const fb_comm_ops fb_local_comm_ops;
 #ifdef FB_HAVE_MPI
@@ -113,18 +113,11 @@ static fb_status check_root(const fb_comm *c, fb_coll op, int root) {
 
 typedef fb_coll_call coll_call;
 
-fb_status fb_comm_issue_raw(fb_comm *c, fb_stream *s, const coll_call *a) {
-  switch (a->op) {
-  case FB_COLL_ALL_GATHER: return c->ops->all_gather(c, s, a->send, a->recv, a->count, a->t);
-  case FB_COLL_REDUCE_SCATTER:
-    return c->ops->reduce_scatter(c, s, a->send, a->recv, a->count, a->t);
-  case FB_COLL_ALL_REDUCE: return c->ops->all_reduce(c, s, a->send, a->recv, a->count, a->t);
-  case FB_COLL_BROADCAST: return c->ops->broadcast(c, s, a->recv, a->count, a->t, a->root);
-  case FB_COLL_REDUCE: return c->ops->reduce(c, s, a->send, a->recv, a->count, a->t, a->root);
-  case FB_COLL_BARRIER: return c->ops->barrier(c, s);
-  case FB_NCOLL: break;
-  }
-  return FB_ERR(FB_EINTERNAL, "unknown collective %d", (int)a->op);
+/* The one way down to a backend: its issue, staged through pinned host buffers when a
+ * communicator that reads buffers on the host meets a device the host may not touch. */
+static fb_status issue(fb_comm *c, fb_stream *s, const coll_call *a) {
+  c->staged = c->ops->host_memory && !fb_device_caps_of(c->dev)->host_access;
+  return c->staged ? fb_comm_issue_staged(c, s, a) : c->ops->issue(c, s, a);
 }
 
 static fb_status recorded(fb_comm *c, fb_stream *s, int unit, const coll_call *a) {
@@ -139,10 +132,8 @@ static fb_status recorded(fb_comm *c, fb_stream *s, int unit, const coll_call *a
       .stride = c->stride,
       .bytes = fb_coll_bytes(a->op, (int64_t)a->count, a->t, c->world),
   };
-  /* a communicator that reads buffers on the host cannot touch this device's memory: stage */
-  c->staged = c->ops->host_memory && !fb_device_caps_of(dev)->host_access;
   uint64_t t0 = dev->ops->mark(dev, s);
-  FB_TRY(c->staged ? fb_comm_issue_staged(c, s, a) : fb_comm_issue_raw(c, s, a));
+  FB_TRY(issue(c, s, a));
   if (dev->ops->account) dev->ops->account(dev, s, &cost);
   uint64_t t1 = dev->ops->mark(dev, s);
   if (dev->rec) fb_recorder_op(dev->rec, s, &cost, unit, t0, t1);
@@ -193,8 +184,7 @@ fb_status fb_comm_unrecorded(fb_comm *c, fb_stream *s, fb_coll op, const void *s
                     op != FB_COLL_BARRIER && (op != FB_COLL_REDUCE || c->rank == root), count, t));
   if (op == FB_COLL_BROADCAST || op == FB_COLL_REDUCE) FB_TRY(check_root(c, op, root));
   const coll_call a = {op, send, recv, count, t, root};
-  c->staged = c->ops->host_memory && !fb_device_caps_of(c->dev)->host_access;
-  return c->staged ? fb_comm_issue_staged(c, s, &a) : fb_comm_issue_raw(c, s, &a);
+  return issue(c, s, &a);
 }
 
 bool fb_comm_launched(const char *name) {

@@ -32,18 +32,25 @@
 
 typedef struct fb_comm fb_comm;
 
+/* One collective as it travels from the recording wrappers (fb_all_gather ...) to a backend,
+ * built once by the wrapper and never reshaped on the way: the staging path (comm_staged.c)
+ * swaps in host buffers, the host communicators queue a copy of it (host_queue.h). `send` and
+ * `recv` as the fb_* wrapper was given them (broadcast: both are its buffer); `root` matters
+ * for broadcast and reduce only. */
+typedef struct fb_coll_call {
+  fb_coll op;
+  const void *send;
+  void *recv;
+  size_t count;
+  fb_dtype t;
+  int root;
+} fb_coll_call;
+
 typedef struct fb_comm_ops {
   const char *name; /* "local", "mpi", "nccl", "sim" */
-  fb_status (*all_gather)(fb_comm *c, fb_stream *s, const void *send, void *recv, size_t count,
-                          fb_dtype t);
-  fb_status (*reduce_scatter)(fb_comm *c, fb_stream *s, const void *send, void *recv,
-                              size_t count, fb_dtype t);
-  fb_status (*all_reduce)(fb_comm *c, fb_stream *s, const void *send, void *recv, size_t count,
-                          fb_dtype t);
-  fb_status (*broadcast)(fb_comm *c, fb_stream *s, void *buf, size_t count, fb_dtype t, int root);
-  fb_status (*reduce)(fb_comm *c, fb_stream *s, const void *send, void *recv, size_t count,
-                      fb_dtype t, int root);
-  fb_status (*barrier)(fb_comm *c, fb_stream *s);
+  /* Enqueues one collective on stream s. The arguments are checked (buffers, dtype, root) by
+   * the wrapper in comm.c before this is called; a backend checks only what is its own. */
+  fb_status (*issue)(fb_comm *c, fb_stream *s, const fb_coll_call *call);
   /* Collectives issued between group_start and group_end form one launch (ncclGroupStart/
    * End): zero3's per-tensor broadcasts and reduces. NULL = each call launches on its own. */
   fb_status (*group_start)(fb_comm *c);

@@ -13,6 +13,7 @@
  * with it) and poisoned with it, so an abort of the run's group reaches every sub-group. */
 #define _GNU_SOURCE
 #include "comm.h"
+#include "host_queue.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -23,14 +24,9 @@
 #include <string.h>
 #include <time.h>
 
-/* What one rank issued for one collective. */
+/* What one rank issued for one collective (or a split), published in its slot of the group. */
 typedef struct coll_args {
-  fb_coll op;
-  size_t count;
-  fb_dtype t;
-  int root;
-  const void *send;
-  void *recv;
+  fb_coll_call call; /* call.op is OP_SPLIT for a split */
   uint64_t seq;     /* 1-based number of this rank's collective */
   double timeout_s; /* the issuing comm's c->timeout_s; <= 0 waits forever */
   int color, key;   /* split */
@@ -55,19 +51,9 @@ struct fb_local_group {
   struct fb_local_group *children, *sibling; /* groups split from this one (owned) */
 };
 
-/* A queued collective; lives in its communicator's pending list until it ran (or, when its
- * stream was poisoned and skipped it, until the communicator is destroyed). */
-typedef struct job {
-  struct job *prev, *next;
-  fb_comm *c;
-  coll_args a;
-} job;
-
 typedef struct local_comm {
   fb_local_group *g;
-  uint64_t seq;
-  pthread_mutex_t mu; /* guards pending */
-  job *pending;
+  fb_host_queue q;  /* pending collectives (host_queue.h) */
   const void **src; /* [world] scratch for the reducing loops (used by the stream's thread) */
 } local_comm;
 
@@ -137,17 +123,18 @@ static double mono_s(void) {
 
 /* "all_gather #3 (count 7, fp32)" */
 static void describe(const coll_args *a, char *buf, size_t n) {
-  if (a->op == OP_SPLIT)
-    snprintf(buf, n, "split #%llu (color %d, key %d)", (unsigned long long)a->seq, a->color,
-             a->key);
-  else if (a->op == FB_COLL_BARRIER)
-    snprintf(buf, n, "barrier #%llu", (unsigned long long)a->seq);
-  else if (a->op == FB_COLL_BROADCAST || a->op == FB_COLL_REDUCE)
-    snprintf(buf, n, "%s #%llu (count %zu, %s, root %d)", fb_coll_name(a->op),
-             (unsigned long long)a->seq, a->count, fb_dtype_name(a->t), a->root);
+  const fb_coll_call *k = &a->call;
+  const unsigned long long seq = (unsigned long long)a->seq;
+  if (k->op == OP_SPLIT)
+    snprintf(buf, n, "split #%llu (color %d, key %d)", seq, a->color, a->key);
+  else if (k->op == FB_COLL_BARRIER)
+    snprintf(buf, n, "barrier #%llu", seq);
+  else if (k->op == FB_COLL_BROADCAST || k->op == FB_COLL_REDUCE)
+    snprintf(buf, n, "%s #%llu (count %zu, %s, root %d)", fb_coll_name(k->op), seq, k->count,
+             fb_dtype_name(k->t), k->root);
   else
-    snprintf(buf, n, "%s #%llu (count %zu, %s)", fb_coll_name(a->op), (unsigned long long)a->seq,
-             a->count, fb_dtype_name(a->t));
+    snprintf(buf, n, "%s #%llu (count %zu, %s)", fb_coll_name(k->op), seq, k->count,
+             fb_dtype_name(k->t));
 }
 
 /* Called with g->mu held. FB_ECOMM whatever poisoned the group: this rank failed because
@@ -325,7 +312,8 @@ static void chunk(size_t n, int world, int j, size_t *lo, size_t *len) {
 /* ---- one collective, on one rank -------------------------------------------------------- */
 
 static bool same(const coll_args *x, const coll_args *y) {
-  return x->op == y->op && x->count == y->count && x->t == y->t && x->root == y->root;
+  const fb_coll_call *p = &x->call, *q = &y->call;
+  return p->op == q->op && p->count == q->count && p->t == q->t && p->root == q->root;
 }
 
 /* After the publishing barrier: every rank must have issued what rank 0 did (a split: any
@@ -334,7 +322,7 @@ static bool same(const coll_args *x, const coll_args *y) {
 static fb_status check_same(fb_local_group *g, int r, const coll_args *a) {
   for (int j = 1; j < g->world; j++) {
     const coll_args *x = &g->slots[0], *y = &g->slots[j];
-    if (x->op == OP_SPLIT ? y->op == OP_SPLIT : same(x, y)) continue;
+    if (x->call.op == OP_SPLIT ? y->call.op == OP_SPLIT : same(x, y)) continue;
     char w0[128], wj[128], msg[400];
     describe(x, w0, sizeof w0);
     describe(y, wj, sizeof wj);
@@ -354,114 +342,66 @@ static fb_status collective(local_comm *lc, int r, const coll_args *a) {
   fb_local_group *g = lc->g;
   const int W = g->world;
   const void **src = lc->src;
+  const fb_coll_call *k = &a->call;
   g->slots[r] = *a; /* published: the barrier's mutex orders it before the others' reads */
   FB_TRY(group_barrier(g, r, a));
   FB_TRY(check_same(g, r, a));
 
-  const size_t es = fb_dtype_size(a->t), n = a->count;
-  switch (a->op) {
+  const size_t es = fb_dtype_size(k->t), n = k->count;
+  switch (k->op) {
   case FB_COLL_ALL_GATHER:
     for (int j = 0; j < W; j++)
-      copy_bytes((char *)a->recv + (size_t)j * n * es, g->slots[j].send, n * es);
+      copy_bytes((char *)k->recv + (size_t)j * n * es, g->slots[j].call.send, n * es);
     return group_barrier(g, r, a);
 
   case FB_COLL_REDUCE_SCATTER:
-    for (int j = 0; j < W; j++) src[j] = g->slots[j].send;
-    reduce_range(a->t, a->recv, src, W, (size_t)r * n, n);
+    for (int j = 0; j < W; j++) src[j] = g->slots[j].call.send;
+    reduce_range(k->t, k->recv, src, W, (size_t)r * n, n);
     return group_barrier(g, r, a);
 
   case FB_COLL_ALL_REDUCE: {
     size_t lo, len;
     chunk(n, W, r, &lo, &len);
-    for (int j = 0; j < W; j++) src[j] = g->slots[j].send;
-    reduce_range(a->t, (char *)a->recv + lo * es, src, W, lo, len);
+    for (int j = 0; j < W; j++) src[j] = g->slots[j].call.send;
+    reduce_range(k->t, (char *)k->recv + lo * es, src, W, lo, len);
     FB_TRY(group_barrier(g, r, a));
     for (int j = 0; j < W; j++) {
       if (j == r) continue;
       chunk(n, W, j, &lo, &len);
-      copy_bytes((char *)a->recv + lo * es, (const char *)g->slots[j].recv + lo * es, len * es);
+      copy_bytes((char *)k->recv + lo * es, (const char *)g->slots[j].call.recv + lo * es,
+                 len * es);
     }
     return group_barrier(g, r, a);
   }
 
   case FB_COLL_BROADCAST:
-    if (r != a->root) copy_bytes(a->recv, g->slots[a->root].recv, n * es);
+    if (r != k->root) copy_bytes(k->recv, g->slots[k->root].call.recv, n * es);
     return group_barrier(g, r, a);
 
   case FB_COLL_REDUCE: {
     size_t lo, len;
     chunk(n, W, r, &lo, &len);
-    for (int j = 0; j < W; j++) src[j] = g->slots[j].send;
-    reduce_range(a->t, (char *)g->slots[a->root].recv + lo * es, src, W, lo, len);
+    for (int j = 0; j < W; j++) src[j] = g->slots[j].call.send;
+    reduce_range(k->t, (char *)g->slots[k->root].call.recv + lo * es, src, W, lo, len);
     return group_barrier(g, r, a);
   }
 
   case FB_COLL_BARRIER: return group_barrier(g, r, a);
   case FB_NCOLL: break;
   }
-  return FB_ERR(FB_EINTERNAL, "local comm: unknown collective %d", (int)a->op);
+  return FB_ERR(FB_EINTERNAL, "local comm: unknown collective %d", (int)k->op);
 }
 
 /* ---- issuing on a stream ---------------------------------------------------------------- */
 
-static fb_status run_job(void *arg) {
-  job *j = arg;
-  local_comm *lc = j->c->impl;
-  fb_status st = collective(lc, j->c->rank, &j->a);
-  pthread_mutex_lock(&lc->mu);
-  if (j->prev) j->prev->next = j->next;
-  else lc->pending = j->next;
-  if (j->next) j->next->prev = j->prev;
-  pthread_mutex_unlock(&lc->mu);
-  free(j);
-  return st;
+static fb_status run_job(fb_comm *c, const fb_host_job *j) {
+  const coll_args a = {.call = j->call, .seq = j->seq, .timeout_s = c->timeout_s};
+  return collective(c->impl, c->rank, &a);
 }
 
-static fb_status issue(fb_comm *c, fb_stream *s, fb_coll op, const void *send, void *recv,
-                       size_t count, fb_dtype t, int root) {
+static fb_status l_issue(fb_comm *c, fb_stream *s, const fb_coll_call *call) {
   local_comm *lc = c->impl;
-  fb_device *d = c->dev;
-  if (!d->ops->host_task)
-    return FB_ERR(FB_EUNSUPPORTED, "local comm: device '%s' cannot run host tasks",
-                  d->ops->name);
-  if (t != FB_F32 && t != FB_F64 && t != FB_U64 && t != FB_BF16)
-    return FB_ERR(FB_EUNSUPPORTED, "local comm: dtype %s is not supported (allowed: fp32, fp64, "
-                  "u64, bf16)", fb_dtype_name(t));
-  job *j = calloc(1, sizeof *j);
-  if (!j) return FB_ERR(FB_ENOMEM, "local comm: out of host memory");
-  j->c = c;
-  j->a = (coll_args){.op = op, .count = count, .t = t, .root = root, .send = send,
-                     .recv = recv, .seq = ++lc->seq, .timeout_s = c->timeout_s};
-  pthread_mutex_lock(&lc->mu);
-  j->next = lc->pending;
-  if (lc->pending) lc->pending->prev = j;
-  lc->pending = j;
-  pthread_mutex_unlock(&lc->mu);
-  return d->ops->host_task(d, s, run_job, j);
-}
-
-static fb_status l_all_gather(fb_comm *c, fb_stream *s, const void *send, void *recv,
-                              size_t count, fb_dtype t) {
-  return issue(c, s, FB_COLL_ALL_GATHER, send, recv, count, t, 0);
-}
-static fb_status l_reduce_scatter(fb_comm *c, fb_stream *s, const void *send, void *recv,
-                                  size_t count, fb_dtype t) {
-  return issue(c, s, FB_COLL_REDUCE_SCATTER, send, recv, count, t, 0);
-}
-static fb_status l_all_reduce(fb_comm *c, fb_stream *s, const void *send, void *recv,
-                              size_t count, fb_dtype t) {
-  return issue(c, s, FB_COLL_ALL_REDUCE, send, recv, count, t, 0);
-}
-static fb_status l_broadcast(fb_comm *c, fb_stream *s, void *buf, size_t count, fb_dtype t,
-                             int root) {
-  return issue(c, s, FB_COLL_BROADCAST, buf, buf, count, t, root);
-}
-static fb_status l_reduce(fb_comm *c, fb_stream *s, const void *send, void *recv, size_t count,
-                          fb_dtype t, int root) {
-  return issue(c, s, FB_COLL_REDUCE, send, recv, count, t, root);
-}
-static fb_status l_barrier(fb_comm *c, fb_stream *s) {
-  return issue(c, s, FB_COLL_BARRIER, NULL, NULL, 0, FB_F32, 0);
+  return fb_host_queue_issue(&lc->q, c, s, call);
 }
 
 /* The streams this comm used must be drained (synced) before it is destroyed. */
@@ -470,11 +410,7 @@ static void l_destroy(fb_comm *c) {
   pthread_mutex_lock(&lc->g->mu);
   lc->g->attached[c->rank] = false;
   pthread_mutex_unlock(&lc->g->mu);
-  for (job *j = lc->pending, *nx; j; j = nx) { /* skipped by a poisoned stream */
-    nx = j->next;
-    free(j);
-  }
-  pthread_mutex_destroy(&lc->mu);
+  fb_host_queue_fini(&lc->q);
   free(lc->src);
   free(lc);
   free(c);
@@ -484,12 +420,7 @@ static fb_status l_split(fb_comm *c, int color, int key, int size, fb_comm **out
 
 const fb_comm_ops fb_local_comm_ops = {
     .name = "local",
-    .all_gather = l_all_gather,
-    .reduce_scatter = l_reduce_scatter,
-    .all_reduce = l_all_reduce,
-    .broadcast = l_broadcast,
-    .reduce = l_reduce,
-    .barrier = l_barrier,
+    .issue = l_issue,
     .split = l_split,
     .destroy = l_destroy,
     .host_memory = true,
@@ -506,17 +437,14 @@ static fb_status attach(fb_local_group *g, int rank, fb_device *dev, fb_comm **o
     st = FB_ERR(FB_ENOMEM, "local comm: out of host memory");
     goto fail_free;
   }
-  if (pthread_mutex_init(&lc->mu, NULL) != 0) {
-    st = FB_ERR(FB_EINTERNAL, "local comm: pthread_mutex_init failed");
-    goto fail_free;
-  }
+  if ((st = fb_host_queue_init(&lc->q, "local comm", run_job)) != FB_OK) goto fail_free;
   pthread_mutex_lock(&g->mu);
   bool taken = g->attached[rank];
   if (!taken) g->attached[rank] = true;
   pthread_mutex_unlock(&g->mu);
   if (taken) {
     st = FB_ERR(FB_EINTERNAL, "local comm: rank %d already has a communicator in this group", rank);
-    goto fail_mutex;
+    goto fail_queue;
   }
   lc->g = g;
   *c = (fb_comm){.ops = &fb_local_comm_ops, .impl = lc, .rank = rank, .world = g->world,
@@ -524,8 +452,8 @@ static fb_status attach(fb_local_group *g, int rank, fb_device *dev, fb_comm **o
   *out = c;
   return FB_OK;
 
-fail_mutex:
-  pthread_mutex_destroy(&lc->mu);
+fail_queue:
+  fb_host_queue_fini(&lc->q);
 fail_free:
   if (lc) free(lc->src);
   free(lc);
@@ -581,8 +509,8 @@ static fb_status l_split(fb_comm *c, int color, int key, int size, fb_comm **out
   local_comm *lc = c->impl;
   fb_local_group *g = lc->g;
   const int r = c->rank;
-  const coll_args a = {.op = OP_SPLIT, .color = color, .key = key, .seq = ++lc->seq,
-                       .timeout_s = c->timeout_s};
+  const coll_args a = {.call = {.op = OP_SPLIT}, .color = color, .key = key,
+                       .seq = fb_host_queue_next(&lc->q), .timeout_s = c->timeout_s};
   g->slots[r] = a;
   FB_TRY(group_barrier(g, r, &a));
   FB_TRY(check_same(g, r, &a));

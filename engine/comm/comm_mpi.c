@@ -15,6 +15,7 @@
  * the host thread. Built only with MPI. */
 #define _GNU_SOURCE
 #include "comm.h"
+#include "host_queue.h"
 
 #include <limits.h>
 #include <mpi.h>
@@ -29,30 +30,12 @@
 
 #include "../device/device_cpu.h"
 
-typedef struct coll_args {
-  fb_coll op;
-  size_t count;
-  fb_dtype t;
-  int root;
-  const void *send;
-  void *recv;
-  uint64_t seq;
-} coll_args;
-
-typedef struct job {
-  struct job *prev, *next;
-  fb_comm *c;
-  coll_args a;
-} job;
-
 typedef struct mpi_comm {
   MPI_Comm comm;
   MPI_Comm probe;     /* the liveness probe after a timeout (probe_peers) */
   bool broken;        /* a collective failed or timed out: requests may still be in flight */
   uint64_t probe_out; /* what this rank sends in the probe; lives as long as the process */
-  uint64_t seq;
-  pthread_mutex_t mu; /* guards pending */
-  job *pending;       /* queued collectives (see comm_local.c: freed at destroy if skipped) */
+  fb_host_queue q;    /* queued collectives (host_queue.h) */
 } mpi_comm;
 
 /* ---- init ------------------------------------------------------------------------------- */
@@ -119,15 +102,17 @@ static double mono_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void describe(const coll_args *a, char *buf, size_t n) {
-  if (a->op == FB_COLL_BARRIER)
-    snprintf(buf, n, "barrier #%llu", (unsigned long long)a->seq);
-  else if (a->op == FB_COLL_BROADCAST || a->op == FB_COLL_REDUCE)
-    snprintf(buf, n, "%s #%llu (count %zu, %s, root %d)", fb_coll_name(a->op),
-             (unsigned long long)a->seq, a->count, fb_dtype_name(a->t), a->root);
+static void describe(const fb_host_job *a, char *buf, size_t n) {
+  const fb_coll_call *k = &a->call;
+  const unsigned long long seq = (unsigned long long)a->seq;
+  if (k->op == FB_COLL_BARRIER)
+    snprintf(buf, n, "barrier #%llu", seq);
+  else if (k->op == FB_COLL_BROADCAST || k->op == FB_COLL_REDUCE)
+    snprintf(buf, n, "%s #%llu (count %zu, %s, root %d)", fb_coll_name(k->op), seq, k->count,
+             fb_dtype_name(k->t), k->root);
   else
-    snprintf(buf, n, "%s #%llu (count %zu, %s)", fb_coll_name(a->op), (unsigned long long)a->seq,
-             a->count, fb_dtype_name(a->t));
+    snprintf(buf, n, "%s #%llu (count %zu, %s)", fb_coll_name(k->op), seq, k->count,
+             fb_dtype_name(k->t));
 }
 
 static MPI_Datatype mpi_type(fb_dtype t) {
@@ -179,7 +164,7 @@ static void sleep_s(double s) {
  * other one on m->probe and listens for PROBE_GRACE_S (at most the timeout); answered[j] says
  * whether rank j was heard from (alive and stuck in the same way). The sends to ranks that
  * never listen stay pending: the job is about to abort. */
-static void probe_peers(fb_comm *c, const coll_args *a, bool *answered) {
+static void probe_peers(fb_comm *c, const fb_host_job *a, bool *answered) {
   mpi_comm *m = c->impl;
   const int W = c->world;
   uint64_t *in = calloc((size_t)W, sizeof *in);
@@ -230,7 +215,7 @@ static int world_rank(fb_comm *c, int j) {
 /* The timeout of collective `a` on this rank: probes the peers, then the lowest rank that
  * answered returns the one line naming the ranks that did not arrive; the others wait a while
  * for its abort (so the job prints one line) before failing the same way. */
-static fb_status timed_out(fb_comm *c, const coll_args *a, double waited) {
+static fb_status timed_out(fb_comm *c, const fb_host_job *a, double waited) {
   const int W = c->world, me = world_rank(c, c->rank);
   char what[128], missing[256] = "";
   describe(a, what, sizeof what);
@@ -259,7 +244,7 @@ static fb_status timed_out(fb_comm *c, const coll_args *a, double waited) {
 
 /* Polls req until done or the timeout; backs off from yielding to short sleeps so waiting
  * ranks leave the cores to the ones computing. */
-static fb_status wait_req(fb_comm *c, MPI_Request *req, const coll_args *a) {
+static fb_status wait_req(fb_comm *c, MPI_Request *req, const fb_host_job *a) {
   mpi_comm *m = c->impl;
   const double t0 = mono_s();
   long sleep_ns = 10000;
@@ -293,19 +278,20 @@ static fb_status wait_req(fb_comm *c, MPI_Request *req, const coll_args *a) {
 
 /* ---- one collective ---------------------------------------------------------------------- */
 
-static fb_status collective(fb_comm *c, const coll_args *a) {
+static fb_status collective(fb_comm *c, const fb_host_job *a) {
   mpi_comm *m = c->impl;
-  const size_t n = a->count, es = fb_dtype_size(a->t);
+  const fb_coll_call *k = &a->call;
+  const size_t n = k->count, es = fb_dtype_size(k->t);
   const int r = c->rank, W = c->world;
-  const MPI_Datatype dt = mpi_type(a->t);
-  const bool bf = a->t == FB_BF16;
+  const MPI_Datatype dt = mpi_type(k->t);
+  const bool bf = k->t == FB_BF16;
   if (m->broken) {
     char what[128];
     describe(a, what, sizeof what);
     return FB_ERR(FB_ECOMM, "rank %d: %s not started: an earlier collective on this "
                   "communicator failed", r, what);
   }
-  if (a->op != FB_COLL_BARRIER && n == 0) return FB_OK; /* every rank skips it alike */
+  if (k->op != FB_COLL_BARRIER && n == 0) return FB_OK; /* every rank skips it alike */
   if (n > (size_t)INT_MAX / (size_t)W) {
     char what[128];
     describe(a, what, sizeof what);
@@ -318,10 +304,10 @@ static fb_status collective(fb_comm *c, const coll_args *a) {
   fb_status st = FB_OK;
   int rc = MPI_SUCCESS;
 
-  switch (a->op) {
+  switch (k->op) {
   case FB_COLL_ALL_GATHER: {
-    const bool inplace = a->send == (const char *)a->recv + (size_t)r * n * es;
-    rc = MPI_Iallgather(inplace ? MPI_IN_PLACE : a->send, cnt, dt, a->recv, cnt, dt, m->comm,
+    const bool inplace = k->send == (const char *)k->recv + (size_t)r * n * es;
+    rc = MPI_Iallgather(inplace ? MPI_IN_PLACE : k->send, cnt, dt, k->recv, cnt, dt, m->comm,
                         &req);
     if (rc == MPI_SUCCESS) st = wait_req(c, &req, a);
     break;
@@ -329,47 +315,47 @@ static fb_status collective(fb_comm *c, const coll_args *a) {
   case FB_COLL_REDUCE_SCATTER: {
     /* MPI's in-place reduce-scatter writes the result at the start of the buffer, ours at
      * rank*count: reduce into a temporary, then copy */
-    const bool inplace = a->recv == (const char *)a->send + (size_t)r * n * es;
+    const bool inplace = k->recv == (const char *)k->send + (size_t)r * n * es;
     if (bf) {
-      s32 = stage_from_bf16(a->send, n * (size_t)W);
+      s32 = stage_from_bf16(k->send, n * (size_t)W);
       r32 = malloc(n * sizeof *r32);
       if (!s32 || !r32) goto oom;
       rc = MPI_Ireduce_scatter_block(s32, r32, cnt, MPI_FLOAT, MPI_SUM, m->comm, &req);
-      if (rc == MPI_SUCCESS && (st = wait_req(c, &req, a)) == FB_OK) unstage_to_bf16(a->recv, r32, n);
+      if (rc == MPI_SUCCESS && (st = wait_req(c, &req, a)) == FB_OK) unstage_to_bf16(k->recv, r32, n);
     } else {
-      void *out = a->recv;
+      void *out = k->recv;
       if (inplace && !(out = tmp = malloc(n * es))) goto oom;
-      rc = MPI_Ireduce_scatter_block(a->send, out, cnt, dt, MPI_SUM, m->comm, &req);
+      rc = MPI_Ireduce_scatter_block(k->send, out, cnt, dt, MPI_SUM, m->comm, &req);
       if (rc == MPI_SUCCESS && (st = wait_req(c, &req, a)) == FB_OK && inplace)
-        memcpy(a->recv, tmp, n * es);
+        memcpy(k->recv, tmp, n * es);
     }
     break;
   }
   case FB_COLL_ALL_REDUCE:
     if (bf) {
-      if (!(s32 = stage_from_bf16(a->send, n))) goto oom;
+      if (!(s32 = stage_from_bf16(k->send, n))) goto oom;
       rc = MPI_Iallreduce(MPI_IN_PLACE, s32, cnt, MPI_FLOAT, MPI_SUM, m->comm, &req);
-      if (rc == MPI_SUCCESS && (st = wait_req(c, &req, a)) == FB_OK) unstage_to_bf16(a->recv, s32, n);
+      if (rc == MPI_SUCCESS && (st = wait_req(c, &req, a)) == FB_OK) unstage_to_bf16(k->recv, s32, n);
     } else {
-      rc = MPI_Iallreduce(a->send == a->recv ? MPI_IN_PLACE : a->send, a->recv, cnt, dt, MPI_SUM,
+      rc = MPI_Iallreduce(k->send == k->recv ? MPI_IN_PLACE : k->send, k->recv, cnt, dt, MPI_SUM,
                           m->comm, &req);
       if (rc == MPI_SUCCESS) st = wait_req(c, &req, a);
     }
     break;
   case FB_COLL_BROADCAST:
-    rc = MPI_Ibcast(a->recv, cnt, dt, a->root, m->comm, &req);
+    rc = MPI_Ibcast(k->recv, cnt, dt, k->root, m->comm, &req);
     if (rc == MPI_SUCCESS) st = wait_req(c, &req, a);
     break;
   case FB_COLL_REDUCE:
     if (bf) {
-      if (!(s32 = stage_from_bf16(a->send, n))) goto oom;
-      if (r == a->root && !(r32 = malloc(n * sizeof *r32))) goto oom;
-      rc = MPI_Ireduce(s32, r32, cnt, MPI_FLOAT, MPI_SUM, a->root, m->comm, &req);
-      if (rc == MPI_SUCCESS && (st = wait_req(c, &req, a)) == FB_OK && r == a->root)
-        unstage_to_bf16(a->recv, r32, n);
+      if (!(s32 = stage_from_bf16(k->send, n))) goto oom;
+      if (r == k->root && !(r32 = malloc(n * sizeof *r32))) goto oom;
+      rc = MPI_Ireduce(s32, r32, cnt, MPI_FLOAT, MPI_SUM, k->root, m->comm, &req);
+      if (rc == MPI_SUCCESS && (st = wait_req(c, &req, a)) == FB_OK && r == k->root)
+        unstage_to_bf16(k->recv, r32, n);
     } else {
-      const bool inplace = r == a->root && a->send == a->recv;
-      rc = MPI_Ireduce(inplace ? MPI_IN_PLACE : a->send, a->recv, cnt, dt, MPI_SUM, a->root,
+      const bool inplace = r == k->root && k->send == k->recv;
+      rc = MPI_Ireduce(inplace ? MPI_IN_PLACE : k->send, k->recv, cnt, dt, MPI_SUM, k->root,
                        m->comm, &req);
       if (rc == MPI_SUCCESS) st = wait_req(c, &req, a);
     }
@@ -378,7 +364,7 @@ static fb_status collective(fb_comm *c, const coll_args *a) {
     rc = MPI_Ibarrier(m->comm, &req);
     if (rc == MPI_SUCCESS) st = wait_req(c, &req, a);
     break;
-  case FB_NCOLL: st = FB_ERR(FB_EINTERNAL, "mpi comm: unknown collective %d", (int)a->op); break;
+  case FB_NCOLL: st = FB_ERR(FB_EINTERNAL, "mpi comm: unknown collective %d", (int)k->op); break;
   }
   if (rc != MPI_SUCCESS) {
     char what[128], err[MPI_MAX_ERROR_STRING];
@@ -401,63 +387,9 @@ oom:
 
 /* ---- issuing on a stream ---------------------------------------------------------------- */
 
-static fb_status run_job(void *arg) {
-  job *j = arg;
-  mpi_comm *m = j->c->impl;
-  fb_status st = collective(j->c, &j->a);
-  pthread_mutex_lock(&m->mu);
-  if (j->prev) j->prev->next = j->next;
-  else m->pending = j->next;
-  if (j->next) j->next->prev = j->prev;
-  pthread_mutex_unlock(&m->mu);
-  free(j);
-  return st;
-}
-
-static fb_status issue(fb_comm *c, fb_stream *s, fb_coll op, const void *send, void *recv,
-                       size_t count, fb_dtype t, int root) {
+static fb_status m_issue(fb_comm *c, fb_stream *s, const fb_coll_call *call) {
   mpi_comm *m = c->impl;
-  fb_device *d = c->dev;
-  if (!d->ops->host_task)
-    return FB_ERR(FB_EUNSUPPORTED, "mpi comm: device '%s' cannot run host tasks", d->ops->name);
-  if (mpi_type(t) == MPI_DATATYPE_NULL)
-    return FB_ERR(FB_EUNSUPPORTED, "mpi comm: dtype %s is not supported (allowed: fp32, fp64, "
-                  "u64, bf16)", fb_dtype_name(t));
-  job *j = calloc(1, sizeof *j);
-  if (!j) return FB_ERR(FB_ENOMEM, "mpi comm: out of host memory");
-  j->c = c;
-  j->a = (coll_args){.op = op, .count = count, .t = t, .root = root, .send = send,
-                     .recv = recv, .seq = ++m->seq};
-  pthread_mutex_lock(&m->mu);
-  j->next = m->pending;
-  if (m->pending) m->pending->prev = j;
-  m->pending = j;
-  pthread_mutex_unlock(&m->mu);
-  return d->ops->host_task(d, s, run_job, j);
-}
-
-static fb_status m_all_gather(fb_comm *c, fb_stream *s, const void *send, void *recv,
-                              size_t count, fb_dtype t) {
-  return issue(c, s, FB_COLL_ALL_GATHER, send, recv, count, t, 0);
-}
-static fb_status m_reduce_scatter(fb_comm *c, fb_stream *s, const void *send, void *recv,
-                                  size_t count, fb_dtype t) {
-  return issue(c, s, FB_COLL_REDUCE_SCATTER, send, recv, count, t, 0);
-}
-static fb_status m_all_reduce(fb_comm *c, fb_stream *s, const void *send, void *recv,
-                              size_t count, fb_dtype t) {
-  return issue(c, s, FB_COLL_ALL_REDUCE, send, recv, count, t, 0);
-}
-static fb_status m_broadcast(fb_comm *c, fb_stream *s, void *buf, size_t count, fb_dtype t,
-                             int root) {
-  return issue(c, s, FB_COLL_BROADCAST, buf, buf, count, t, root);
-}
-static fb_status m_reduce(fb_comm *c, fb_stream *s, const void *send, void *recv, size_t count,
-                          fb_dtype t, int root) {
-  return issue(c, s, FB_COLL_REDUCE, send, recv, count, t, root);
-}
-static fb_status m_barrier(fb_comm *c, fb_stream *s) {
-  return issue(c, s, FB_COLL_BARRIER, NULL, NULL, 0, FB_F32, 0);
+  return fb_host_queue_issue(&m->q, c, s, call);
 }
 
 /* The streams this comm used must be drained before it is destroyed; every rank destroys its
@@ -465,10 +397,7 @@ static fb_status m_barrier(fb_comm *c, fb_stream *s) {
  * MPI, and its probe buffer with it: the job is about to abort. */
 static void m_destroy(fb_comm *c) {
   mpi_comm *m = c->impl;
-  for (job *j = m->pending, *nx; j; j = nx) {
-    nx = j->next;
-    free(j);
-  }
+  fb_host_queue_fini(&m->q);
   if (m->broken) {
     free(c);
     return;
@@ -479,7 +408,6 @@ static void m_destroy(fb_comm *c) {
     MPI_Comm_free(&m->probe);
     MPI_Comm_free(&m->comm);
   }
-  pthread_mutex_destroy(&m->mu);
   free(m);
   free(c);
 }
@@ -488,12 +416,7 @@ static fb_status m_split(fb_comm *c, int color, int key, int size, fb_comm **out
 
 const fb_comm_ops fb_mpi_comm_ops = {
     .name = "mpi",
-    .all_gather = m_all_gather,
-    .reduce_scatter = m_reduce_scatter,
-    .all_reduce = m_all_reduce,
-    .broadcast = m_broadcast,
-    .reduce = m_reduce,
-    .barrier = m_barrier,
+    .issue = m_issue,
     .split = m_split,
     .destroy = m_destroy,
     .host_memory = true,
@@ -513,7 +436,7 @@ static fb_status wrap(fb_device *dev, MPI_Comm mc, double timeout_s, fb_comm **o
   }
   fb_comm *c = calloc(1, sizeof *c);
   mpi_comm *m = calloc(1, sizeof *m);
-  if (!c || !m || pthread_mutex_init(&m->mu, NULL) != 0) {
+  if (!c || !m || fb_host_queue_init(&m->q, "mpi comm", collective) != FB_OK) {
     free(m);
     free(c);
     MPI_Comm_free(&probe);

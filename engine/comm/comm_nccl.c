@@ -671,57 +671,33 @@ out:
     return coll_end(c, s, op, count, r_, #call);                                               \
   } while (0)
 
-static fb_status nccl_all_gather(fb_comm *c, fb_stream *s, const void *send, void *recv,
-                                 size_t count, fb_dtype t) {
+/* One collective onto NCCL (the wrapper in comm.c checked buffers, dtype and root). */
+static fb_status nccl_issue(fb_comm *c, fb_stream *s, const fb_coll_call *a) {
+  nccl_impl *n = c->impl;
   ncclDataType_t dt = ncclFloat32;
-  FB_TRY(nccl_type(c, t, &dt));
-  nccl_impl *n = c->impl;
-  NCCL_COLL(c, s, FB_COLL_ALL_GATHER, count, ncclAllGather(send, recv, count, dt, n->comm, s->s));
-}
-
-static fb_status nccl_reduce_scatter(fb_comm *c, fb_stream *s, const void *send, void *recv,
-                                     size_t count, fb_dtype t) {
-  ncclDataType_t dt = ncclFloat32;
-  FB_TRY(nccl_type(c, t, &dt));
-  nccl_impl *n = c->impl;
-  NCCL_COLL(c, s, FB_COLL_REDUCE_SCATTER, count,
-            ncclReduceScatter(send, recv, count, dt, ncclSum, n->comm, s->s));
-}
-
-static fb_status nccl_all_reduce(fb_comm *c, fb_stream *s, const void *send, void *recv,
-                                 size_t count, fb_dtype t) {
-  ncclDataType_t dt = ncclFloat32;
-  FB_TRY(nccl_type(c, t, &dt));
-  nccl_impl *n = c->impl;
-  NCCL_COLL(c, s, FB_COLL_ALL_REDUCE, count,
-            ncclAllReduce(send, recv, count, dt, ncclSum, n->comm, s->s));
-}
-
-static fb_status nccl_broadcast(fb_comm *c, fb_stream *s, void *buf, size_t count, fb_dtype t,
-                                int root) {
-  ncclDataType_t dt = ncclFloat32;
-  FB_TRY(nccl_type(c, t, &dt));
-  if (root < 0 || root >= c->world)
-    return FB_ERR(FB_EINTERNAL, "rank %d: broadcast: root %d out of range", c->rank, root);
-  nccl_impl *n = c->impl;
-  NCCL_COLL(c, s, FB_COLL_BROADCAST, count, ncclBroadcast(buf, buf, count, dt, root, n->comm, s->s));
-}
-
-static fb_status nccl_reduce(fb_comm *c, fb_stream *s, const void *send, void *recv,
-                             size_t count, fb_dtype t, int root) {
-  ncclDataType_t dt = ncclFloat32;
-  FB_TRY(nccl_type(c, t, &dt));
-  if (root < 0 || root >= c->world)
-    return FB_ERR(FB_EINTERNAL, "rank %d: reduce: root %d out of range", c->rank, root);
-  nccl_impl *n = c->impl;
-  NCCL_COLL(c, s, FB_COLL_REDUCE, count,
-            ncclReduce(send, recv, count, dt, ncclSum, root, n->comm, s->s));
-}
-
-static fb_status nccl_barrier(fb_comm *c, fb_stream *s) {
-  nccl_impl *n = c->impl;
-  NCCL_COLL(c, s, FB_COLL_BARRIER, 1,
-            ncclAllReduce(n->one, n->one, 1, ncclFloat32, ncclSum, n->comm, s->s));
+  if (a->op != FB_COLL_BARRIER) FB_TRY(nccl_type(c, a->t, &dt));
+  switch (a->op) {
+  case FB_COLL_ALL_GATHER:
+    NCCL_COLL(c, s, a->op, a->count,
+              ncclAllGather(a->send, a->recv, a->count, dt, n->comm, s->s));
+  case FB_COLL_REDUCE_SCATTER:
+    NCCL_COLL(c, s, a->op, a->count,
+              ncclReduceScatter(a->send, a->recv, a->count, dt, ncclSum, n->comm, s->s));
+  case FB_COLL_ALL_REDUCE:
+    NCCL_COLL(c, s, a->op, a->count,
+              ncclAllReduce(a->send, a->recv, a->count, dt, ncclSum, n->comm, s->s));
+  case FB_COLL_BROADCAST:
+    NCCL_COLL(c, s, a->op, a->count,
+              ncclBroadcast(a->recv, a->recv, a->count, dt, a->root, n->comm, s->s));
+  case FB_COLL_REDUCE:
+    NCCL_COLL(c, s, a->op, a->count,
+              ncclReduce(a->send, a->recv, a->count, dt, ncclSum, a->root, n->comm, s->s));
+  case FB_COLL_BARRIER:
+    NCCL_COLL(c, s, a->op, 1,
+              ncclAllReduce(n->one, n->one, 1, ncclFloat32, ncclSum, n->comm, s->s));
+  case FB_NCOLL: break;
+  }
+  return FB_ERR(FB_EINTERNAL, "rank %d: nccl: unknown collective %d", c->rank, (int)a->op);
 }
 
 /* group_start holds call_mu until group_end, so the whole group is issued by one thread
@@ -845,12 +821,7 @@ static fb_status nccl_split(fb_comm *c, int color, int key, int size, fb_comm **
 
 const fb_comm_ops fb_nccl_comm_ops = {
     .name = "nccl",
-    .all_gather = nccl_all_gather,
-    .reduce_scatter = nccl_reduce_scatter,
-    .all_reduce = nccl_all_reduce,
-    .broadcast = nccl_broadcast,
-    .reduce = nccl_reduce,
-    .barrier = nccl_barrier,
+    .issue = nccl_issue,
     .group_start = nccl_group_start,
     .group_end = nccl_group_end,
     .split = nccl_split,

@@ -1,6 +1,6 @@
-/* The sim communicator: no data moves. Each collective checks its arguments exactly as a real
- * backend would (stream, buffers, dtype, root) and returns; its duration is accounted by the
- * fb_* wrappers in comm.c through the sim device's account() and the cost model
+/* The sim communicator: no data moves. Each collective's arguments are checked by the fb_*
+ * wrappers in comm.c exactly as for a real backend (stream, buffers, dtype, root), and its
+ * duration is accounted there through the sim device's account() and the cost model
  * (engine/sim/cost_model.c). Every rank is independent: nothing is shared between ranks, so a
  * run can simulate any subset of them. A split (fb_comm_split_strided) is therefore local too:
  * the sub-communicator of the given size on the same device, this rank's place in it, and its
@@ -9,66 +9,10 @@
 
 #include "comm.h"
 
-static fb_status check_common(fb_comm *c, fb_stream *s, const char *what, size_t count,
-                              fb_dtype t) {
-  if (!s) return FB_ERR(FB_EINTERNAL, "sim %s on rank %d: no stream", what, c->rank);
-  if (t != FB_F32 && t != FB_BF16 && t != FB_F64 && t != FB_U64)
-    return FB_ERR(FB_EUNSUPPORTED, "sim %s on rank %d: dtype %s is not supported (fp32, bf16, "
-                  "f64, u64)", what, c->rank, fb_dtype_name(t));
-  (void)count;
-  return FB_OK;
-}
-
-static fb_status check_bufs(fb_comm *c, const char *what, size_t count, const void *a,
-                            const void *b) {
-  if (count > 0 && (!a || !b))
-    return FB_ERR(FB_EINTERNAL, "sim %s on rank %d: NULL buffer for %zu elements", what, c->rank,
-                  count);
-  return FB_OK;
-}
-
-static fb_status check_root(fb_comm *c, const char *what, int root) {
-  if (root < 0 || root >= c->world)
-    return FB_ERR(FB_EINTERNAL, "sim %s on rank %d: root %d outside [0, %d)", what, c->rank,
-                  root, c->world);
-  return FB_OK;
-}
-
-static fb_status sim_all_gather(fb_comm *c, fb_stream *s, const void *send, void *recv,
-                                size_t count, fb_dtype t) {
-  FB_TRY(check_common(c, s, "all_gather", count, t));
-  return check_bufs(c, "all_gather", count, send, recv);
-}
-
-static fb_status sim_reduce_scatter(fb_comm *c, fb_stream *s, const void *send, void *recv,
-                                    size_t count, fb_dtype t) {
-  FB_TRY(check_common(c, s, "reduce_scatter", count, t));
-  return check_bufs(c, "reduce_scatter", count, send, recv);
-}
-
-static fb_status sim_all_reduce(fb_comm *c, fb_stream *s, const void *send, void *recv,
-                                size_t count, fb_dtype t) {
-  FB_TRY(check_common(c, s, "all_reduce", count, t));
-  return check_bufs(c, "all_reduce", count, send, recv);
-}
-
-static fb_status sim_broadcast(fb_comm *c, fb_stream *s, void *buf, size_t count, fb_dtype t,
-                               int root) {
-  FB_TRY(check_common(c, s, "broadcast", count, t));
-  FB_TRY(check_root(c, "broadcast", root));
-  return check_bufs(c, "broadcast", count, buf, buf);
-}
-
-static fb_status sim_reduce(fb_comm *c, fb_stream *s, const void *send, void *recv, size_t count,
-                            fb_dtype t, int root) {
-  FB_TRY(check_common(c, s, "reduce", count, t));
-  FB_TRY(check_root(c, "reduce", root));
-  /* recv matters on the root only, as with NCCL / MPI */
-  return check_bufs(c, "reduce", count, send, c->rank == root ? recv : send);
-}
-
-static fb_status sim_barrier(fb_comm *c, fb_stream *s) {
-  if (!s) return FB_ERR(FB_EINTERNAL, "sim barrier on rank %d: no stream", c->rank);
+/* Nothing moves and nothing waits: the wrapper (comm.c) checked the call and accounts its
+ * duration on the stream. */
+static fb_status sim_issue(fb_comm *c, fb_stream *s, const fb_coll_call *call) {
+  (void)c, (void)s, (void)call;
   return FB_OK;
 }
 
@@ -84,12 +28,7 @@ static fb_status sim_split(fb_comm *c, int color, int key, int size, fb_comm **o
 
 const fb_comm_ops fb_sim_comm_ops = {
     .name = "sim",
-    .all_gather = sim_all_gather,
-    .reduce_scatter = sim_reduce_scatter,
-    .all_reduce = sim_all_reduce,
-    .broadcast = sim_broadcast,
-    .reduce = sim_reduce,
-    .barrier = sim_barrier,
+    .issue = sim_issue,
     .split = sim_split,
     .destroy = sim_destroy,
 };

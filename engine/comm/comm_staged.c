@@ -5,10 +5,11 @@
  * an asynchronous pinned host -> device copy into the receive buffer. Nothing waits on the
  * host. The pinned buffers are kept per stream and reused: the next call on the same stream
  * runs after this one's copy-back in stream order; growing them first waits for the stream.
- * It does not record or check arguments (comm.c does). */
+ * It does not record or check arguments (comm.c does), and calls nothing of comm.c: the
+ * backend's own issue runs the call. */
 #include <stdlib.h>
 
-#include "comm_call.h"
+#include "comm_staged.h"
 
 #define NSTAGE 4 /* streams one communicator stages for */
 
@@ -69,7 +70,7 @@ static void sizes(const fb_comm *c, const fb_coll_call *a, size_t *sb, size_t *r
 fb_status fb_comm_issue_staged(fb_comm *c, fb_stream *s, const fb_coll_call *a) {
   size_t sb, rb;
   sizes(c, a, &sb, &rb);
-  if (a->op == FB_COLL_BARRIER || (sb == 0 && rb == 0)) return fb_comm_issue_raw(c, s, a);
+  if (a->op == FB_COLL_BARRIER || (sb == 0 && rb == 0)) return c->ops->issue(c, s, a);
   fb_device *d = c->dev;
   stage_buf *b = NULL;
   FB_TRY(stage_of(c, s, sb, rb, &b));
@@ -77,7 +78,7 @@ fb_status fb_comm_issue_staged(fb_comm *c, fb_stream *s, const fb_coll_call *a) 
   fb_coll_call h = *a;
   h.send = b->send;
   h.recv = a->op == FB_COLL_BROADCAST ? b->send : rb ? b->recv : NULL;
-  FB_TRY(fb_comm_issue_raw(c, s, &h));
+  FB_TRY(c->ops->issue(c, s, &h));
   if (a->op == FB_COLL_BROADCAST) return d->ops->copy_async(d, s, a->recv, b->send, sb, false);
   return rb ? d->ops->copy_async(d, s, a->recv, b->recv, rb, false) : FB_OK;
 }
