@@ -1,11 +1,10 @@
 /* Device registry and the backend-independent half of the device interface: opening and
  * closing a device, tagged allocations with per-category accounting (host program order),
- * collective names and byte counts. It does not implement any backend (device_cpu.c,
- * device_sim.c, device_cuda.c) nor move data. */
+ * the events told to the recorder. It does not implement any backend (device_cpu.c,
+ * device_sim.c, device_cuda.c) nor move data; what an op costs is op_cost.c. */
 #include "device.h"
 
 #include <assert.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -272,58 +271,6 @@ void fb_free(fb_device *d, fb_buf *b, fb_stream *after) {
   d->ops->free(d, b->ptr, b->bytes, b->cat, after);
   b->ptr = NULL;
   b->bytes = 0;
-}
-
-const char *fb_coll_name(fb_coll c) {
-  static const char *const n[FB_NCOLL] = {
-      [FB_COLL_ALL_GATHER] = "all_gather", [FB_COLL_REDUCE_SCATTER] = "reduce_scatter",
-      [FB_COLL_ALL_REDUCE] = "all_reduce", [FB_COLL_BROADCAST] = "broadcast",
-      [FB_COLL_REDUCE] = "reduce",         [FB_COLL_BARRIER] = "barrier"};
-  return (c >= 0 && c < FB_NCOLL) ? n[c] : "?";
-}
-
-double fb_op_gemm_size(const fb_op_cost *c) {
-  if (c->m > 0 && c->n > 0 && c->k > 0)
-    return cbrt((double)c->m * (double)c->n * (double)c->k * (double)(c->batch > 0 ? c->batch : 1));
-  return cbrt(c->flops / 2.0);
-}
-
-double fb_coll_bytes(fb_coll c, int64_t count, fb_dtype t, int world) {
-  const double e = (double)count * (double)fb_dtype_size(t);
-  switch (c) {
-  case FB_COLL_ALL_GATHER:
-  case FB_COLL_REDUCE_SCATTER: return e * world;
-  case FB_COLL_ALL_REDUCE: return 2.0 * e;
-  case FB_COLL_BROADCAST:
-  case FB_COLL_REDUCE: return e;
-  case FB_COLL_BARRIER:
-  case FB_NCOLL: break;
-  }
-  return 0.0;
-}
-
-/* Bytes one rank puts on the wire, assuming ring algorithms (NCCL's default and the bus
- * bandwidth convention of nccl-tests):
- *  - all-gather / reduce-scatter: W-1 steps of one shard each = (W-1)/W of the full buffer
- *    (count*W*size), i.e. (W-1)*count*size;
- *  - all-reduce: a reduce-scatter then an all-gather of the whole tensor: 2(W-1)/W*count*size;
- *  - broadcast / reduce: a pipelined ring (chain) where every rank but one forwards the whole
- *    tensor; averaged over ranks that is (W-1)/W*count*size;
- *  - barrier: nothing measurable. World 1 sends nothing. */
-double fb_coll_wire_bytes(fb_coll c, int64_t count, fb_dtype t, int world) {
-  if (world <= 1) return 0.0;
-  const double e = (double)count * (double)fb_dtype_size(t);
-  const double f = (double)(world - 1) / (double)world;
-  switch (c) {
-  case FB_COLL_ALL_GATHER:
-  case FB_COLL_REDUCE_SCATTER: return f * e * world;
-  case FB_COLL_ALL_REDUCE: return 2.0 * f * e;
-  case FB_COLL_BROADCAST:
-  case FB_COLL_REDUCE: return f * e;
-  case FB_COLL_BARRIER:
-  case FB_NCOLL: break;
-  }
-  return 0.0;
 }
 
 fb_status fb_event_record(fb_device *d, fb_event *e, fb_stream *s) {

@@ -125,6 +125,11 @@ typedef struct fb_kernels {
 
 /* Scratch attention needs (bytes), for either direction, on the given device. */
 size_t fb_attention_scratch_bytes(const fb_device *d, int B, int T, int H, int KVH, int hd);
+/* What that figure is made of (attn_scratch.c): the number of per-thread slots, a constant
+ * independent of the host (the attention ops never run on more threads than this), and the
+ * elements one slot needs for sequence length T. */
+int fb_ops_attn_slots(void);
+size_t fb_ops_attn_scratch_elems(int T);
 /* sqrt of the exact sum of squares held in merged bins (2*FB_NORM_BINS words); a function of
  * the exact sum alone, not of how it is spread over the words. */
 double fb_norm_from_bins(const uint64_t *bins);

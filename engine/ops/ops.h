@@ -24,12 +24,6 @@
 #undef FB_R
 #undef FB_OPNAME
 
-/* Attention scratch: the number of per-thread slots, a constant independent of the host (the
- * attention ops never run on more threads than this) and the elements one slot needs for
- * sequence length T. */
-int fb_ops_attn_slots(void);
-size_t fb_ops_attn_scratch_elems(int T);
-
 /* Processors the matrix product's panel split is sized for: the machine's online processors,
  * independent of affinity (taskset, mpirun binding) and of any thread setting. */
 int fb_ops_gemm_split_procs(void);

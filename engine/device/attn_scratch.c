@@ -6,10 +6,12 @@
  * the (batch, head) tasks. A task's result does not depend on which slot or thread ran it, so
  * the slot count changes speed only, never a bit of the result.
  * The figure is the cpu kernels' need and is returned for every device (d may be NULL); it is
- * the same for fp32 and bf16 activations (the bf16 ops run the fp32 attention). */
-#include "ops.h"
+ * the same for fp32 and bf16 activations (the bf16 ops run the fp32 attention).
+ * It sits with the kernel interface (kernels.h), below the ops and every backend: the figure is
+ * the interface's promise to the attention kernels, which engine/ops implements within. */
+#include "kernels.h"
 
-#define ATT_BQ 64 /* must equal ops_impl.h */
+#define ATT_BQ 64 /* must equal engine/ops/ops_impl.h */
 #define FB_ATTN_SLOTS 8
 
 int fb_ops_attn_slots(void) { return FB_ATTN_SLOTS; }
