@@ -25,8 +25,7 @@
 #include <string.h>
 
 #include "common.h"
-
-typedef enum { U_SHARDED = 0, U_GATHERING, U_GATHERED } unit_state;
+#include "unit_gather.h"
 
 typedef struct fsdp_unit {
   fb_slice sl;                /* persistent slices: parameters, gradients, optimizer */
@@ -36,14 +35,13 @@ typedef struct fsdp_unit {
   fb_buf p_cast, g_cast;      /* mixed precision: the slice cast for the gather, the gradient
                                  cast for the reduction (reduce dtype) */
   fb_buf rs_tmp;              /* reduce-scatter output folded later (micro-steps > 0, bf16) */
-  unit_state state;
   bool rs_pending, acc_pending, acc_overwrite;
-  fb_event *ev_gather, *ev_rs, *ev_ready;
+  fb_event *ev_rs, *ev_ready;
 } fsdp_unit;
 
 typedef struct fsdp_state {
   fsdp_unit *u;
-  int inflight; /* gathers issued and not yet consumed */
+  fb_gather g;   /* the units' gathers (unit_gather.h) */
   int fold_next; /* unit whose reduction (micro-step > 0) folds at the next post-backward */
   /* the rate limiter's queue of free events (FSDP1's _FreeEventQueue): a ring */
   fb_event **fq;
@@ -51,6 +49,8 @@ typedef struct fsdp_state {
   fb_comm *shard;   /* the group units are sliced over (r->comm for fsdp) */
   fb_comm *replica; /* hsdp: the group reduced slices are all-reduced over; NULL = none */
 } fsdp_state;
+
+static const fb_gather_ops gather_ops; /* the gather hooks, below */
 
 /* FSDP1's host work per unit (torch.distributed.fsdp, use_orig_params=True):
  *  - pytorch PR #96958 (2023-03) timed the per-parameter hook work on 400 nn.Parameters in one
@@ -87,10 +87,11 @@ void fb_fsdp_teardown(fb_rank *r) {
     fb_free(r->dev, &x->rs_tmp, NULL);
     fb_free(r->dev, &x->p_cast, NULL);
     fb_free(r->dev, &x->g_cast, NULL);
-    fb_event *evs[] = {x->ev_gather, x->ev_rs, x->ev_ready};
-    for (int e = 0; e < 3; e++)
+    fb_event *evs[] = {x->ev_rs, x->ev_ready};
+    for (int e = 0; e < 2; e++)
       if (evs[e]) r->dev->ops->event_destroy(r->dev, evs[e]);
   }
+  fb_gather_fini(&s->g, r);
   for (int e = 0; s->fq && e < s->fq_cap; e++)
     if (s->fq[e]) r->dev->ops->event_destroy(r->dev, s->fq[e]);
   free(s->fq);
@@ -129,10 +130,10 @@ fb_status fb_fsdp_setup_groups(fb_rank *r, fb_comm *shard, fb_comm *replica) {
     st = FB_ERR(FB_ENOMEM, "out of host memory (fsdp units)");
     goto fail;
   }
+  FB_CHECK_GOTO(st, fb_gather_init(&s->g, r, &gather_ops), fail);
   for (int i = 0; i < m->nunits; i++) {
     fsdp_unit *x = &s->u[i];
     FB_CHECK_GOTO(st, fb_slice_init(&v, i, &x->sl), fail);
-    FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &x->ev_gather), fail);
     FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &x->ev_rs), fail);
     FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &x->ev_ready), fail);
   }
@@ -180,11 +181,11 @@ static fb_status enqueue_free(fb_rank *r) {
   return FB_OK;
 }
 
-/* Issues the all-gather of unit i on the comm stream (no-op when held or in flight). */
-static fb_status gather(fb_rank *r, int i) {
+/* The gather hook (unit_gather.h): the all-gather of unit i's slices on the comm stream into
+ * a full buffer allocated for the occasion, behind FSDP1's host work and rate limiter. */
+static fb_status issue_gather(fb_rank *r, int i, fb_event *done) {
   fsdp_state *s = r->st;
   fsdp_unit *x = &s->u[i];
-  if (x->state != U_SHARDED) return FB_OK;
   const double k = (double)r->model->units[i].count;
   fb_host_work(r->dev, k * fb_fsdp_host.check_per_param, "fsdp.pre_unshard");
   void *send = x->sl.p.ptr;
@@ -203,54 +204,32 @@ static fb_status gather(fb_rank *r, int i) {
   FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute));
   FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
   FB_TRY(fb_all_gather(s->shard, r->commst, i, send, x->p_full.ptr, (size_t)x->sl.shard, r->pdt));
-  FB_TRY(fb_event_record(r->dev, x->ev_gather, r->commst));
+  FB_TRY(fb_event_record(r->dev, done, r->commst));
   fb_free(r->dev, &x->p_cast, r->commst);
-  x->state = U_GATHERING;
-  s->inflight++;
   fb_host_work(r->dev, k * fb_fsdp_host.views_per_param, "fsdp.unsharded_views");
   return FB_OK;
 }
 
-static fb_status prefetch(fb_rank *r, int i) {
-  fsdp_state *s = r->st;
-  if (i < 0 || s->u[i].state != U_SHARDED || s->inflight >= r->cfg->max_inflight) return FB_OK;
-  return gather(r, i);
-}
-
-/* Makes unit i's full parameters usable by the compute stream. */
-static fb_status acquire(fb_rank *r, int i) {
-  fsdp_state *s = r->st;
-  fsdp_unit *x = &s->u[i];
-  FB_TRY(gather(r, i));
-  if (x->state == U_GATHERING) {
-    FB_TRY(fb_stream_wait(r->dev, r->compute, x->ev_gather));
-    x->state = U_GATHERED;
-    s->inflight--;
-  }
-  r->view[i].params = x->p_full.ptr;
-  return FB_OK;
-}
+static void *gathered_params(fb_rank *r, int i) { return ((fsdp_state *)r->st)->u[i].p_full.ptr; }
 
 /* Frees unit i's gathered parameters after the compute stream (record_stream). */
-static fb_status release(fb_rank *r, int i) {
-  fsdp_state *s = r->st;
-  fsdp_unit *x = &s->u[i];
-  assert(x->state == U_GATHERED);
+static fb_status reshard(fb_rank *r, int i) {
+  fsdp_unit *x = &((fsdp_state *)r->st)->u[i];
   fb_host_work(r->dev, (double)r->model->units[i].count * fb_fsdp_host.reshard_per_param,
                "fsdp.reshard");
   fb_free(r->dev, &x->p_full, r->compute);
-  x->state = U_SHARDED;
-  r->view[i].params = NULL;
   return enqueue_free(r);
 }
 
+static const fb_gather_ops gather_ops = {
+    .issue = issue_gather, .params = gathered_params, .reshard = reshard};
+
+static fb_status release(fb_rank *r, int i) {
+  return fb_gather_release(&((fsdp_state *)r->st)->g, r, i);
+}
+
 fb_status fb_fsdp_pre_forward(fb_rank *r, int i) {
-  FB_TRY(acquire(r, i));
-  if (r->cfg->prefetch_forward) {
-    int next = fb_next_fwd_unit(r->model, i);
-    FB_TRY(prefetch(r, next < 0 ? 0 : next)); /* after the last block: root for the head */
-  }
-  return FB_OK;
+  return fb_gather_pre_forward(&((fsdp_state *)r->st)->g, r, i);
 }
 
 /* ZeRO-2: no reshard after forward; accumulation without reshard keeps units gathered too */
@@ -298,8 +277,7 @@ static fb_status fold_pending(fb_rank *r, bool all) {
 fb_status fb_fsdp_pre_backward(fb_rank *r, int i) {
   fsdp_state *s = r->st;
   fsdp_unit *x = &s->u[i];
-  FB_TRY(acquire(r, i));
-  if (r->cfg->prefetch_backward) FB_TRY(prefetch(r, fb_next_bwd_unit(r->model, i)));
+  FB_TRY(fb_gather_pre_backward(&s->g, r, i));
   const bool accumulate_local = r->cfg->accum == FB_ACCUM_NO_REDUCE && r->micro > 0;
   if (!x->g_full.ptr) {
     FB_TRY(fb_alloc(r->dev, (size_t)x->sl.padded * fb_psz(r), FB_MEM_GRAD_FULL, "grads.unsharded",

@@ -24,8 +24,7 @@
 
 #include "common.h"
 #include "state_ranges.h"
-
-typedef enum { U_SHARDED = 0, U_GATHERING, U_GATHERED } unit_state;
+#include "unit_gather.h"
 
 typedef struct f2_unit {
   int64_t *soff;          /* [count + 1] offset of each parameter's shard inside the rank's S */
@@ -38,17 +37,18 @@ typedef struct f2_unit {
   fb_buf g_acc;           /* no-reduce with bf16 compute: fp32 accumulated unsharded grads */
   fb_buf rs_in;           /* reduce-scatter input W*S (reduce dtype), compute stream */
   fb_buf rs_out;          /* reduce-scatter output S (reduce dtype), comm stream, folded later */
-  unit_state state;
   bool fold_pending, fold_overwrite;
-  fb_event *ev_ready, *ev_gather, *ev_copyout, *ev_rs, *ev_fold;
+  fb_event *ev_ready, *ev_copyout, *ev_rs, *ev_fold;
 } f2_unit;
 
 typedef struct f2_state {
   f2_unit *u;
-  int inflight;  /* gathers issued and not yet consumed */
+  fb_gather g;   /* the param group's lifecycle (unit_gather.h) */
   int held;      /* unit whose all-gather output forward keeps until the next copy-out, or -1 */
   int rs_prev;   /* unit whose reduce-scatter input waits to be freed, or -1 */
 } f2_state;
+
+static const fb_gather_ops gather_ops; /* the unshard hooks, below */
 
 static int64_t rows_per_rank(const fb_rank *r, const fb_param *pp) {
   return (pp->rows + r->world - 1) / r->world;
@@ -69,11 +69,12 @@ static void f2_teardown(fb_rank *r) {
                       &x->g_full, &x->g_acc, &x->rs_in,  &x->rs_out};
     for (size_t b = 0; b < sizeof bufs / sizeof *bufs; b++) fb_free(r->dev, bufs[b], NULL);
     fb_optim_free(r, &x->optim);
-    fb_event *evs[] = {x->ev_ready, x->ev_gather, x->ev_copyout, x->ev_rs, x->ev_fold};
-    for (int e = 0; e < 5; e++)
+    fb_event *evs[] = {x->ev_ready, x->ev_copyout, x->ev_rs, x->ev_fold};
+    for (int e = 0; e < 4; e++)
       if (evs[e]) r->dev->ops->event_destroy(r->dev, evs[e]);
     free(x->soff);
   }
+  fb_gather_fini(&s->g, r);
   free(s->u);
   free(s);
   r->st = NULL;
@@ -104,8 +105,8 @@ static fb_status unit_init(fb_rank *r, int i) {
   FB_TRY(fb_alloc(r->dev, bytes, FB_MEM_GRAD_SHARD, "fsdp2.grads.shard", &x->g));
   FB_TRY(fb_k_memset0(&k, "zero_grad", x->g.ptr, bytes));
   FB_TRY(fb_optim_alloc(r, x->S, "fsdp2.optim.shard", &x->optim));
-  fb_event **evs[] = {&x->ev_ready, &x->ev_gather, &x->ev_copyout, &x->ev_rs, &x->ev_fold};
-  for (int e = 0; e < 5; e++) FB_TRY(r->dev->ops->event_create(r->dev, evs[e]));
+  fb_event **evs[] = {&x->ev_ready, &x->ev_copyout, &x->ev_rs, &x->ev_fold};
+  for (int e = 0; e < 4; e++) FB_TRY(r->dev->ops->event_create(r->dev, evs[e]));
   return FB_OK;
 }
 
@@ -117,6 +118,7 @@ static fb_status f2_setup(fb_rank *r) {
   fb_status st = FB_OK;
   s->u = calloc((size_t)r->model->nunits, sizeof *s->u);
   if (!s->u) st = FB_ERR(FB_ENOMEM, "out of host memory (fsdp2 units)");
+  if (st == FB_OK) st = fb_gather_init(&s->g, r, &gather_ops);
   for (int i = 0; st == FB_OK && i < r->model->nunits; i++) st = unit_init(r, i);
   if (st != FB_OK) f2_teardown(r);
   return st;
@@ -164,11 +166,9 @@ static fb_status transpose(fb_rank *r, int i, bool to_flat, char *flat, fb_dtype
 
 /* ---- parameters: copy-in, all-gather, copy-out ------------------------------------------- */
 
-/* Issues unit i's copy-in and all-gather on the comm stream (no-op when held or in flight). */
-static fb_status gather(fb_rank *r, int i) {
-  f2_state *s = r->st;
-  f2_unit *x = &s->u[i];
-  if (x->state != U_SHARDED) return FB_OK;
+/* The unshard hook (unit_gather.h): unit i's copy-in and all-gather on the comm stream. */
+static fb_status issue_gather(fb_rank *r, int i, fb_event *done) {
+  f2_unit *x = &((f2_state *)r->st)->u[i];
   const size_t ps = fb_psz(r);
   fb_buf in = {0};
   /* the comm stream must see the shard as the compute stream left it (after the optimizer) */
@@ -182,18 +182,9 @@ static fb_status gather(fb_rank *r, int i) {
                      "fsdp2.ag_output", &x->ag_out);
   if (st == FB_OK)
     st = fb_all_gather(r->comm, r->commst, i, in.ptr, x->ag_out.ptr, (size_t)x->S, r->pdt);
-  if (st == FB_OK) st = fb_event_record(r->dev, x->ev_gather, r->commst);
+  if (st == FB_OK) st = fb_event_record(r->dev, done, r->commst);
   fb_free(r->dev, &in, r->commst);
-  FB_TRY(st);
-  x->state = U_GATHERING;
-  s->inflight++;
-  return FB_OK;
-}
-
-static fb_status prefetch(fb_rank *r, int i) {
-  f2_state *s = r->st;
-  if (i < 0 || s->u[i].state != U_SHARDED || s->inflight >= r->cfg->max_inflight) return FB_OK;
-  return gather(r, i);
+  return st;
 }
 
 /* Frees unit i's all-gather output once the comm stream has waited for its copy-out. */
@@ -212,40 +203,38 @@ static fb_status flush_held(fb_rank *r) {
   return h >= 0 ? drop_ag_out(r, h) : FB_OK;
 }
 
-/* Makes unit i's unsharded parameters usable by the compute stream: wait for its all-gather,
- * copy out. `hold` (forward): keep the all-gather output until the next unit's copy-out. */
-static fb_status acquire(fb_rank *r, int i, bool hold) {
+/* Once the compute stream waited for unit i's all-gather: copy out into the unsharded
+ * parameters. Forward keeps the all-gather output until the next unit's copy-out. */
+static fb_status copy_out(fb_rank *r, int i, bool forward) {
   f2_state *s = r->st;
   f2_unit *x = &s->u[i];
-  FB_TRY(gather(r, i));
-  if (x->state == U_GATHERING) {
-    FB_TRY(fb_stream_wait(r->dev, r->compute, x->ev_gather));
-    s->inflight--;
-    FB_TRY(flush_held(r));
-    FB_TRY(fb_alloc(r->dev, (size_t)r->model->units[i].numel * fb_psz(r), FB_MEM_PARAM_FULL,
-                    "fsdp2.unsharded_params", &x->full));
-    FB_TRY(transpose(r, i, true, x->full.ptr, r->pdt, x->ag_out.ptr, r->pdt));
-    FB_TRY(fb_event_record(r->dev, x->ev_copyout, r->compute));
-    if (hold) s->held = i;
-    else FB_TRY(drop_ag_out(r, i));
-    x->state = U_GATHERED;
-  }
-  r->view[i].params = x->full.ptr;
+  FB_TRY(flush_held(r));
+  FB_TRY(fb_alloc(r->dev, (size_t)r->model->units[i].numel * fb_psz(r), FB_MEM_PARAM_FULL,
+                  "fsdp2.unsharded_params", &x->full));
+  FB_TRY(transpose(r, i, true, x->full.ptr, r->pdt, x->ag_out.ptr, r->pdt));
+  FB_TRY(fb_event_record(r->dev, x->ev_copyout, r->compute));
+  if (forward) s->held = i;
+  else FB_TRY(drop_ag_out(r, i));
   return FB_OK;
 }
 
+static void *unsharded_params(fb_rank *r, int i) { return ((f2_state *)r->st)->u[i].full.ptr; }
+
 /* Frees unit i's unsharded parameters (compute stream: allocated and used there). */
-static void release(fb_rank *r, int i) {
-  f2_unit *x = &((f2_state *)r->st)->u[i];
-  fb_free(r->dev, &x->full, r->compute);
-  x->state = U_SHARDED;
-  r->view[i].params = NULL;
+static fb_status reshard(fb_rank *r, int i) {
+  fb_free(r->dev, &((f2_state *)r->st)->u[i].full, r->compute);
+  return FB_OK;
+}
+
+static const fb_gather_ops gather_ops = {
+    .issue = issue_gather, .landed = copy_out, .params = unsharded_params, .reshard = reshard};
+
+static fb_status release(fb_rank *r, int i) {
+  return fb_gather_release(&((f2_state *)r->st)->g, r, i);
 }
 
 static fb_status f2_pre_forward(fb_rank *r, int i) {
-  FB_TRY(acquire(r, i, true));
-  if (r->cfg->prefetch_forward) FB_TRY(prefetch(r, fb_next_fwd_unit(r->model, i)));
-  return FB_OK;
+  return fb_gather_pre_forward(&((f2_state *)r->st)->g, r, i);
 }
 
 /* The root (unit 0) is not resharded after forward; neither is anything under ZeRO-2
@@ -253,8 +242,7 @@ static fb_status f2_pre_forward(fb_rank *r, int i) {
 static fb_status f2_post_forward(fb_rank *r, int i) {
   const bool keep = i == 0 || !r->cfg->reshard_after_forward ||
                     r->cfg->accum == FB_ACCUM_NO_RESHARD;
-  if (!keep) release(r, i);
-  return FB_OK;
+  return keep ? FB_OK : release(r, i);
 }
 
 /* ---- gradients: chunk_cat, reduce-scatter, fold ------------------------------------------ */
@@ -267,10 +255,10 @@ static bool upcast_accum(const fb_rank *r) {
 }
 
 static fb_status f2_pre_backward(fb_rank *r, int i) {
-  f2_unit *x = &((f2_state *)r->st)->u[i];
+  f2_state *s = r->st;
+  f2_unit *x = &s->u[i];
   FB_TRY(flush_held(r)); /* the end of forward */
-  FB_TRY(acquire(r, i, false));
-  if (r->cfg->prefetch_backward) FB_TRY(prefetch(r, fb_next_bwd_unit(r->model, i)));
+  FB_TRY(fb_gather_pre_backward(&s->g, r, i));
   if (x->g_full.ptr) { /* no-reduce, micro-step > 0: accumulate into the kept gradients */
     r->view[i].grads = x->g_full.ptr;
     return FB_OK;
@@ -337,7 +325,7 @@ static fb_status f2_post_backward(fb_rank *r, int i) {
   const fb_accum_mode mode = r->cfg->accum;
   const bool last_micro = r->micro == r->n_micro - 1;
   r->view[i].grads = NULL;
-  if (!(mode == FB_ACCUM_NO_RESHARD && !last_micro)) release(r, i);
+  if (!(mode == FB_ACCUM_NO_RESHARD && !last_micro)) FB_TRY(release(r, i));
   if (upcast_accum(r)) { /* fp32 accumulated unsharded gradients */
     if (!x->g_acc.ptr)
       FB_TRY(fb_alloc(r->dev, (size_t)r->model->units[i].numel * 4, FB_MEM_GRAD_FULL,

@@ -13,6 +13,7 @@
 
 #include "common.h"
 #include "state_ranges.h"
+#include "unit_gather.h"
 #include "zero3_partition.h"
 
 /* ---- the partition (pure) -------------------------------------------------------------- */
@@ -49,8 +50,6 @@ double fb_zero3_imbalance(const int64_t *load, int world) {
 
 /* ---- per-rank state ---------------------------------------------------------------------- */
 
-typedef enum { U_SHARDED = 0, U_GATHERING, U_GATHERED } unit_state;
-
 typedef struct z3_unit {
   int64_t owned;              /* elements of this unit's tensors this rank owns (packed) */
   fb_buf p_own, g_own;        /* persistent: owned parameters and gradient accumulators */
@@ -58,9 +57,8 @@ typedef struct z3_unit {
   fb_buf p_full, g_full;      /* transient full unit buffers (compute dtype) */
   fb_buf g_cast;              /* mixed precision: the unit gradient in the reduce dtype */
   fb_buf red_tmp;             /* reduce output folded later (micro-steps > 0, or bf16) */
-  unit_state state;
   bool red_pending, acc_pending, acc_overwrite;
-  fb_event *ev_gather, *ev_red, *ev_ready;
+  fb_event *ev_red, *ev_ready;
 } z3_unit;
 
 typedef struct z3_state {
@@ -68,8 +66,10 @@ typedef struct z3_state {
   int *owner;       /* [nparams] rank owning each tensor */
   int64_t *packed;  /* [nparams] offset of an owned tensor inside its unit's packed buffers */
   int64_t *load;    /* [world] */
-  int inflight;     /* gathers issued and not yet consumed */
+  fb_gather g;      /* the units' gathers (unit_gather.h) */
 } z3_state;
+
+static const fb_gather_ops gather_ops; /* the gather hooks, below */
 
 static void z3_teardown(fb_rank *r) {
   z3_state *s = r->st;
@@ -83,10 +83,11 @@ static void z3_teardown(fb_rank *r) {
     fb_free(r->dev, &x->red_tmp, NULL);
     fb_free(r->dev, &x->g_cast, NULL);
     fb_optim_free(r, &x->optim);
-    fb_event *evs[] = {x->ev_gather, x->ev_red, x->ev_ready};
-    for (int e = 0; e < 3; e++)
+    fb_event *evs[] = {x->ev_red, x->ev_ready};
+    for (int e = 0; e < 2; e++)
       if (evs[e]) r->dev->ops->event_destroy(r->dev, evs[e]);
   }
+  fb_gather_fini(&s->g, r);
   free(s->u);
   free(s->owner);
   free(s->packed);
@@ -122,6 +123,7 @@ static fb_status z3_setup(fb_rank *r) {
     st = FB_ERR(FB_ENOMEM, "out of host memory (zero3 partition)");
     goto fail;
   }
+  FB_CHECK_GOTO(st, fb_gather_init(&s->g, r, &gather_ops), fail);
   fb_zero3_partition(m, r->world, s->owner, s->load);
   r->zero3_imbalance = fb_zero3_imbalance(s->load, r->world);
 
@@ -145,7 +147,6 @@ static fb_status z3_setup(fb_rank *r) {
       FB_CHECK_GOTO(st, fb_k_memset0(&k, "zero_grad", x->g_own.ptr, bytes), fail);
       FB_CHECK_GOTO(st, fb_optim_alloc(r, x->owned, "zero3.optim", &x->optim), fail);
     }
-    FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &x->ev_gather), fail);
     FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &x->ev_red), fail);
     FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &x->ev_ready), fail);
   }
@@ -157,14 +158,12 @@ fail:
 
 /* ---- parameters: broadcast from the owners ------------------------------------------------ */
 
-/* Issues unit i's gather on the comm stream: zero the alignment gaps of the full buffer,
- * owners stage their tensors into it, one broadcast per tensor from its owner. No-op when
- * held or in flight. */
-static fb_status gather(fb_rank *r, int i) {
+/* The gather hook (unit_gather.h): zero the alignment gaps of a full unit buffer, owners
+ * stage their tensors into it, one broadcast per tensor from its owner, on the comm stream. */
+static fb_status issue_gather(fb_rank *r, int i, fb_event *done) {
   z3_state *s = r->st;
   z3_unit *x = &s->u[i];
   const fb_unit *un = &r->model->units[i];
-  if (x->state != U_SHARDED) return FB_OK;
   const size_t ps = fb_psz(r);
   /* written on the comm stream, freed after compute: DeepSpeed allocates it for its all-gather
    * stream and record_streams it on the compute stream (caching-allocator model: per-stream
@@ -202,53 +201,30 @@ static fb_status gather(fb_rank *r, int i) {
   }
   fb_status ge = fb_comm_group_end(r->comm);
   FB_TRY(st != FB_OK ? st : ge);
-  FB_TRY(fb_event_record(r->dev, x->ev_gather, r->commst));
-  x->state = U_GATHERING;
-  s->inflight++;
-  return FB_OK;
+  return fb_event_record(r->dev, done, r->commst);
 }
 
-static fb_status prefetch(fb_rank *r, int i) {
-  z3_state *s = r->st;
-  if (i < 0 || s->u[i].state != U_SHARDED || s->inflight >= r->cfg->max_inflight) return FB_OK;
-  return gather(r, i);
-}
+static void *gathered_params(fb_rank *r, int i) { return ((z3_state *)r->st)->u[i].p_full.ptr; }
 
-/* Makes unit i's full parameters usable by the compute stream. */
-static fb_status acquire(fb_rank *r, int i) {
-  z3_state *s = r->st;
-  z3_unit *x = &s->u[i];
-  FB_TRY(gather(r, i));
-  if (x->state == U_GATHERING) {
-    FB_TRY(fb_stream_wait(r->dev, r->compute, x->ev_gather));
-    x->state = U_GATHERED;
-    s->inflight--;
-  }
-  r->view[i].params = x->p_full.ptr;
-  return FB_OK;
-}
-
-static void release(fb_rank *r, int i) {
-  z3_state *s = r->st;
-  z3_unit *x = &s->u[i];
-  assert(x->state == U_GATHERED);
+static fb_status reshard(fb_rank *r, int i) {
+  z3_unit *x = &((z3_state *)r->st)->u[i];
   fb_free(r->dev, &x->p_full, r->compute); /* compute waited the gather: its order covers both */
-  x->state = U_SHARDED;
-  r->view[i].params = NULL;
+  return FB_OK;
+}
+
+static const fb_gather_ops gather_ops = {
+    .issue = issue_gather, .params = gathered_params, .reshard = reshard};
+
+static fb_status release(fb_rank *r, int i) {
+  return fb_gather_release(&((z3_state *)r->st)->g, r, i);
 }
 
 static fb_status z3_pre_forward(fb_rank *r, int i) {
-  FB_TRY(acquire(r, i));
-  if (r->cfg->prefetch_forward) {
-    const int next = fb_next_fwd_unit(r->model, i);
-    FB_TRY(prefetch(r, next < 0 ? 0 : next)); /* after the last block: the root, for the head */
-  }
-  return FB_OK;
+  return fb_gather_pre_forward(&((z3_state *)r->st)->g, r, i);
 }
 
 static fb_status z3_post_forward(fb_rank *r, int i) {
-  if (r->cfg->reshard_after_forward) release(r, i);
-  return FB_OK;
+  return r->cfg->reshard_after_forward ? release(r, i) : FB_OK;
 }
 
 /* ---- gradients: reduce to the owners ------------------------------------------------------ */
@@ -275,8 +251,7 @@ static fb_status fold_pending(fb_rank *r) {
 static fb_status z3_pre_backward(fb_rank *r, int i) {
   z3_state *s = r->st;
   z3_unit *x = &s->u[i];
-  FB_TRY(acquire(r, i));
-  if (r->cfg->prefetch_backward) FB_TRY(prefetch(r, fb_next_bwd_unit(r->model, i)));
+  FB_TRY(fb_gather_pre_backward(&s->g, r, i));
   /* no-reduce mode keeps the unsharded gradient of earlier micro-steps: accumulate into it */
   const bool fresh = !x->g_full.ptr;
   if (fresh)
@@ -296,7 +271,7 @@ static fb_status z3_post_backward(fb_rank *r, int i) {
   const bool last_micro = r->micro == r->n_micro - 1;
   r->view[i].grads = NULL;
   /* parameters: kept across micro-steps in no-reshard mode, else resharded now */
-  if (!(mode == FB_ACCUM_NO_RESHARD && !last_micro)) release(r, i);
+  if (!(mode == FB_ACCUM_NO_RESHARD && !last_micro)) FB_TRY(release(r, i));
   if (mode == FB_ACCUM_NO_REDUCE && !last_micro) return FB_OK; /* keep unsharded grads */
   /* a previous micro-step's reduction of this unit must be folded before a new one lands */
   if (x->red_pending || x->acc_pending) FB_TRY(fold_pending(r));
