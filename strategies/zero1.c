@@ -5,14 +5,14 @@
  * of a reducing micro-step has finished, every unit's full gradient is reduce-scattered into
  * the owners' slices (rank order 0..W-1 on the local communicator, as fsdp) and freed; the
  * step updates each rank's slice and all-gathers the slices into everyone's full parameters.
- * The machinery is shared with zero2 (common.c, fb_zero_*); this file decides when to reduce.
+ * The machinery is shared with zero2 (zero12.c, fb_zero_*); this file decides when to reduce.
  * Accumulation: reduce (every micro-step; later micro-steps reduce into a temporary that is
  * added to the slice) or no-reduce (DeepSpeed's stage 1 communicates only at the accumulation
  * boundary: gradients accumulate locally, the last micro-step reduces them). no-reshard is
  * refused: the parameters are replicated and never resharded.
  * It does not overlap the reductions with the backward (zero2 does), bucket units together, or
  * model DeepSpeed's host work: no public per-hook figure is cited here (host = NULL). */
-#include "common.h"
+#include "zero12.h"
 
 static fb_status z1_setup(fb_rank *r) {
   const fb_run_config *c = r->cfg;

@@ -6,13 +6,13 @@
  * fsdp), overlapping the next unit's backward, and freed: besides the shard only the root's
  * gradient (alive from the head to the embedding backward) and the current unit's exist. The
  * step updates each rank's slice and all-gathers the slices into everyone's full parameters.
- * The machinery is shared with zero1 (common.c, fb_zero_*); this file decides when to reduce.
+ * The machinery is shared with zero1 (zero12.c, fb_zero_*); this file decides when to reduce.
  * Accumulation: reduce only (later micro-steps reduce into a temporary added to the slice).
  * no-reduce is refused, as DeepSpeed refuses no_sync with ZeRO stage 2 (keeping full gradients
  * across micro-steps is zero1); no-reshard too (parameters are never resharded).
  * It does not bucket units together or model DeepSpeed's host work (its per-parameter gradient
  * hooks): no public per-hook figure is cited here (host = NULL). */
-#include "common.h"
+#include "zero12.h"
 
 static fb_status z2_setup(fb_rank *r) {
   const fb_run_config *c = r->cfg;

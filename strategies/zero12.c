@@ -1,0 +1,200 @@
+/* The ZeRO stage 1 and 2 machine (zero12.h), shared by zero1.c and zero2.c: replicated
+ * parameters, fsdp's slices of master parameters, gradients and optimizer state; the
+ * reduce-scatter of a unit's full gradient into the slices, the folds of later micro-steps,
+ * and the step that updates the slices and all-gathers them into every replica. When to
+ * reduce is the strategies' choice (zero1: after the backward, zero2: as units finish). */
+#include "zero12.h"
+
+#include <stdlib.h>
+
+#include "state_ranges.h"
+
+/* dst (pdt, n elements) = the init values of unit u's flat range [0, n), zeros past its end:
+ * straight from the init under fp32, else through fp32 chunks cast on the compute stream. */
+static fb_status materialize_pdt(fb_rank *r, int u, int64_t n, void *dst) {
+  if (r->pdt == FB_F32) return fb_materialize_range(r, u, 0, n, dst);
+  const int64_t chunk = (int64_t)1 << 22;
+  fb_buf t = {0};
+  FB_TRY(fb_alloc(r->dev, (size_t)(n < chunk ? n : chunk) * 4, FB_MEM_TEMP, "params.init", &t));
+  fb_status st = FB_OK;
+  for (int64_t o = 0; o < n && st == FB_OK; o += chunk) {
+    const int64_t c = n - o < chunk ? n - o : chunk;
+    st = fb_materialize_range(r, u, o, c, t.ptr);
+    if (st == FB_OK) st = fb_to_pdt(r, u, (char *)dst + (size_t)o * fb_psz(r), t.ptr, c);
+  }
+  fb_free(r->dev, &t, r->compute);
+  return st;
+}
+
+static fb_status zunit_init(fb_rank *r, int u, fb_zunit *x) {
+  FB_TRY(fb_slice_init(r, u, &x->sl));
+  const fb_mem_cat cat = r->pdt == FB_F32 ? FB_MEM_PARAM_SHARD : FB_MEM_PARAM_FULL;
+  FB_TRY(fb_alloc(r->dev, (size_t)x->sl.padded * fb_psz(r), cat, "params.replica", &x->full));
+  FB_TRY(materialize_pdt(r, u, x->sl.padded, x->full.ptr));
+  FB_TRY(r->dev->ops->event_create(r->dev, &x->ev_ready));
+  FB_TRY(r->dev->ops->event_create(r->dev, &x->ev_rs));
+  return r->dev->ops->event_create(r->dev, &x->ev_gather);
+}
+
+void fb_zero_teardown(fb_rank *r) {
+  fb_zero_state *s = r->st;
+  if (!s) return;
+  for (int i = 0; s->u && i < r->model->nunits; i++) {
+    fb_zunit *x = &s->u[i];
+    fb_slice_free(r, &x->sl);
+    fb_buf *bufs[] = {&x->full, &x->g_full, &x->g_cast, &x->rs_tmp, &x->p_cast};
+    for (size_t b = 0; b < sizeof bufs / sizeof *bufs; b++) fb_free(r->dev, bufs[b], NULL);
+    fb_event *evs[] = {x->ev_ready, x->ev_rs, x->ev_gather};
+    for (int e = 0; e < 3; e++)
+      if (evs[e]) r->dev->ops->event_destroy(r->dev, evs[e]);
+  }
+  free(s->u);
+  free(s);
+  r->st = NULL;
+}
+
+fb_status fb_zero_setup(fb_rank *r) {
+  fb_zero_state *s = calloc(1, sizeof *s);
+  if (!s) return FB_ERR(FB_ENOMEM, "out of host memory (%s state)", r->strategy->name);
+  r->st = s;
+  s->fold_next = -1;
+  s->u = calloc((size_t)r->model->nunits, sizeof *s->u);
+  fb_status st = s->u ? FB_OK : FB_ERR(FB_ENOMEM, "out of host memory (%s units)",
+                                        r->strategy->name);
+  for (int i = 0; st == FB_OK && i < r->model->nunits; i++) st = zunit_init(r, i, &s->u[i]);
+  if (st != FB_OK) fb_zero_teardown(r);
+  return st;
+}
+
+fb_status fb_zero_pre_forward(fb_rank *r, int u) {
+  fb_zunit *x = &((fb_zero_state *)r->st)->u[u];
+  if (x->gathering) { /* the step's all-gather of the updated slices */
+    FB_TRY(fb_stream_wait(r->dev, r->compute, x->ev_gather));
+    x->gathering = false;
+  }
+  r->view[u].params = x->full.ptr;
+  return FB_OK;
+}
+
+fb_status fb_zero_post_forward(fb_rank *r, int u) {
+  (void)r, (void)u;
+  return FB_OK;
+}
+
+fb_status fb_zero_pre_backward(fb_rank *r, int u) {
+  fb_zunit *x = &((fb_zero_state *)r->st)->u[u];
+  FB_TRY(fb_zero_pre_forward(r, u));
+  const bool keep = x->g_full.ptr && r->cfg->accum == FB_ACCUM_NO_REDUCE && r->micro > 0;
+  if (!x->g_full.ptr)
+    FB_TRY(fb_alloc(r->dev, (size_t)x->sl.padded * fb_psz(r), FB_MEM_GRAD_FULL, "grads.unsharded",
+                    &x->g_full));
+  r->view[u].grads = x->g_full.ptr;
+  if (keep) return FB_OK;
+  fb_kctx k = fb_rank_kctx(r, r->compute, u);
+  return fb_k_memset0(&k, "zero_grad", x->g_full.ptr, x->g_full.bytes);
+}
+
+/* Waits for unit u's reduce-scatter; folds its output when it went to a temporary. */
+static fb_status zero_fold(fb_rank *r, int u) {
+  fb_zero_state *s = r->st;
+  fb_zunit *x = &s->u[u];
+  if (s->fold_next == u) s->fold_next = -1;
+  if (x->rs_pending) {
+    FB_TRY(fb_stream_wait(r->dev, r->compute, x->ev_rs));
+    x->rs_pending = false;
+  }
+  if (!x->acc_pending) return FB_OK;
+  FB_TRY(fb_fold_reduced(r, u, x->sl.g.ptr, x->rs_tmp.ptr, x->sl.shard, x->acc_overwrite));
+  fb_free(r->dev, &x->rs_tmp, r->compute);
+  x->acc_pending = false;
+  return FB_OK;
+}
+
+fb_status fb_zero_fold_all(fb_rank *r) {
+  for (int i = 0; i < r->model->nunits; i++) FB_TRY(zero_fold(r, i));
+  return FB_OK;
+}
+
+fb_status fb_zero_reduce(fb_rank *r, int u) {
+  fb_zero_state *s = r->st;
+  fb_zunit *x = &s->u[u];
+  const bool first = r->micro == 0 || r->cfg->accum == FB_ACCUM_NO_REDUCE;
+  const bool direct = first && r->rdt == FB_F32;
+  void *send, *dst = x->sl.g.ptr;
+  FB_TRY(fb_for_reduce(r, u, x->g_full.ptr, x->sl.padded, &x->g_cast, &send));
+  if (!direct) {
+    FB_TRY(fb_alloc(r->dev, (size_t)x->sl.shard * fb_dtype_size(r->rdt), FB_MEM_COMM,
+                    "grads.rs_out", &x->rs_tmp));
+    dst = x->rs_tmp.ptr;
+  }
+  FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute)); /* the gradient is complete */
+  FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
+  FB_TRY(fb_reduce_scatter(r->comm, r->commst, u, send, dst, (size_t)x->sl.shard, r->rdt));
+  FB_TRY(fb_event_record(r->dev, x->ev_rs, r->commst));
+  x->rs_pending = true;
+  x->acc_pending = !direct;
+  x->acc_overwrite = first;
+  fb_free(r->dev, &x->g_full, r->commst);
+  fb_free(r->dev, &x->g_cast, r->commst);
+  if (direct) return FB_OK;
+  if (s->fold_next >= 0) FB_TRY(zero_fold(r, s->fold_next));
+  s->fold_next = u;
+  return FB_OK;
+}
+
+/* All-gathers unit u's updated slice (cast to the compute dtype first under mixed precision)
+ * into every rank's full parameters, once the compute stream is done with them. */
+static fb_status zero_gather(fb_rank *r, int u, fb_zunit *x) {
+  void *send = x->sl.p.ptr;
+  if (r->pdt != FB_F32) {
+    FB_TRY(fb_alloc(r->dev, (size_t)x->sl.shard * fb_psz(r), FB_MEM_COMM, "params.cast",
+                    &x->p_cast));
+    FB_TRY(fb_to_pdt(r, u, x->p_cast.ptr, x->sl.p.ptr, x->sl.shard));
+    send = x->p_cast.ptr;
+  }
+  FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute));
+  FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
+  FB_TRY(fb_all_gather(r->comm, r->commst, u, send, x->full.ptr, (size_t)x->sl.shard, r->pdt));
+  FB_TRY(fb_event_record(r->dev, x->ev_gather, r->commst));
+  fb_free(r->dev, &x->p_cast, r->commst);
+  x->gathering = true;
+  return FB_OK;
+}
+
+static fb_slice *zero_slice(fb_rank *r, int u) { return &((fb_zero_state *)r->st)->u[u].sl; }
+
+fb_status fb_zero_step(fb_rank *r) {
+  fb_zero_state *s = r->st;
+  FB_TRY(fb_zero_fold_all(r));
+  /* the shards need no zeroing: the next step's first reductions overwrite them */
+  FB_TRY(fb_slices_step(r, zero_slice));
+  for (int i = 0; i < r->model->nunits; i++) FB_TRY(zero_gather(r, i, &s->u[i]));
+  return FB_OK;
+}
+
+fb_status fb_zero_state_ranges(fb_rank *r, bool save, fb_state_range **out, int *n) {
+  (void)save; /* slices are disjoint: the same ranges save and load */
+  return fb_ranges_slices(r, zero_slice, out, n);
+}
+
+/* After a checkpoint load: the replicas from the loaded slices, as after a step. */
+fb_status fb_zero_state_loaded(fb_rank *r) {
+  fb_zero_state *s = r->st;
+  for (int i = 0; i < r->model->nunits; i++) FB_TRY(zero_gather(r, i, &s->u[i]));
+  FB_TRY(fb_stream_sync(r->dev, r->commst));
+  for (int i = 0; i < r->model->nunits; i++) s->u[i].gathering = false;
+  return FB_OK;
+}
+
+/* The fp32 masters, gathered into a temporary (the full parameters may be bf16). */
+fb_status fb_zero_read_params(fb_rank *r, int u, float *host) {
+  fb_zunit *x = &((fb_zero_state *)r->st)->u[u];
+  fb_buf full = {0};
+  FB_TRY(fb_alloc(r->dev, (size_t)x->sl.padded * 4, FB_MEM_TEMP, "readback", &full));
+  fb_status st = fb_comm_unrecorded(r->comm, r->commst, FB_COLL_ALL_GATHER, x->sl.p.ptr,
+                                    full.ptr, (size_t)x->sl.shard, FB_F32, 0);
+  if (st == FB_OK) st = fb_stream_sync(r->dev, r->commst);
+  if (st == FB_OK && host) st = fb_read_range(r, full.ptr, r->model->units[u].numel, host);
+  fb_free(r->dev, &full, NULL);
+  return st;
+}
