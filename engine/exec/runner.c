@@ -603,124 +603,129 @@ int fb_auto_batch(int world) {
   return world >= 8 ? world : (8 + world - 1) / world * world;
 }
 
-fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
-  memset(res, 0, sizeof *res);
-  res->cfg = *cfg_in;
-  fb_run_config *c = &res->cfg;
-  fb_status st;
-  fb_data data = {0};
-  fb_hardware hw;
-  rank_ctx *ctx = NULL;
-  pthread_t *th = NULL;
-  shared sh = {0};
-  fb_fault fault = {0};
-  char why[512];
-  double t_start = fb_cpu_clock();
+/* What fb_run resolves before it opens anything: where this process sits, the backend, its
+ * hardware profile and how the world splits over processes and threads. */
+typedef struct run_plan {
+  fb_launch L;                 /* where a launcher placed this process (engine/core/launcher.c) */
+  const fb_device_entry *dent; /* the backend's registry entry */
+  fb_hardware hw;              /* its profile (executing backends: for the cost-model figures) */
+  char why[512];               /* why --backend auto chose sim ("" = nothing to say) */
+  char absent[768];            /* why the backend cannot run here ("" = it can) */
+  bool multi_process;          /* one process per rank (mpi; nccl under a launcher) */
+  int node_ranks;              /* ranks sharing this node's CPUs */
+  int rank_threads;            /* CPU threads per rank */
+  bool warn_over;              /* the node's CPUs are oversubscribed: warn once accepted */
+  int dry_shown;               /* --dry-run: 1 = the placement is printed, 2 = everything */
+  fb_fault fault;              /* FSDPBENCH_FAULT */
+} run_plan;
 
-  fb_launch L; /* where a launcher placed this process (engine/core/launcher.c) */
-  int dry_shown = 0; /* --dry-run: 1 = the placement is printed, 2 = the whole configuration */
-  FB_CHECK_GOTO(st, fb_launch_detect(&L), fail);
-  FB_CHECK_GOTO(st, fb_model_build(&c->spec, &res->model), fail);
+/* The launcher, the model, the automatic choices, the hardware profile and the backend. */
+static fb_status plan_backend(fb_run_config *c, fb_run_result *res, run_plan *p, shared *sh) {
+  FB_TRY(fb_launch_detect(&p->L));
+  FB_TRY(fb_model_build(&c->spec, &res->model));
   fb_startup_mark("model built");
-  FB_CHECK_GOTO(st, resolve_auto(c, &res->model, L.launched, why, sizeof why), fail);
+  FB_TRY(resolve_auto(c, &res->model, p->L.launched, p->why, sizeof p->why));
   /* executing backends need a profile only for the cost-model figures; sim needs one */
-  memset(&hw, 0, sizeof hw);
-  snprintf(hw.name, sizeof hw.name, "%s", c->backend);
-  if (c->hardware[0]) FB_CHECK_GOTO(st, fb_hardware_load(c->hardware, &hw), fail);
-  const fb_device_entry *dent = fb_device_entry_lookup(c->backend);
-  char absent[768] = "";
-  if (fb_device_available(c->backend, absent, sizeof absent)) {
-    sh.dev_ops = fb_device_lookup(c->backend); /* cuda: the CUDA module, loaded by now */
-  } else if (!c->dry_run) {
-    st = FB_ERR(FB_EUSAGE, "--backend %s: not available: %s", c->backend, absent);
-    goto fail;
-  }
+  memset(&p->hw, 0, sizeof p->hw);
+  snprintf(p->hw.name, sizeof p->hw.name, "%s", c->backend);
+  if (c->hardware[0]) FB_TRY(fb_hardware_load(c->hardware, &p->hw));
+  p->dent = fb_device_entry_lookup(c->backend);
+  if (fb_device_available(c->backend, p->absent, sizeof p->absent))
+    sh->dev_ops = fb_device_lookup(c->backend); /* cuda: the CUDA module, loaded by now */
+  else if (!c->dry_run)
+    return FB_ERR(FB_EUSAGE, "--backend %s: not available: %s", c->backend, p->absent);
+  return FB_OK;
+}
+
+/* The world (the launcher's, --mesh's, or the backend's default) and the threads per rank. */
+static fb_status plan_world(fb_run_config *c, run_plan *p) {
+  const fb_launch *L = &p->L;
+  const fb_device_entry *dent = p->dent;
   /* mpi runs one process per rank (a singleton without a launcher); nccl too under a launcher,
    * else its ranks are threads of this process, one GPU each */
-  const bool multi_process = fb_comm_launched(c->comm) &&
-                             (L.launched || (!strcmp(c->comm, "mpi") && !c->dry_run));
+  p->multi_process = fb_comm_launched(c->comm) &&
+                     (L->launched || (!strcmp(c->comm, "mpi") && !c->dry_run));
+  const bool multi_process = p->multi_process;
   const int world_asked = c->world;
-  if (multi_process) c->world = L.world;
+  if (multi_process) c->world = L->world;
   int mesh_r = 0, mesh_s = 0; /* --mesh RxS without --world: R*S ranks (checked below) */
   if (fb_config_mesh(c, c->world, &mesh_r, &mesh_s) == FB_OK && c->world <= 0 && mesh_r > 0)
     c->world = mesh_r * mesh_s;
   if (c->world <= 0) {
     if (fb_strategy_lookup(c->strategy)->one_rank) c->world = 1;
-    else if (!dent->caps->executes) c->world = hw.devices_per_node > 0 ? hw.devices_per_node : 8;
+    else if (!dent->caps->executes)
+      c->world = p->hw.devices_per_node > 0 ? p->hw.devices_per_node : 8;
     else c->world = 2;
   }
   /* the ranks sharing this node's CPUs: one process each under a launcher, else this
    * process's ranks (threads). --threads (per process, split over its ranks) wins; resolved,
    * it is the process's total: per rank times its ranks */
-  const int node_ranks = multi_process ? L.local_size : c->world;
+  p->node_ranks = multi_process ? L->local_size : c->world;
   const int in_process = multi_process ? 1 : c->world;
   bool oversubscribed = false;
-  const int asked = c->threads > 0 ? (c->threads / in_process > 0 ? c->threads / in_process : 1) : 0;
-  const int rank_threads = fb_threads_per_rank(asked, node_ranks, multi_process, &oversubscribed);
-  if (c->threads <= 0) c->threads = rank_threads * in_process;
+  const int per = c->threads / in_process, asked = c->threads > 0 ? (per > 0 ? per : 1) : 0;
+  p->rank_threads = fb_threads_per_rank(asked, p->node_ranks, multi_process, &oversubscribed);
+  if (c->threads <= 0) c->threads = p->rank_threads * in_process;
   /* warned once the configuration is accepted, so a refusal stays one line */
-  const bool warn_over = oversubscribed && dent->caps->executes && L.local_rank == 0;
+  p->warn_over = oversubscribed && dent->caps->executes && L->local_rank == 0;
   if (c->dry_run) {
-    fb_dry_run_place(&L, multi_process);
-    dry_shown = 1;
+    fb_dry_run_place(L, multi_process);
+    p->dry_shown = 1;
   }
-  if (multi_process && world_asked > 0 && world_asked != L.world) {
-    st = FB_ERR(FB_EUSAGE, "--world: %d but the launcher (%s) started %d processes", world_asked,
-                L.name, L.world);
-    goto fail;
-  }
-  FB_CHECK_GOTO(st, torchrun_on_threads(&L, dent, c), fail);
-  FB_CHECK_GOTO(st, fb_config_mesh(c, c->world, &mesh_r, &mesh_s), fail);
+  if (multi_process && world_asked > 0 && world_asked != L->world)
+    return FB_ERR(FB_EUSAGE, "--world: %d but the launcher (%s) started %d processes",
+                  world_asked, L->name, L->world);
+  return torchrun_on_threads(L, dent, c);
+}
+
+/* What depends on the world, checked now that it is known: the mesh, the batch split, the
+ * parameter dtype. */
+static fb_status plan_batch(fb_run_config *c, const run_plan *p) {
+  int mesh_r = 0, mesh_s = 0;
+  FB_TRY(fb_config_mesh(c, c->world, &mesh_r, &mesh_s));
   if (c->batch <= 0) c->batch = fb_auto_batch(c->world);
-  /* re-check what depends on the world now that it is known */
-  if (c->batch % c->world) {
-    st = FB_ERR(FB_EUSAGE, "--batch: %d does not divide over --world %d", c->batch, c->world);
-    goto fail;
-  }
+  if (c->batch % c->world)
+    return FB_ERR(FB_EUSAGE, "--batch: %d does not divide over --world %d", c->batch, c->world);
   if (c->micro_batch <= 0) c->micro_batch = c->batch / c->world;
-  if ((c->batch / c->world) % c->micro_batch) {
-    st = FB_ERR(FB_EUSAGE, "--micro-batch: %d does not divide the per-rank batch %d",
-                c->micro_batch, c->batch / c->world);
-    goto fail;
-  }
+  if ((c->batch / c->world) % c->micro_batch)
+    return FB_ERR(FB_EUSAGE, "--micro-batch: %d does not divide the per-rank batch %d",
+                  c->micro_batch, c->batch / c->world);
   /* --param-dtype auto: GPUs (and GPU profiles) train in bf16 with fp32 masters, the cpu
    * backend and its calibrated profiles in fp32 */
-  c->param_dtype = fb_resolve_param_dtype(c->param_dtype, c->backend, &hw);
-  if (fb_strategy_lookup(c->strategy)->one_rank && c->world != 1) {
-    st = FB_ERR(FB_EUSAGE, "--world: strategy %s runs one rank (got %d)", c->strategy, c->world);
-    goto fail;
-  }
-  if (c->param_dtype != FB_F32 && !dent->caps->bf16) {
-    st = FB_ERR(FB_EUSAGE, "--param-dtype: '%s' is not available on --backend %s (want fp32)",
-                fb_dtype_name(c->param_dtype), c->backend);
-    goto fail;
-  }
-  FB_CHECK_GOTO(st, resolve_checkpoints(c, dent, &sh), fail);
-  if (c->dry_run) {
-    dry_shown = 2;
-    if (warn_over) warn_oversubscribed(stderr, node_ranks);
-    st = fb_dry_run(c, dent, &hw, absent, multi_process, precheck_memory);
-    goto fail; /* nothing was opened: the same cleanup */
-  }
-  if (dent->caps->executes) FB_CHECK_GOTO(st, fb_fault_from_env(c->world, &fault), fail);
-  if (fault.set && !multi_process && c->world < 2) {
-    st = FB_ERR(FB_EUSAGE, "FSDPBENCH_FAULT: needs at least 2 ranks on --comm %s (got --world %d)",
-                c->comm, c->world);
-    goto fail;
-  }
+  c->param_dtype = fb_resolve_param_dtype(c->param_dtype, c->backend, &p->hw);
+  if (fb_strategy_lookup(c->strategy)->one_rank && c->world != 1)
+    return FB_ERR(FB_EUSAGE, "--world: strategy %s runs one rank (got %d)", c->strategy, c->world);
+  if (c->param_dtype != FB_F32 && !p->dent->caps->bf16)
+    return FB_ERR(FB_EUSAGE, "--param-dtype: '%s' is not available on --backend %s (want fp32)",
+                  fb_dtype_name(c->param_dtype), c->backend);
+  return FB_OK;
+}
+
+/* Before anything is opened: the injected fault, the sim header, the memory precheck. */
+static fb_status plan_fit(const fb_run_config *c, run_plan *p) {
+  const fb_device_entry *dent = p->dent;
+  if (dent->caps->executes) FB_TRY(fb_fault_from_env(c->world, &p->fault));
+  if (p->fault.set && !p->multi_process && c->world < 2)
+    return FB_ERR(FB_EUSAGE, "FSDPBENCH_FAULT: needs at least 2 ranks on --comm %s (got --world "
+                  "%d)", c->comm, c->world);
   if (!c->quiet && !dent->caps->executes)
     printf("fsdpbench: backend sim, hardware %s, world %d, %s params: every time figure below is "
-           "predicted, memory is exact%s%s\n", hw.name, c->world, fb_dtype_name(c->param_dtype),
-           why[0] ? "; " : "", why);
-  if (dent->caps->executes)
-    FB_CHECK_GOTO(st, precheck_memory(c, dent, hw.mem_capacity, !dent->caps->gpu && !multi_process,
-                                      NULL), fail);
-  if (dent->caps->executes) fb_startup_mark("memory precheck done (simulated steps)");
+           "predicted, memory is exact%s%s\n", p->hw.name, c->world, fb_dtype_name(c->param_dtype),
+           p->why[0] ? "; " : "", p->why);
+  if (!dent->caps->executes) return FB_OK;
+  FB_TRY(precheck_memory(c, dent, p->hw.mem_capacity, !dent->caps->gpu && !p->multi_process,
+                         NULL));
+  fb_startup_mark("memory precheck done (simulated steps)");
+  return FB_OK;
+}
+
+/* The result's header fields and its per-step arrays. */
+static fb_status result_init(const fb_run_config *c, const run_plan *p, fb_run_result *res) {
   snprintf(res->backend, sizeof res->backend, "%s", c->backend);
   snprintf(res->comm, sizeof res->comm, "%s", c->comm);
-  snprintf(res->hardware, sizeof res->hardware, "%s", hw.name);
-  res->mem_capacity = c->hardware[0] ? hw.mem_capacity : 0;
-  res->predicted = !dent->caps->executes;
+  snprintf(res->hardware, sizeof res->hardware, "%s", p->hw.name);
+  res->mem_capacity = c->hardware[0] ? p->hw.mem_capacity : 0;
+  res->predicted = !p->dent->caps->executes;
   res->world = c->world;
   res->nsteps = c->steps;
   res->param_sum = NAN;
@@ -731,121 +736,171 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
   res->loss = calloc((size_t)c->steps, sizeof *res->loss);
   res->grad_norm = calloc((size_t)c->steps, sizeof *res->grad_norm);
   res->lr = calloc((size_t)c->steps, sizeof *res->lr);
-  if (!res->loss || !res->grad_norm || !res->lr) {
-    st = FB_ERR(FB_ENOMEM, "out of host memory (results)");
-    goto fail;
-  }
+  if (!res->loss || !res->grad_norm || !res->lr)
+    return FB_ERR(FB_ENOMEM, "out of host memory (results)");
+  return FB_OK;
+}
 
+/* The ranks this process holds, its BLAS threads and the peak figure of "% of peak". */
+static void place_ranks(const fb_run_config *c, const run_plan *p, shared *sh,
+                        fb_run_result *res) {
   /* sim holds every rank while that is cheap (zero3's ranks differ in memory), else rank 0 */
-  sh.nlocal = multi_process ? 1 : res->predicted ? (c->world <= 16 ? c->world : 1) : c->world;
-  sh.first_rank = multi_process ? L.rank : 0;
-  sh.threads = rank_threads;
-  if (warn_over && !c->quiet) warn_oversubscribed(stdout, node_ranks);
-  if (!res->predicted) {
-    fb_blas_set_threads(sh.threads);
-    snprintf(res->blas, sizeof res->blas, "%s", fb_blas_describe());
-    profile_peak(c, &hw, dent, node_ranks, res);
-    fb_startup_mark("BLAS threads and peak figure set");
-    if (!c->quiet && sh.first_rank == 0)
-      printf("fsdpbench: backend %s, comm %s, world %d, %d thread(s) per rank, %s params; "
-             "peak: %s\n", c->backend, c->comm, c->world, sh.threads,
-             fb_dtype_name(c->param_dtype), res->peak_src);
-  } else {
+  sh->nlocal = p->multi_process ? 1 : res->predicted ? (c->world <= 16 ? c->world : 1) : c->world;
+  sh->first_rank = p->multi_process ? p->L.rank : 0;
+  sh->threads = p->rank_threads;
+  if (p->warn_over && !c->quiet) warn_oversubscribed(stdout, p->node_ranks);
+  if (res->predicted) {
     snprintf(res->blas, sizeof res->blas, "none (simulated)");
-    res->peak_flops = fb_hardware_peak(&hw, c->param_dtype);
+    res->peak_flops = fb_hardware_peak(&p->hw, c->param_dtype);
     snprintf(res->peak_src, sizeof res->peak_src, "%lld GF/s %s per rank from the %s profile",
-             llround(res->peak_flops / 1e9), fb_dtype_name(c->param_dtype), hw.name);
+             llround(res->peak_flops / 1e9), fb_dtype_name(c->param_dtype), p->hw.name);
+    return;
   }
-  FB_CHECK_GOTO(st, fb_data_open(&data, c->data, c->spec.vocab, c->seed, c->seq), fail);
-  fb_startup_mark("data opened");
+  fb_blas_set_threads(sh->threads);
+  snprintf(res->blas, sizeof res->blas, "%s", fb_blas_describe());
+  profile_peak(c, &p->hw, p->dent, p->node_ranks, res);
+  fb_startup_mark("BLAS threads and peak figure set");
+  if (!c->quiet && sh->first_rank == 0)
+    printf("fsdpbench: backend %s, comm %s, world %d, %d thread(s) per rank, %s params; "
+           "peak: %s\n", c->backend, c->comm, c->world, sh->threads,
+           fb_dtype_name(c->param_dtype), res->peak_src);
+}
 
-  res->nranks = sh.nlocal;
-  res->ranks = calloc((size_t)sh.nlocal, sizeof *res->ranks);
-  ctx = calloc((size_t)sh.nlocal, sizeof *ctx);
-  th = calloc((size_t)sh.nlocal, sizeof *th);
-  if (!res->ranks || !ctx || !th) {
-    st = FB_ERR(FB_ENOMEM, "out of host memory (ranks)");
-    goto fail;
-  }
-  for (int i = 0; i < sh.nlocal; i++) {
+/* The per-rank results, contexts and threads, and the local communicator's group. */
+static fb_status ranks_alloc(const fb_run_config *c, shared *sh, fb_run_result *res,
+                             rank_ctx **ctx, pthread_t **th) {
+  res->nranks = sh->nlocal;
+  res->ranks = calloc((size_t)sh->nlocal, sizeof *res->ranks);
+  *ctx = calloc((size_t)sh->nlocal, sizeof **ctx);
+  *th = calloc((size_t)sh->nlocal, sizeof **th);
+  if (!res->ranks || !*ctx || !*th) return FB_ERR(FB_ENOMEM, "out of host memory (ranks)");
+  for (int i = 0; i < sh->nlocal; i++) {
     res->ranks[i].steps = calloc((size_t)c->steps, sizeof(fb_step_stats));
-    if (!res->ranks[i].steps) {
-      st = FB_ERR(FB_ENOMEM, "out of host memory (step stats)");
-      goto fail;
-    }
+    if (!res->ranks[i].steps) return FB_ERR(FB_ENOMEM, "out of host memory (step stats)");
   }
-  sh.cfg = c;
-  sh.res = res;
-  sh.model = &res->model;
-  sh.data = &data;
-  sh.hw = &hw;
+  sh->ctx = *ctx;
   if (!strcmp(c->comm, "local"))
-    FB_CHECK_GOTO(st, fb_local_group_create(c->world, c->timeout_s, &sh.group), fail);
+    FB_TRY(fb_local_group_create(c->world, c->timeout_s, &sh->group));
+  return FB_OK;
+}
 
+/* Starts one thread per rank (the only rank runs on this thread) and returns how many started;
+ * *st is set when a thread could not start. */
+static int start_ranks(shared *sh, rank_ctx *ctx, pthread_t *th, fb_status *st) {
+  int started = 0;
+  for (int i = 0; i < sh->nlocal; i++) {
+    ctx[i] = (rank_ctx){.sh = sh, .index = i, .rank = sh->first_rank + i};
+    /* under the lock: the ranks started already decrement it as they return */
+    pthread_mutex_lock(&sh->mu);
+    sh->running++;
+    pthread_mutex_unlock(&sh->mu);
+    if (sh->nlocal == 1) {
+      rank_thread(&ctx[i]);
+      continue;
+    }
+    if (pthread_create(&th[i], NULL, rank_thread, &ctx[i])) {
+      pthread_mutex_lock(&sh->mu);
+      sh->running--;
+      pthread_mutex_unlock(&sh->mu);
+      *st = FB_ERR(FB_EINTERNAL, "cannot start rank thread %d", i);
+      if (sh->group) fb_local_group_abort(sh->group);
+      break;
+    }
+    started++;
+  }
+  return started;
+}
+
+/* Runs the ranks to their end under the stop signals and the injected fault; returns the
+ * run's status (the root cause among the ranks') and whether a rank was parked. */
+static fb_status run_ranks(shared *sh, rank_ctx *ctx, pthread_t *th, run_plan *p, bool *parked) {
+  fb_status st = FB_OK;
   /* a signal stops the run after its step; a second one acts as usual (SA_RESETHAND) */
   struct sigaction stop_act = {.sa_handler = on_stop, .sa_flags = SA_RESETHAND}, old_int, old_term;
   sigemptyset(&stop_act.sa_mask);
   stop_signal = 0;
   sigaction(SIGINT, &stop_act, &old_int);
   sigaction(SIGTERM, &stop_act, &old_term);
-  int started = 0;
-  sh.ctx = ctx;
-  pthread_mutex_init(&sh.mu, NULL);
-  pthread_cond_init(&sh.cv, NULL);
-  fb_fault_arm(&fault, !multi_process, rank_parked, &sh);
-  for (int i = 0; i < sh.nlocal; i++) {
-    ctx[i] = (rank_ctx){.sh = &sh, .index = i, .rank = sh.first_rank + i};
-    /* under the lock: the ranks started already decrement it as they return */
-    pthread_mutex_lock(&sh.mu);
-    sh.running++;
-    pthread_mutex_unlock(&sh.mu);
-    if (sh.nlocal == 1) {
-      rank_thread(&ctx[i]);
-      continue;
-    }
-    if (pthread_create(&th[i], NULL, rank_thread, &ctx[i])) {
-      pthread_mutex_lock(&sh.mu);
-      sh.running--;
-      pthread_mutex_unlock(&sh.mu);
-      st = FB_ERR(FB_EINTERNAL, "cannot start rank thread %d", i);
-      if (sh.group) fb_local_group_abort(sh.group);
-      break;
-    }
-    started++;
-  }
+  pthread_mutex_init(&sh->mu, NULL);
+  pthread_cond_init(&sh->cv, NULL);
+  fb_fault_arm(&p->fault, !p->multi_process, rank_parked, sh);
+  const int started = start_ranks(sh, ctx, th, &st);
   /* a rank parked by FSDPBENCH_FAULT is never joined: it holds its communicator, so the
    * group outlives the run (the process is about to exit 4) */
-  const bool parked = wait_ranks(&sh, th, started);
+  *parked = wait_ranks(sh, th, started);
   fb_fault_disarm();
-  pthread_cond_destroy(&sh.cv);
-  pthread_mutex_destroy(&sh.mu);
+  pthread_cond_destroy(&sh->cv);
+  pthread_mutex_destroy(&sh->mu);
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
-  if (st == FB_OK) {
-    int pick = -1; /* the root cause (cause_weight), the first rank among equals */
-    for (int i = 0; i < sh.nlocal; i++)
-      if (cause_weight(ctx[i].st) > (pick < 0 ? 0 : cause_weight(ctx[pick].st))) pick = i;
-    if (pick >= 0) {
-      st = ctx[pick].st;
-      fb_error_copy(st, ctx[pick].msg, ctx[pick].where);
-    } else if (parked) {
-      st = FB_ERR(FB_ECOMM, "rank %d stopped (FSDPBENCH_FAULT) and the others finished without "
-                  "it", fault.rank);
-    }
+  if (st != FB_OK) return st;
+  int pick = -1; /* the root cause (cause_weight), the first rank among equals */
+  for (int i = 0; i < sh->nlocal; i++)
+    if (cause_weight(ctx[i].st) > (pick < 0 ? 0 : cause_weight(ctx[pick].st))) pick = i;
+  if (pick >= 0) {
+    fb_error_copy(ctx[pick].st, ctx[pick].msg, ctx[pick].where);
+    return ctx[pick].st;
   }
+  if (*parked)
+    return FB_ERR(FB_ECOMM, "rank %d stopped (FSDPBENCH_FAULT) and the others finished without "
+                  "it", p->fault.rank);
+  return FB_OK;
+}
+
+/* Resolves the plan (refusing what cannot run before anything opens), then opens and runs
+ * the ranks. A --dry-run stops after the plan, printing it. */
+fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
+  memset(res, 0, sizeof *res);
+  res->cfg = *cfg_in;
+  fb_run_config *c = &res->cfg;
+  fb_status st;
+  fb_data data = {0};
+  rank_ctx *ctx = NULL;
+  pthread_t *th = NULL;
+  shared sh = {0};
+  run_plan *p = calloc(1, sizeof *p);
+  bool parked = false;
+  const double t_start = fb_cpu_clock();
+  if (!p) return FB_ERR(FB_ENOMEM, "out of host memory (run plan)");
+
+  FB_CHECK_GOTO(st, plan_backend(c, res, p, &sh), fail);
+  FB_CHECK_GOTO(st, plan_world(c, p), fail);
+  FB_CHECK_GOTO(st, plan_batch(c, p), fail);
+  FB_CHECK_GOTO(st, resolve_checkpoints(c, p->dent, &sh), fail);
+  if (c->dry_run) {
+    p->dry_shown = 2;
+    if (p->warn_over) warn_oversubscribed(stderr, p->node_ranks);
+    st = fb_dry_run(c, p->dent, &p->hw, p->absent, p->multi_process, precheck_memory);
+    goto fail; /* nothing was opened: the same cleanup */
+  }
+  FB_CHECK_GOTO(st, plan_fit(c, p), fail);
+  FB_CHECK_GOTO(st, result_init(c, p, res), fail);
+  place_ranks(c, p, &sh, res);
+  FB_CHECK_GOTO(st, fb_data_open(&data, c->data, c->spec.vocab, c->seed, c->seq), fail);
+  fb_startup_mark("data opened");
+  sh.cfg = c;
+  sh.res = res;
+  sh.model = &res->model;
+  sh.data = &data;
+  sh.hw = &p->hw;
+  FB_CHECK_GOTO(st, ranks_alloc(c, &sh, res, &ctx, &th), fail);
+
+  st = run_ranks(&sh, ctx, th, p, &parked);
   if (sh.group && !parked) fb_local_group_destroy(sh.group);
   free(ctx);
   free(th);
+  free(p);
   fb_data_close(&data);
   res->wall_s = fb_cpu_clock() - t_start;
   if (st == FB_OK) drop_skipped(res, sh.start);
   if (st != FB_OK) fb_run_result_free(res);
   return st;
 fail:
-  if (dry_shown == 1) fb_dry_run_refused(c); /* the resolved world and threads, then the refusal */
+  if (p->dry_shown == 1) fb_dry_run_refused(c); /* the resolved world and threads, then why */
   if (sh.group) fb_local_group_destroy(sh.group);
   free(ctx);
   free(th);
+  free(p);
   fb_data_close(&data);
   fb_run_result_free(res);
   return st;
