@@ -5,7 +5,8 @@
  * integer first), so bins merged from any sharding of a vector give a bit-identical norm even
  * where their words differ. Integer addition is associative: the words may be summed across
  * ranks in any order (u64 all-reduce).
- * Does not reduce across ranks: the strategy all-reduces the bins (u64 sum). */
+ * Does not reduce across ranks: the strategy all-reduces the bins (u64 sum). The bins' exact
+ * value and the norm from it are engine/device/norm_bins_exact.c. */
 /* Elementwise loops with selects, float<->int conversions and sqrt vectorise only when the
  * compiler may assume FP exceptions do not trap and sqrt need not set errno; values are the
  * same either way. */
@@ -263,56 +264,4 @@ void fb_sumsq_bins_f32(uint64_t *bins, const float *g, size_t n) {
 #pragma omp critical(fb_sumsq_merge)
     for (int i = 0; i < 2 * FB_NORM_BINS; i++) bins[i] += local[i];
   }
-}
-
-/* S * 4^150 as a little-endian integer of FB_NORM_LIMBS words: every bin's (hi * 2^32 + lo),
- * a 97-bit number at most, shifted left by 2e and added with carries. The largest exponent
- * (254) shifts by 508 bits, and 255 such terms carry into a few more: 640 bits hold it. */
-void fb_norm_bins_exact(const uint64_t *bins, uint64_t *limbs) {
-  memset(limbs, 0, FB_NORM_LIMBS * sizeof *limbs);
-  for (int e = 0; e < 255; e++) {
-    uint64_t lo = bins[2 * e], hi = bins[2 * e + 1];
-    if (!(lo | hi)) continue;
-    /* t = hi * 2^32 + lo as three words, then shifted by the bit offset within a word */
-    uint64_t t[4] = {lo + (hi << 32), (hi >> 32) + (lo + (hi << 32) < lo), 0, 0};
-    int k = 2 * e / 64, b = 2 * e % 64;
-    if (b)
-      for (int j = 3; j > 0; j--) t[j] = (t[j] << b) | (t[j - 1] >> (64 - b));
-    if (b) t[0] <<= b;
-    uint64_t carry = 0;
-    for (int j = 0; k + j < FB_NORM_LIMBS && (j < 4 || carry); j++) {
-      uint64_t a = limbs[k + j], add = j < 4 ? t[j] : 0, s = a + add, c1 = s < a;
-      uint64_t s2 = s + carry, c2 = s2 < s;
-      limbs[k + j] = s2;
-      carry = c1 | c2;
-    }
-    assert(!carry && "the exact sum of squares overflowed its limbs");
-  }
-}
-
-/* Bits [pos, pos + 64) of the limbs (zeros below bit 0). */
-static uint64_t bits64(const uint64_t *n, int pos) {
-  if (pos <= -64) return 0;
-  if (pos < 0) return n[0] << -pos;
-  int k = pos / 64, b = pos % 64;
-  uint64_t w = n[k] >> b;
-  if (b && k + 1 < FB_NORM_LIMBS) w |= n[k + 1] << (64 - b);
-  return w;
-}
-
-/* value = S = N * 2^-300 with N the exact integer above. The norm is the sqrt of N's leading
- * 128 bits (two words; each converts exactly to long double, their sum rounds once), so it
- * depends on N alone; the rest of N is below 2^-127 of it. A non-finite input (bin 255) makes
- * the norm NaN. */
-double fb_norm_from_bins(const uint64_t *bins) {
-  if (bins[2 * 255] | bins[2 * 255 + 1]) return NAN;
-  uint64_t n[FB_NORM_LIMBS];
-  fb_norm_bins_exact(bins, n);
-  int top = FB_NORM_LIMBS - 1;
-  while (top >= 0 && !n[top]) top--;
-  if (top < 0) return 0.0;
-  int msb = 64 * top + 63 - __builtin_clzll(n[top]);
-  long double acc = ldexpl((long double)bits64(n, msb - 63), msb - 63 - 300) +
-                    ldexpl((long double)bits64(n, msb - 127), msb - 127 - 300);
-  return (double)sqrtl(acc);
 }
