@@ -1,6 +1,6 @@
 /* Private state of the cuda device, shared by device_cuda.c (memory, streams, events, marks)
- * and kernels_cuda.cu (the fb_kernels table). Plain C that nvcc also reads as C++.
- * Only files compiled when CUDA is found include it; nothing outside the cuda backend does.
+ * and the kernel files (kernels_cuda*.cu, the fb_kernels table). Plain C that nvcc also reads
+ * as C++. Only files compiled when CUDA is found include it; nothing outside the cuda backend does.
  * It does not declare the public entry points (device_cuda.h). */
 #ifndef FB_CUDA_IMPL_H
 #define FB_CUDA_IMPL_H

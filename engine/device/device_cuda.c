@@ -26,7 +26,7 @@
  * Nothing is cached in statics: every fb_device_open creates its own pool, handles and
  * staging, and fb_device_close releases them.
  * Every CUDA failure returns FB_EDEVICE naming the call, CUDA's message and the rank.
- * It does not run kernels (kernels_cuda.cu) nor talk to other GPUs (comm_nccl.c). */
+ * It does not run kernels (kernels_cuda*.cu) nor talk to other GPUs (comm_nccl.c). */
 #include <assert.h>
 #include <math.h>
 #include <stdint.h>

@@ -1,0 +1,172 @@
+/* Private header of the cuda device's kernel files (kernels_cuda*.cu): the helpers every
+ * kernel family shares (element access in fp32 or bf16, warp reductions, launch and cuBLAS
+ * error checks, the dtype DISPATCH, grid helpers, deterministic column sums) and the entry
+ * points the fb_cuda_kernels table (kernels_cuda.cu) references, one family per file:
+ *   kernels_cuda_embedding.cu    encoder_fwd/bwd
+ *   kernels_cuda_norm.cu         layernorm_fwd/bwd, rmsnorm_fwd/bwd
+ *   kernels_cuda_matmul.cu       matmul_fwd/bwd (cuBLAS)
+ *   kernels_cuda_attention.cu    attention_fwd/bwd
+ *   kernels_cuda_rope.cu         rope_fwd/bwd
+ *   kernels_cuda_elementwise.cu  gelu, swiglu, add
+ *   kernels_cuda_xent.cu         xent_fwd_bwd
+ *   kernels_cuda_optim.cu        acc_f32, scale_f32, adamw, sgd
+ *   kernels_cuda_reduce.cu       sumsq_bins, sum_f64, cast
+ * Conventions of all of them: the cpu kernels' (accumulate vs overwrite, lse-only attention,
+ * strides, ignored targets), activations in fp32 or bf16 (bf16 storage, fp32 arithmetic, fp32
+ * statistics); per-element formulas from engine/ops/elementwise.h, the very functions the cpu
+ * ops and their gradient checks use; reductions that feed results are deterministic (fixed
+ * partitions in the stream's scratch, summed in a fixed order); no kernel allocates
+ * (workspaces belong to the stream, cuda_impl.h). Only the CUDA module's .cu files include it;
+ * the module hides every symbol but one, so these names do not leave it. */
+#ifndef FB_KERNELS_CUDA_CUH
+#define FB_KERNELS_CUDA_CUH
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+/* The engine's headers are C: their functions have C linkage. */
+extern "C" {
+#include "../ops/elementwise.h"
+#include "cuda_impl.h"
+#include "device_cuda.h"
+}
+
+typedef uint16_t bf16; /* storage only; converted with fb_bf16_to_f32 / fb_f32_to_bf16 */
+
+/* ---- element access -------------------------------------------------------------------- */
+__device__ __forceinline__ float ld(const float *p, int64_t i) { return p[i]; }
+__device__ __forceinline__ float ld(const bf16 *p, int64_t i) { return fb_bf16_to_f32(p[i]); }
+__device__ __forceinline__ void st(float *p, int64_t i, float x) { p[i] = x; }
+__device__ __forceinline__ void st(bf16 *p, int64_t i, float x) { p[i] = fb_f32_to_bf16(x); }
+
+__device__ __forceinline__ float warp_sum(float x) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+__device__ __forceinline__ float warp_max(float x) {
+  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+
+/* ---- errors --------------------------------------------------------------------------------- */
+static inline fb_status launch_check(const fb_kctx *k, const char *kernel) {
+  cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) return FB_OK;
+  return FB_ERR(FB_EDEVICE, "rank %d: kernel %s launch failed: %s (%s)", k->dev->rank, kernel,
+                cudaGetErrorString(e), cudaGetErrorName(e));
+}
+static inline fb_status blas_check(const fb_kctx *k, const char *call, cublasStatus_t s) {
+  if (s == CUBLAS_STATUS_SUCCESS) return FB_OK;
+  return FB_ERR(FB_EDEVICE, "rank %d: %s failed: %s", k->dev->rank, call,
+                cublasGetStatusString(s));
+}
+static inline fb_status bad_dtype(const fb_kctx *k, const char *op) {
+  return FB_ERR(FB_EUNSUPPORTED, "rank %d: cuda %s: activation dtype %s is not supported "
+                "(allowed: fp32, bf16)", k->dev->rank, op, fb_dtype_name(k->act));
+}
+static inline fb_status prologue(const fb_kctx *k) {
+  if (!k->s)
+    return FB_ERR(FB_EINTERNAL, "rank %d: cuda kernel called without a stream", k->dev->rank);
+  return fb_cuda_bind(k->dev);
+}
+
+/* Runs FN<float>(...) or FN<bf16>(...) (a host launcher) according to k->act. */
+#define DISPATCH(k, opname, FN, ...)                                                           \
+  do {                                                                                         \
+    FB_TRY(prologue(k));                                                                       \
+    if ((k)->act == FB_F32) {                                                                  \
+      FN<float>(__VA_ARGS__);                                                                  \
+    } else if ((k)->act == FB_BF16) {                                                          \
+      FN<bf16>(__VA_ARGS__);                                                                   \
+    } else {                                                                                   \
+      return bad_dtype(k, opname);                                                             \
+    }                                                                                          \
+    return launch_check(k, opname);                                                            \
+  } while (0)
+
+static inline unsigned grid_for(int64_t n, int threads) {
+  int64_t g = (n + threads - 1) / threads;
+  if (g < 1) g = 1;
+  if (g > 65535LL * 32) g = 65535LL * 32; /* kernels below are grid-stride */
+  return (unsigned)g;
+}
+#define GRID_STRIDE(i, n)                                                                      \
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (int64_t)(n);           \
+       i += (int64_t)gridDim.x * blockDim.x)
+
+/* Deterministic column sums: rows [0, N) are cut into R fixed chunks; thread (c, r) sums its
+ * chunk's rows in order into part[r*C + c]; then thread c adds part[0..R) in order. */
+static inline int col_chunks(int N, int C, int nvec, size_t scratch_floats) {
+  int64_t r = (int64_t)(scratch_floats / ((size_t)C * (size_t)nvec));
+  if (r > 64) r = 64;
+  if (r > N) r = N;
+  return (int)(r < 1 ? 1 : r);
+}
+
+template <typename E>
+__global__ void colsum_finalize(E *dst, const float *part, int R, int C) {
+  int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  float s = 0.0f;
+  for (int r = 0; r < R; r++) s += part[(int64_t)r * C + c];
+  st(dst, c, ld(dst, c) + s);
+}
+/* Thread 0 adds row_loss[0..n) in order to loss_sum[0] (fp64; kernels_cuda_reduce.cu). */
+void fb_cuda_sum_rows_in_order(cudaStream_t s, double *loss_sum, const double *row_loss, int n);
+
+/* ---- the entry points of the kernel table (see kernels.h for their contracts) ---------------- */
+fb_status fb_cuda_encoder_fwd(const fb_kctx *k, void *out, const int32_t *tok, const void *wte,
+                              const void *wpe, int B, int T, int C);
+fb_status fb_cuda_encoder_bwd(const fb_kctx *k, void *dwte, void *dwpe, const void *dout,
+                              const int32_t *tok, int B, int T, int C);
+fb_status fb_cuda_layernorm_fwd(const fb_kctx *k, void *out, float *mean, float *rstd,
+                                const void *inp, const void *w, const void *b, int N, int C,
+                                float eps);
+fb_status fb_cuda_layernorm_bwd(const fb_kctx *k, void *dinp, void *dw, void *db,
+                                const void *dout, const void *inp, const void *w,
+                                const float *mean, const float *rstd, int N, int C);
+fb_status fb_cuda_rmsnorm_fwd(const fb_kctx *k, void *out, float *rstd, const void *inp,
+                              const void *w, int N, int C, float eps);
+fb_status fb_cuda_rmsnorm_bwd(const fb_kctx *k, void *dinp, void *dw, const void *dout,
+                              const void *inp, const void *w, const float *rstd, int N, int C);
+fb_status fb_cuda_matmul_fwd(const fb_kctx *k, void *out, const void *inp, const void *w,
+                             const void *bias, int N, int C, int OC);
+fb_status fb_cuda_matmul_bwd(const fb_kctx *k, void *dinp, void *dw, void *dbias,
+                             const void *dout, const void *inp, const void *w, int N, int C,
+                             int OC);
+fb_status fb_cuda_attention_fwd(const fb_kctx *k, void *out, float *lse, const void *q,
+                                const void *kk, const void *v, int B, int T, int H, int KVH,
+                                int hd, int ldq, int ldkv, void *scratch);
+fb_status fb_cuda_attention_bwd(const fb_kctx *k, void *dq, void *dk, void *dv,
+                                const void *dout, const void *q, const void *kk, const void *v,
+                                const void *out, const float *lse, int B, int T, int H, int KVH,
+                                int hd, int ldq, int ldkv, void *scratch);
+fb_status fb_cuda_rope_fwd(const fb_kctx *k, void *x, int B, int T, int nh, int hd, int ldx,
+                           float theta);
+fb_status fb_cuda_rope_bwd(const fb_kctx *k, void *dx, int B, int T, int nh, int hd, int ldx,
+                           float theta);
+fb_status fb_cuda_gelu_fwd(const fb_kctx *k, void *out, const void *inp, size_t n);
+fb_status fb_cuda_gelu_bwd(const fb_kctx *k, void *dinp, const void *inp, const void *dout,
+                           size_t n);
+fb_status fb_cuda_swiglu_fwd(const fb_kctx *k, void *out, const void *a, const void *b,
+                             size_t n);
+fb_status fb_cuda_swiglu_bwd(const fb_kctx *k, void *da, void *db, const void *dout,
+                             const void *a, const void *b, size_t n);
+fb_status fb_cuda_add(const fb_kctx *k, void *out, const void *a, const void *b, size_t n);
+fb_status fb_cuda_xent_fwd_bwd(const fb_kctx *k, void *logits, double *loss_sum,
+                               const int32_t *targets, int N, int V, float dscale);
+fb_status fb_cuda_acc_f32(const fb_kctx *k, float *y, const float *x, size_t n);
+fb_status fb_cuda_scale_f32(const fb_kctx *k, float *y, float a, size_t n);
+fb_status fb_cuda_adamw(const fb_kctx *k, float *p, const float *g, float *m, float *v, size_t n,
+                        const fb_adamw_args *a);
+fb_status fb_cuda_sgd(const fb_kctx *k, float *p, const float *g, float *mom, size_t n,
+                      const fb_sgd_args *a);
+fb_status fb_cuda_sumsq_bins(const fb_kctx *k, uint64_t *bins, const float *g, size_t n);
+fb_status fb_cuda_sum_f64(const fb_kctx *k, double *out, const float *x, size_t n);
+fb_status fb_cuda_cast(const fb_kctx *k, void *dst, fb_dtype dt, const void *src, fb_dtype sty,
+                       size_t n);
+
+#endif
