@@ -40,12 +40,13 @@
 #include "../engine/config/config.h"
 #include "../engine/core/progress.h"
 #include "../engine/device/device.h"
-#include "../engine/device/device_cpu.h"
+#include "../engine/backends/cpu/device_cpu.h"
 #include "../engine/device/kernels.h"
 #include "../engine/ops/blas.h"
 #include "../engine/ops/ops.h"
 #include "calibrate_comm.h"
 #include "../engine/sim/cost_model.h"
+#include "../engine/backends/registry.h"
 
 
 /* ---- FMA peak ------------------------------------------------------------------------------ */

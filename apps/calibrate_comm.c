@@ -16,10 +16,11 @@
 #include <string.h>
 
 #include "../engine/device/device.h"
-#include "../engine/device/device_cpu.h"
+#include "../engine/backends/cpu/device_cpu.h"
 #include "../engine/device/kernels.h"
 #include "../engine/ops/blas.h"
 #include "../engine/sim/cost_model.h"
+#include "../engine/backends/registry.h"
 
 const fb_coll fb_calib_colls[FB_CALIB_NCOLLS] = {FB_COLL_ALL_GATHER, FB_COLL_REDUCE_SCATTER,
                                                  FB_COLL_ALL_REDUCE};

@@ -10,6 +10,7 @@
 
 #include "../engine/device/device.h"
 #include "calibrate_comm.h"
+#include "../engine/backends/registry.h"
 
 static struct {
   fb_device *d;

@@ -31,6 +31,7 @@
 #include "calibrate.h"
 #include "plan.h"
 #include "validate.h"
+#include "../engine/backends/registry.h"
 
 static int fail(fb_status st) {
   if (st == FB_EUSAGE)

@@ -22,12 +22,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../engine/backends/registry.h"
 #include "../engine/core/status.h"
 #include "../engine/device/device.h"
 
 #ifdef FB_HAVE_CUDA
 #include "../engine/config/config.h"
-#include "../engine/device/cuda_module.h"
+#include "../engine/backends/cuda_module.h"
 #include "../engine/device/kernels.h"
 #include "../engine/exec/runner.h"
 #include "../engine/ops/cpu_kernels.h"

@@ -10,11 +10,14 @@
 set -u
 src=${1:-$(dirname "$0")/..}
 cd "$src" || exit 2
-# low -> high
-ORDER="core device ops model sim comm config strategies exec traces apps"
+# low -> high. device is the interface every backend implements, with the recorder and the
+# host pool; ops are the cpu kernels and sim the cost models the cpu and sim backends use;
+# backends is the registry above those backends (and the CUDA module's loader); comm asks the
+# registry for a device's capabilities and loads nccl through it; backends/cuda, the CUDA
+# module, sits above comm because it implements a communicator too (nccl), and the engine
+# reaches it only through the loader's table, never by linking.
+ORDER="core device ops model sim backends/cpu backends/sim backends comm backends/cuda config strategies exec traces apps"
 KNOWN="
-device>ops     the cpu and cuda backends live in device/ and call the ops (until they move out)
-device>sim     device/device_sim.c prices ops with sim/cost_model (the sim backend, until it moves)
 "
 python3 - "$ORDER" "$KNOWN" <<'PY'
 import os, re, sys

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../engine/model/init.h"
+#include "../engine/backends/registry.h"
 
 /* dst[0, n) = unit u's flat range [start, start+n); past the unit's end (world padding): 0. */
 static void fill_range(const fb_rank *r, int u, int64_t start, int64_t n, float *dst) {

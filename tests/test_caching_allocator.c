@@ -15,6 +15,7 @@
 #include "engine/sim/caching_allocator.h"
 #include "engine/sim/cost_model.h"
 #include "engine/sim/hardware.h"
+#include "engine/backends/registry.h"
 
 #define KiB ((int64_t)1024)
 #define MiB ((int64_t)1024 * 1024)

@@ -14,7 +14,7 @@
 
 #include "check.h"
 #include "engine/comm/comm.h"
-#include "engine/device/device_cpu.h"
+#include "engine/backends/cpu/device_cpu.h"
 #include "engine/device/recorder.h"
 
 /* ---- values and their exact sums ----------------------------------------------------------- */

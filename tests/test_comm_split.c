@@ -14,9 +14,10 @@
 
 #include "check.h"
 #include "engine/comm/comm.h"
-#include "engine/device/device_cpu.h"
+#include "engine/backends/cpu/device_cpu.h"
 #include "engine/sim/cost_model.h"
 #include "engine/sim/hardware.h"
+#include "engine/backends/registry.h"
 
 enum { W = 4, N = 37 };
 

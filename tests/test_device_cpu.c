@@ -12,7 +12,8 @@
 
 #include "check.h"
 #include "engine/device/device.h"
-#include "engine/device/device_cpu.h"
+#include "engine/backends/cpu/device_cpu.h"
+#include "engine/backends/registry.h"
 
 static double wall(void) {
   struct timespec ts;

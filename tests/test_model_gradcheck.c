@@ -13,6 +13,7 @@
 #include "check.h"
 #include "engine/model/init.h"
 #include "engine/model/transformer.h"
+#include "engine/backends/registry.h"
 
 enum { B = 2, T = 5 };
 

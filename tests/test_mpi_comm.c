@@ -15,7 +15,7 @@
 
 #include "check.h"
 #include "engine/comm/comm.h"
-#include "engine/device/device_cpu.h"
+#include "engine/backends/cpu/device_cpu.h"
 
 #ifdef FB_HAVE_MPI
 typedef union val {

@@ -18,7 +18,7 @@
 #include "check.h"
 #include "engine/comm/comm.h"
 #include "engine/device/device.h"
-#include "engine/device/device_cpu.h"
+#include "engine/backends/cpu/device_cpu.h"
 #include "engine/device/kernels.h"
 
 typedef struct rig {

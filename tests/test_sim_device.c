@@ -15,6 +15,7 @@
 #include "engine/device/device.h"
 #include "engine/sim/cost_model.h"
 #include "engine/sim/hardware.h"
+#include "engine/backends/registry.h"
 
 static double wall(void) {
   struct timespec ts;

@@ -12,6 +12,7 @@
 #include "engine/device/device.h"
 #include "engine/sim/cost_model.h"
 #include "engine/sim/hardware.h"
+#include "engine/backends/registry.h"
 
 typedef struct sim {
   fb_device *d;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU (CUPTI) part of a trace, checked without a GPU: a real 2-rank cpu trace (its wait
-# arrows included) gets a GPU process appended in the exact form engine/device/cupti_cupti.c
+# arrows included) gets a GPU process appended in the exact form engine/backends/cuda/cupti.c
 # writes it (process and thread names with sort indexes, kernels carrying their correlation
 # id, launch arrows with ids pid * 1e9 + correlation from the API call to its kernel), and
 # tests/check_trace.py must accept it; then each defect the first H200 trace showed, or that
@@ -28,7 +28,7 @@ evs = base["traceEvents"]
 waits = [e for e in evs if e.get("ph") == "s" and e.get("cat") == "wait"]
 assert waits, "the cpu trace has no wait arrows to collide with"
 t0 = min(e["ts"] for e in evs if e.get("ph") == "X")
-PID, STREAM, API = 1000, 100007, 200042   # cupti_cupti.c: TID_STREAM + stream, TID_API + thread
+PID, STREAM, API = 1000, 100007, 200042   # cupti.c: TID_STREAM + stream, TID_API + thread
 
 def gpu_events():
     g = [{"name": "process_name", "ph": "M", "pid": PID, "tid": 0,

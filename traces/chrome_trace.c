@@ -4,7 +4,7 @@
  * and it does not merge files of several processes (apps/trace_merge.c). */
 #include "chrome_trace.h"
 
-#include "../engine/device/cuda_module.h"
+#include "../engine/backends/cuda_module.h"
 
 #include <assert.h>
 #include <math.h>

@@ -1,11 +1,12 @@
 /* Communicator registry and the recording wrappers every caller goes through: check the
  * arguments, stamp start/end marks on the stream around the backend's collective, let the sim
  * device account its cost and hand the op to the recorder. It moves no data itself
- * (comm_local.c, comm_mpi.c, comm_nccl.c, comm_sim.c do). */
+ * (comm_local.c, comm_mpi.c, comm_sim.c and the CUDA module's comm_nccl.c do). */
 #include "comm.h"
 
 #include <string.h>
 
+#include "../backends/registry.h"
 #include "../device/recorder.h"
 #include "comm_staged.h"
 
@@ -14,10 +15,10 @@ extern const fb_comm_ops fb_local_comm_ops;
 extern const fb_comm_ops fb_mpi_comm_ops;
 #endif
 /* Tables owned by the other backends' files (comm_sim.c; comm_nccl.c is in the CUDA module,
- * loaded when nccl is looked up). */
+ * engine/backends/cuda/, loaded when nccl is looked up). */
 extern const fb_comm_ops fb_sim_comm_ops;
 #ifdef FB_HAVE_CUDA
-#include "../device/cuda_module.h"
+#include "../backends/cuda_module.h"
 #endif
 
 const fb_comm_ops *fb_comm_lookup(const char *name) {

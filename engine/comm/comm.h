@@ -79,7 +79,7 @@ struct fb_comm {
 };
 
 /* Registry by name: "local", "mpi", "nccl", "sim"; NULL when unknown or not built. nccl lives
- * in the CUDA module (engine/device/cuda_module.h): looking it up loads the module (NULL when
+ * in the CUDA module (engine/backends/cuda_module.h): looking it up loads the module (NULL when
  * it cannot be loaded), and the runner creates it through the module's table. */
 const fb_comm_ops *fb_comm_lookup(const char *name);
 
@@ -104,11 +104,8 @@ fb_status fb_comm_mpi_create(fb_device *dev, double timeout_s, fb_comm **out);
 /* sim: no data moves; durations come from dev->hw (see engine/sim/). */
 fb_status fb_comm_sim_create(fb_device *dev, int rank, int world, fb_comm **out);
 
-/* nccl: one GPU per rank; under a launcher one process per GPU, bootstrapped over MPI (mpirun)
- * or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (TCP rendezvous, like torchrun); without one, the
- * ranks are threads of this process sharing one unique id (one GPU each). */
-/* Defined in the CUDA module only: callers outside it use fb_cuda_module_load()->nccl_create. */
-fb_status fb_comm_nccl_create(fb_device *dev, double timeout_s, fb_comm **out);
+/* nccl: in the CUDA module (engine/backends/cuda/comm_nccl.h); callers reach it through
+ * fb_cuda_module_load()->nccl_create. */
 
 /* Communicator groups. Collective over c: every rank of c calls it, with no collective of c
  * in flight (sync the streams that use c first), like ncclCommSplit. The ranks passing the same

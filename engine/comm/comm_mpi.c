@@ -28,7 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../device/device_cpu.h"
+#include "../backends/cpu/device_cpu.h"
 
 typedef struct mpi_comm {
   MPI_Comm comm;

@@ -9,6 +9,7 @@
 
 #include "../device/device.h"
 #include "config.h"
+#include "../backends/registry.h"
 
 void fb_config_defaults(fb_run_config *c) {
   *c = (fb_run_config){

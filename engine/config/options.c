@@ -13,6 +13,7 @@
 
 #include "../device/device.h"
 #include "config.h"
+#include "../backends/registry.h"
 
 #define FIELD(f) .off = offsetof(fb_run_config, f), .size = sizeof(((fb_run_config *)0)->f)
 #define IMAX ((double)INT_MAX)

@@ -1,7 +1,9 @@
 /* The device interface: tagged memory, streams, events, timing marks and a kernel table.
- * Three backends implement it: cpu (real math, a stream is the caller or a worker thread),
- * cuda (cudaStream_t / cudaEvent_t, cuBLAS) and sim (no memory, no math; every op advances
- * its stream's virtual clock by a cost model). One fb_device exists per rank.
+ * Three backends implement it, each in its own folder under engine/backends/: cpu (real math,
+ * a stream is the caller or a worker thread), cuda (cudaStream_t / cudaEvent_t, cuBLAS; a
+ * loadable module) and sim (no memory, no math; every op advances its stream's virtual clock
+ * by a cost model). The registry that lists them sits above them (engine/backends/registry.h).
+ * One fb_device exists per rank.
  *
  * Rules every caller relies on:
  *  - Memory is accounted in host program order (the way a stream-ordered caching allocator
@@ -68,8 +70,9 @@ typedef struct fb_dev_model {
 } fb_dev_model;
 
 /* What a backend lets the host and the communicators do with its memory, declared once per
- * backend and checked by the configuration before anything starts (engine/exec/resolve.c).
- * Nothing outside engine/device/ names a backend: callers ask these fields. */
+ * backend in the registry (engine/backends/registry.c) and checked by the configuration before
+ * anything starts (config.c, the runner). Nothing above the registry names a backend: callers
+ * ask these fields. */
 typedef struct fb_device_caps {
   bool host_access;     /* host code may dereference its pointers (cpu); false: only device
                            ops (kernels, copies) touch them, as on a GPU */
@@ -177,24 +180,6 @@ typedef struct fb_device_ops {
   const struct fb_kernels *kernels; /* all entries NULL on sim */
 } fb_device_ops;
 
-/* A backend in the device registry (device.c). */
-typedef struct fb_device_entry {
-  const char *name;               /* --backend value */
-  const char *help;               /* one line for --help */
-  const fb_device_ops *ops;       /* NULL for a backend in a loadable module: see resolve */
-  /* A backend in a loadable module (cuda, cuda_module.h): its ops once the module is loaded;
-   * with load true it loads the module first. NULL when it cannot be loaded. Reached through
-   * fb_device_lookup, so listing or naming backends loads nothing. */
-  const fb_device_ops *(*resolve)(bool load);
-  const fb_device_caps *caps;
-  /* Whether it can run here; fills why when not (NULL = always). */
-  bool (*available)(char *why, size_t why_len);
-  /* Bytes a rank may use on this machine before anything is opened: the GPU's free memory
-   * less the CUDA context, cuBLAS workspaces and NCCL buffers it will need; the host's
-   * available memory on cpu. NULL = no limit known. */
-  int64_t (*capacity)(int ranks_here);
-} fb_device_entry;
-
 struct fb_device {
   const fb_device_ops *ops;
   void *impl;                  /* backend state */
@@ -207,20 +192,8 @@ struct fb_device {
   bool simulated;              /* true for sim: no data anywhere */
 };
 
-/* Registry: "cpu", "cpu-opaque", "cuda", "sim". NULL when the name is unknown or not built,
- * or its module cannot be loaded (cuda: this loads the CUDA module). */
-const fb_device_ops *fb_device_lookup(const char *name);
-const fb_device_entry *fb_device_entry_lookup(const char *name);
-/* The i-th registered backend (built into this binary), NULL past the end. */
-const fb_device_entry *fb_device_entry_at(int i);
-/* "cpu, cpu-opaque, ..." (the registered backends) into buf. */
-void fb_device_names(char *buf, size_t n);
 /* Whether `word` is one of the space-separated words of `list`. */
 bool fb_word_in(const char *word, const char *list);
-/* The capabilities of the device a rank holds (from the registry, by its ops). */
-const fb_device_caps *fb_device_caps_of(const fb_device *d);
-/* Whether a backend can run here (cuda: a GPU is present). Fills why when it cannot. */
-bool fb_device_available(const char *name, char *why, size_t why_len);
 
 /* Creates and initialises a device for one rank. */
 fb_status fb_device_open(const fb_device_ops *ops, int rank, int world, int threads,

@@ -3,6 +3,7 @@
  * would run and the predicted memory of the worst rank per category, and the fit verdict.
  * Opens no device. */
 #include "dry_run.h"
+#include "../backends/registry.h"
 
 #include <stdio.h>
 #include <string.h>

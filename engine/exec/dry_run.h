@@ -10,6 +10,7 @@
 #include "../core/launcher.h"
 #include "../device/device.h"
 #include "../sim/hardware.h"
+#include "../backends/registry.h"
 
 /* The memory check's findings (runner.c's precheck): the worst rank's ledger at its peak. */
 typedef struct fb_fit {

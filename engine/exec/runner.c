@@ -23,8 +23,8 @@
 #include "../core/progress.h"
 #include "../ops/blas.h"
 #include "../sim/hardware.h"
-#include "../device/device_cpu.h"
-#include "../device/cuda_module.h"
+#include "../backends/cpu/device_cpu.h"
+#include "../backends/cuda_module.h"
 #include "../model/transformer.h"
 #include "../core/startup.h"
 #include "checkpoint.h"
@@ -32,6 +32,7 @@
 #include "safetensors.h"
 #include "executor.h"
 #include "fault.h"
+#include "../backends/registry.h"
 
 typedef struct shared {
   const fb_run_config *cfg;

@@ -1,5 +1,5 @@
 /* The CPU ops with bf16 activations and gathered parameters (mixed precision), following the
- * rules of the CUDA kernels (engine/device/kernels_cuda*.cu): bf16 storage, fp32 arithmetic,
+ * rules of the CUDA kernels (engine/backends/cuda/kernels*.cu): bf16 storage, fp32 arithmetic,
  * every stored result rounded to bf16 to nearest even (fb_f32_to_bf16); statistics (mean,
  * rstd, lse) and losses fp32 / fp64 as kernels.h types them. Each op widens its operands to
  * fp32, runs the fp32 op of ops.h on them and rounds the outputs, so the arithmetic is exactly

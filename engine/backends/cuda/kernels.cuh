@@ -1,16 +1,16 @@
-/* Private header of the cuda device's kernel files (kernels_cuda*.cu): the helpers every
+/* Private header of the cuda device's kernel files (kernels*.cu): the helpers every
  * kernel family shares (element access in fp32 or bf16, warp reductions, launch and cuBLAS
  * error checks, the dtype DISPATCH, grid helpers, deterministic column sums) and the entry
- * points the fb_cuda_kernels table (kernels_cuda.cu) references, one family per file:
- *   kernels_cuda_embedding.cu    encoder_fwd/bwd
- *   kernels_cuda_norm.cu         layernorm_fwd/bwd, rmsnorm_fwd/bwd
- *   kernels_cuda_matmul.cu       matmul_fwd/bwd (cuBLAS)
- *   kernels_cuda_attention.cu    attention_fwd/bwd
- *   kernels_cuda_rope.cu         rope_fwd/bwd
- *   kernels_cuda_elementwise.cu  gelu, swiglu, add
- *   kernels_cuda_xent.cu         xent_fwd_bwd
- *   kernels_cuda_optim.cu        acc_f32, scale_f32, adamw, sgd
- *   kernels_cuda_reduce.cu       sumsq_bins, sum_f64, cast
+ * points the fb_cuda_kernels table (kernels.cu) references, one family per file:
+ *   kernels_embedding.cu    encoder_fwd/bwd
+ *   kernels_norm.cu         layernorm_fwd/bwd, rmsnorm_fwd/bwd
+ *   kernels_matmul.cu       matmul_fwd/bwd (cuBLAS)
+ *   kernels_attention.cu    attention_fwd/bwd
+ *   kernels_rope.cu         rope_fwd/bwd
+ *   kernels_elementwise.cu  gelu, swiglu, add
+ *   kernels_xent.cu         xent_fwd_bwd
+ *   kernels_optim.cu        acc_f32, scale_f32, adamw, sgd
+ *   kernels_reduce.cu       sumsq_bins, sum_f64, cast
  * Conventions of all of them: the cpu kernels' (accumulate vs overwrite, lse-only attention,
  * strides, ignored targets), activations in fp32 or bf16 (bf16 storage, fp32 arithmetic, fp32
  * statistics); per-element formulas from engine/ops/elementwise.h, the very functions the cpu
@@ -29,7 +29,7 @@
 
 /* The engine's headers are C: their functions have C linkage. */
 extern "C" {
-#include "../ops/elementwise.h"
+#include "../../ops/elementwise.h"
 #include "cuda_impl.h"
 #include "device_cuda.h"
 }
@@ -114,7 +114,7 @@ __global__ void colsum_finalize(E *dst, const float *part, int R, int C) {
   for (int r = 0; r < R; r++) s += part[(int64_t)r * C + c];
   st(dst, c, ld(dst, c) + s);
 }
-/* Thread 0 adds row_loss[0..n) in order to loss_sum[0] (fp64; kernels_cuda_reduce.cu). */
+/* Thread 0 adds row_loss[0..n) in order to loss_sum[0] (fp64; kernels_reduce.cu). */
 void fb_cuda_sum_rows_in_order(cudaStream_t s, double *loss_sum, const double *row_loss, int n);
 
 /* ---- the entry points of the kernel table (see kernels.h for their contracts) ---------------- */

@@ -12,7 +12,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "../core/grow.h"
+#include "../../core/grow.h"
 
 typedef struct rec {      /* one access of a byte range of a block */
   int s;                  /* stream slot */

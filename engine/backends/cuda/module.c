@@ -1,16 +1,14 @@
-/* The CUDA module's one exported symbol (see engine/device/cuda_module.h): the static table of
- * what the engine reaches in libfsdpbench_cuda.so, the cuda device, the nccl communicator,
- * CUPTI capture and the GPU queries. It sits in comm/ because it names both the device layer's
- * and the communicator's entry points. Built only into the module (the *_cuda.c rule); every
- * other symbol of the module is hidden. It adds no behaviour of its own. */
+/* The CUDA module's one exported symbol (see engine/backends/cuda_module.h): the static table
+ * of what the engine reaches in libfsdpbench_cuda.so, the cuda device, the nccl communicator,
+ * CUPTI capture and the GPU queries. Built only into the module (every file of
+ * engine/backends/cuda/ is); every other symbol of the module is hidden. It adds no behaviour
+ * of its own. */
 #include <cuda_runtime_api.h>
 
-#include "../device/cuda_module.h"
-#include "../device/cupti.h"
-#include "../device/device_cuda.h"
-#include "comm.h"
-
-extern const fb_comm_ops fb_nccl_comm_ops;
+#include "../cuda_module.h"
+#include "cupti.h"
+#include "comm_nccl.h"
+#include "device_cuda.h"
 
 static int gpu_count(void) {
   int n = 0;

@@ -1,7 +1,7 @@
 /* The cuda kernels of layernorm and rmsnorm, forward and backward: one warp per row for the
  * activations, deterministic column partials for the weight and bias gradients. Helpers and
- * conventions: kernels_cuda.cuh. */
-#include "kernels_cuda.cuh"
+ * conventions: kernels.cuh. */
+#include "kernels.cuh"
 
 /* ==== layernorm / rmsnorm: one warp per row ================================================== */
 template <typename E>

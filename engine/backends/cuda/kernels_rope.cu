@@ -1,6 +1,6 @@
 /* The cuda rotary embedding (Llama's rotate-half), forward and its inverse for the backward,
- * angles in double as on the cpu. Helpers and conventions: kernels_cuda.cuh. */
-#include "kernels_cuda.cuh"
+ * angles in double as on the cpu. Helpers and conventions: kernels.cuh. */
+#include "kernels.cuh"
 
 /* ==== rotary embedding: thread per (token, head, pair); angles in double as on the cpu ==== */
 template <typename E>

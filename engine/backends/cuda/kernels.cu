@@ -1,7 +1,7 @@
 /* The cuda device's kernel table: every entry of engine/device/kernels.h, each implemented in
- * the kernel file of its family (kernels_cuda_*.cu; the list, the helpers they share and their
- * common conventions are in kernels_cuda.cuh). It holds nothing but the table. */
-#include "kernels_cuda.cuh"
+ * the kernel file of its family (kernels_*.cu; the list, the helpers they share and their
+ * common conventions are in kernels.cuh). It holds nothing but the table. */
+#include "kernels.cuh"
 
 extern "C" const fb_kernels fb_cuda_kernels = {
     .encoder_fwd = fb_cuda_encoder_fwd,

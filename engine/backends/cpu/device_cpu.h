@@ -3,7 +3,7 @@
  * process (so per-rank traces align). It does not describe streams or kernels (device.h). */
 #ifndef FB_DEVICE_CPU_H
 #define FB_DEVICE_CPU_H
-#include "device.h"
+#include "../../device/device.h"
 
 extern const fb_device_ops fb_cpu_device_ops;
 /* The same kernels behind memory the host cannot touch and a checked stream order (opaque.h):
@@ -15,5 +15,8 @@ double fb_cpu_clock(void);
 /* Moves the epoch to this instant. Multi-process runs (mpi) call it right after a barrier,
  * before any device is opened, so that every process's clock starts together. */
 void fb_cpu_clock_align(void);
+/* Bytes the cpu devices may use: the host's available memory (MemAvailable), shared by the
+ * ranks of one process (the fit check sums them); -1 when unknown. */
+int64_t fb_cpu_capacity(int ranks_here);
 
 #endif

@@ -1,7 +1,7 @@
 /* The cuda reductions and casts: the exact sum of squares in integer bins (sumsq_bins), the
  * deterministic fp64 sum (sum_f64), fp32 <-> bf16 casts, and the in-order row sum the cross-
- * entropy shares. Helpers and conventions: kernels_cuda.cuh. */
-#include "kernels_cuda.cuh"
+ * entropy shares. Helpers and conventions: kernels.cuh. */
+#include "kernels.cuh"
 
 /* Exact sum of squares: per-block bins in shared memory, then one atomic per touched word. */
 __global__ void sumsq_bins_k(unsigned long long *bins, const float *g, size_t n) {

@@ -21,7 +21,7 @@
 #include <stdio.h>
 
 #include "../core/status.h"
-#include "device.h"
+#include "../device/device.h"
 
 #define FB_CUDA_MODULE_FILE "libfsdpbench_cuda.so"
 #define FB_CUDA_MODULE_SYMBOL "fb_cuda_module_v1"
@@ -34,7 +34,7 @@ struct fb_comm_ops;
 typedef struct fb_cuda_module {
   unsigned abi;                              /* FB_CUDA_MODULE_ABI of the module's build */
   size_t size;                               /* sizeof(fb_cuda_module) of the module's build */
-  /* the cuda device (device_cuda.c, kernels_cuda*.cu, cuda_capacity_cuda.c) */
+  /* the cuda device (device_cuda.c, kernels*.cu, capacity.c) */
   const fb_device_ops *device_ops;
   bool (*present)(char *why, size_t n);      /* runtime works and a GPU is visible */
   int64_t (*capacity)(int ranks_here);       /* see fb_cuda_capacity; -1 unknown */

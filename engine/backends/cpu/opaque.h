@@ -20,8 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/status.h"
-#include "device.h"
+#include "../../core/status.h"
+#include "../../device/device.h"
 
 #define FB_OPQ_STREAMS 8             /* streams one device may create */
 #define FB_OPQ_HOST FB_OPQ_STREAMS   /* the host's slot in a clock */

@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "device.h"
-#include "kernels.h"
+#include "../../device/device.h"
+#include "../../device/kernels.h"
 
 #ifdef __cplusplus
 extern "C" {

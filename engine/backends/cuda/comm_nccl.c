@@ -47,9 +47,9 @@
 #include <mpi.h>
 #endif
 
-#include "../device/cuda_impl.h"
-#include "../device/device_cuda.h"
-#include "comm.h"
+#include "cuda_impl.h"
+#include "device_cuda.h"
+#include "comm_nccl.h"
 
 #define RDV_MAGIC 0x66736470u /* "fsdp" */
 

@@ -1,7 +1,7 @@
 /* The cuda elementwise kernels on activations: gelu, swiglu (forward and backward) and add,
  * per-element formulas from engine/ops/elementwise.h. Helpers and conventions:
- * kernels_cuda.cuh. */
-#include "kernels_cuda.cuh"
+ * kernels.cuh. */
+#include "kernels.cuh"
 
 /* ==== elementwise =========================================================================== */
 template <typename E>

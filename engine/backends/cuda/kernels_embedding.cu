@@ -1,7 +1,7 @@
 /* The cuda kernels of the token (and position) embedding: encoder_fwd gathers rows of wte and
  * wpe; encoder_bwd adds dout into them in token order (deterministic, one rounding per
- * element). Helpers and conventions: kernels_cuda.cuh. */
-#include "kernels_cuda.cuh"
+ * element). Helpers and conventions: kernels.cuh. */
+#include "kernels.cuh"
 
 /* ==== encoder ================================================================================ */
 template <typename E>

@@ -1,6 +1,6 @@
 /* The cuda softmax cross-entropy: logits become their gradient in place, one block per row,
- * row losses summed in row order (fp64). Helpers and conventions: kernels_cuda.cuh. */
-#include "kernels_cuda.cuh"
+ * row losses summed in row order (fp64). Helpers and conventions: kernels.cuh. */
+#include "kernels.cuh"
 
 /* ==== softmax cross-entropy: block per row; row losses summed in row order ================== */
 #define XENT_THREADS 256

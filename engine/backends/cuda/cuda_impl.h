@@ -1,5 +1,5 @@
 /* Private state of the cuda device, shared by device_cuda.c (memory, streams, events, marks)
- * and the kernel files (kernels_cuda*.cu, the fb_kernels table). Plain C that nvcc also reads
+ * and the kernel files (kernels*.cu, the fb_kernels table). Plain C that nvcc also reads
  * as C++. Only files compiled when CUDA is found include it; nothing outside the cuda backend does.
  * It does not declare the public entry points (device_cuda.h). */
 #ifndef FB_CUDA_IMPL_H
@@ -11,14 +11,14 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include "device.h"
-#include "kernels.h"
+#include "../../device/device.h"
+#include "../../device/kernels.h"
 
 /* Per-stream workspaces, allocated when the stream is created (never in the step loop). */
 #define FB_CUDA_BLAS_WS_BYTES ((size_t)32 << 20)   /* cuBLAS workspace (Hopper: 32 MiB) */
 #define FB_CUDA_SCRATCH_BYTES ((size_t)16 << 20)   /* kernel partials: column sums, row losses */
 
-typedef struct fb_cuda_hostq fb_cuda_hostq; /* host_tasks_cuda.c */
+typedef struct fb_cuda_hostq fb_cuda_hostq; /* host_tasks.c */
 
 struct fb_stream {
   cudaStream_t s;
@@ -98,7 +98,7 @@ fb_status fb_cuda_bind(const fb_device *d);
 fb_status fb_cuda_pick_ordinal(int rank, int count, int *ordinal, char *src, size_t src_len);
 /* Whether a launcher started this process (one rank per process). */
 bool fb_cuda_launched(void);
-/* The device's host_task (host_tasks_cuda.c): fn(arg) on this stream's worker thread once the
+/* The device's host_task (host_tasks.c): fn(arg) on this stream's worker thread once the
  * stream reached this point; the stream's later work waits for it. */
 fb_status fb_cuda_host_task(fb_device *d, fb_stream *s, fb_status (*fn)(void *arg), void *arg);
 /* Stops the stream's worker after running what was issued (call after the stream synced). */

@@ -1,8 +1,8 @@
 /* The cuda attention kernels (causal, grouped-query), forward and backward, behind the two
  * entry points the kernel table references: fb_cuda_attention_fwd / fb_cuda_attention_bwd.
  * A straightforward fused kernel (one warp per query or key row, online softmax), correct for
- * any T and hd <= 256, not a tuned flash kernel. Helpers and conventions: kernels_cuda.cuh. */
-#include "kernels_cuda.cuh"
+ * any T and hd <= 256, not a tuned flash kernel. Helpers and conventions: kernels.cuh. */
+#include "kernels.cuh"
 
 /* ==== attention =============================================================================
  * Tiled on shared memory, CUDA cores, fp32 accumulation. A block of ATT_WARPS warps owns

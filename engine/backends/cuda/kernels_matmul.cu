@@ -1,7 +1,7 @@
 /* The cuda matmul: cuBLAS GEMMs (fp32 accumulation, no TF32) on the column-major view of the
  * row-major data, the bias add and the deterministic bias gradient. Helpers and conventions:
- * kernels_cuda.cuh. */
-#include "kernels_cuda.cuh"
+ * kernels.cuh. */
+#include "kernels.cuh"
 
 /* ==== matmul (cuBLAS, column-major view of row-major data) ================================== */
 template <typename E>

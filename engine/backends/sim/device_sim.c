@@ -26,12 +26,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "recorder.h"
-#include "../sim/caching_allocator.h"
-#include "../sim/cost_model.h"
-#include "../sim/hardware.h"
-#include "device.h"
-#include "kernels.h"
+#include "../../device/recorder.h"
+#include "../../sim/caching_allocator.h"
+#include "../../sim/cost_model.h"
+#include "../../sim/hardware.h"
+#include "../../device/device.h"
+#include "../../device/kernels.h"
 
 /* Host time of a cudaMalloc of a new segment and of a cudaFree, when the profile leaves
  * cuda_malloc_us / cuda_free_us out. ESTIMATES, not measurements: a cudaMalloc costs about

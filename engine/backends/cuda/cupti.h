@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "../core/status.h"
+#include "../../core/status.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,4 +1,4 @@
-/* The stream gate of the cuda device's host tasks (host_tasks_cuda.c): a one-thread kernel that
+/* The stream gate of the cuda device's host tasks (host_tasks.c): a one-thread kernel that
  * holds its stream until a counter in mapped pinned host memory reaches a target, which the
  * host task's worker thread stores once the task ran. It does nothing else. */
 #include "cuda_impl.h"

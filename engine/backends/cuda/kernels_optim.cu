@@ -1,6 +1,6 @@
 /* The cuda fp32 vector kernels of the optimizer step: acc_f32, scale_f32, adamw, sgd (update
- * formulas from engine/ops/elementwise.h). Helpers and conventions: kernels_cuda.cuh. */
-#include "kernels_cuda.cuh"
+ * formulas from engine/ops/elementwise.h). Helpers and conventions: kernels.cuh. */
+#include "kernels.cuh"
 
 /* ==== fp32 vectors ========================================================================== */
 __global__ void acc_k(float *y, const float *x, size_t n) { GRID_STRIDE(i, n) y[i] += x[i]; }

@@ -17,8 +17,8 @@
 #include <cuda_runtime_api.h>
 #include <cupti.h>
 
-#include "device_cpu.h"
-#include "../core/json_out.h"
+#include "../cpu/device_cpu.h"
+#include "../../core/json_out.h"
 
 #define BUF_BYTES ((size_t)8 << 20)
 #define BUF_ALIGN 8

@@ -20,13 +20,13 @@
  * stream-ordered copies without any wait.
  * Streams are non-blocking cudaStream_t (the communication stream at the highest priority);
  * events are cudaEvent_t without timing; host tasks run on a worker thread per stream behind a
- * gate kernel (host_tasks_cuda.c); timing marks are
+ * gate kernel (host_tasks.c); timing marks are
  * timing events resolved against an epoch event recorded at init, shifted onto the host clock
  * (fb_cpu_clock), so device and host times share one axis.
  * Nothing is cached in statics: every fb_device_open creates its own pool, handles and
  * staging, and fb_device_close releases them.
  * Every CUDA failure returns FB_EDEVICE naming the call, CUDA's message and the rank.
- * It does not run kernels (kernels_cuda*.cu) nor talk to other GPUs (comm_nccl.c). */
+ * It does not run kernels (kernels*.cu) nor talk to other GPUs (comm_nccl.c). */
 #include <assert.h>
 #include <math.h>
 #include <stdint.h>
@@ -34,9 +34,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/launcher.h"
+#include "../../core/launcher.h"
 #include "cuda_impl.h"
-#include "device_cpu.h"
+#include "../cpu/device_cpu.h"
 #include "device_cuda.h"
 
 #define CU_ERR(d, call, e)                                                                     \

@@ -32,8 +32,8 @@
 #include <immintrin.h>
 #endif
 
-#include "../ops/cpu_kernels.h"
-#include "host_pool.h"
+#include "../../ops/cpu_kernels.h"
+#include "../../device/host_pool.h"
 #include "opaque.h"
 
 /* ---- clock ------------------------------------------------------------------------------ */
@@ -785,3 +785,15 @@ const fb_device_ops fb_cpu_opaque_device_ops = {
     .op_end = opaque_op_end,
     CPU_OPS_COMMON,
 };
+
+/* Available host memory (MemAvailable), the cpu devices' capacity. */
+int64_t fb_cpu_capacity(int ranks_here) {
+  (void)ranks_here; /* ranks of one process share it: the fit check sums them */
+  FILE *f = fopen("/proc/meminfo", "r");
+  char line[256];
+  long long kb = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
+  if (f) fclose(f);
+  return kb > 0 ? (int64_t)kb * 1024 : -1;
+}
