@@ -26,7 +26,7 @@ order = sys.argv[1].split()
 known = {l.split()[0] for l in sys.argv[2].splitlines() if l.split()}
 rank = {f: i for i, f in enumerate(order)}
 files = sorted(os.path.join(d, f) for top in ("engine", "strategies", "traces", "apps")
-               for d, _, fs in os.walk(top) for f in fs if f.endswith((".c", ".h", ".cu")))
+               for d, _, fs in os.walk(top) for f in fs if f.endswith((".c", ".h", ".cu", ".cuh")))
 
 def folder_of(path):
     d = os.path.dirname(os.path.normpath(path))
