@@ -477,6 +477,10 @@ typedef struct rec_ctx {
   int n_ops;
 } rec_ctx;
 
+/* Rank 1 starts its delay only once rank 0 has issued its all_reduce, so the wait that rank 0
+ * records does not depend on when the two threads were scheduled. */
+static pthread_barrier_t rec_issued;
+
 static void *recorded_rank(void *p) {
   rec_ctx *x = p;
   rank_ctx *rc = &x->rc;
@@ -487,6 +491,7 @@ static void *recorded_rank(void *p) {
     fb_rec_config cfg = {.trace = false};
     RCHECK_OK(rc, fb_recorder_create(rc->dev, &cfg, &rec));
   }
+  if (!rec) pthread_barrier_wait(&rec_issued); /* the other rank still meets this rank */
   if (rec) {
     rc->dev->rec = rec;
     fb_recorder_stream(rec, rc->comp, "compute");
@@ -495,11 +500,13 @@ static void *recorded_rank(void *p) {
     dbuf a;
     dalloc(rc, &a, FB_F32, 1000);
     dfill(rc, &a, FB_F32, 0, 1000, rc->r, 0);
-    if (rc->r == 1) { /* rank 0's all_reduce waits ~100 ms for rank 1 on its comm stream */
-      struct timespec ts = {0, 100000000L};
+    if (rc->r == 1) { /* rank 0's all_reduce (issued, queued) waits ~300 ms for rank 1 */
+      pthread_barrier_wait(&rec_issued);
+      struct timespec ts = {0, 300000000L};
       nanosleep(&ts, NULL);
     }
     RCHECK_OK(rc, fb_all_reduce(rc->c, rc->comm, 3, a.b.ptr, a.b.ptr, 1000, FB_F32));
+    if (rc->r == 0) pthread_barrier_wait(&rec_issued);
     RCHECK_OK(rc, fb_stream_sync(rc->dev, rc->comm));
     dexpect(rc, rc->comm, &a, FB_F32, 0, 1000, E_SUM, 0, 0, "recorded all_reduce");
     RCHECK_OK(rc, fb_recorder_step_end(rec, &x->st));
@@ -517,12 +524,14 @@ static void test_recorded(void) {
   if (!g) return;
   rec_ctx x[2];
   pthread_t th[2];
+  pthread_barrier_init(&rec_issued, NULL, 2);
   for (int r = 0; r < 2; r++) {
     memset(&x[r], 0, sizeof x[r]);
     x[r].rc = (rank_ctx){.r = r, .W = 2, .g = g};
     pthread_create(&th[r], NULL, recorded_rank, &x[r]);
   }
   for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  pthread_barrier_destroy(&rec_issued);
   for (int r = 0; r < 2; r++) {
     const fb_step_stats *s = &x[r].st;
     CHECK(x[r].rc.fails == 0, "recorded rank %d: %d failures", r, x[r].rc.fails);
