@@ -206,6 +206,7 @@ static int cmd_run(int argc, char **argv, int first) {
     st = fb_mkdir_p(cfg.out);
     if (st == FB_OK && access(cfg.out, W_OK))
       st = FB_ERR(FB_EUSAGE, "--out: '%s' is not writable: %s", cfg.out, strerror(errno));
+    if (st == FB_OK) st = fb_report_check_out(cfg.out);
     if (st != FB_OK) return failed_run(st == FB_EIO ? FB_EUSAGE : st, mpi);
   }
   fb_run_result res;

@@ -22,8 +22,8 @@ typedef struct fb_run_config {
   /* what */
   char model[256];       /* name in models/ or a path to a YAML file */
   fb_model_spec spec;    /* loaded from `model` */
-  char strategy[32];     /* single | ddp | zero3 | fsdp | yafsdp */
-  char backend[16];      /* auto | cpu | cuda | sim */
+  char strategy[32];     /* a name in the strategy registry (--list-strategies) */
+  char backend[16];      /* auto, or a name in the device registry (--list-backends) */
   char comm[16];         /* auto | local | mpi | nccl | sim */
   char hardware[256];    /* profile name in models/hardware/ or a path ("" = backend default) */
   int world;             /* ranks (local/sim); mpi/nccl take it from the launcher */
@@ -150,23 +150,24 @@ fb_status fb_config_parse_cli(fb_run_config *c, int argc, char **argv, int first
                               fb_cli_action *action);
 
 /* Reads a YAML file that holds one flat mapping of scalar keys to scalar values, calling visit
- * for each pair in file order (line is 1-based; a sequence of scalars arrives joined with ',';
- * an empty or null value arrives as ""). Malformed YAML, nested mappings, aliases and
- * duplicate keys are FB_EUSAGE "path:line:col: ..."; an unreadable file is FB_EUSAGE
- * "<flag>: cannot read 'path': ...". Used for run configs, models and hardware profiles. */
+ * for each pair in file order (line is 1-based; an empty or null value arrives as "").
+ * Malformed YAML, a list or mapping where a value is expected, aliases and duplicate keys are
+ * FB_EUSAGE "path:line:col: <key>: ..."; an unreadable file is FB_EUSAGE
+ * "<flag>: cannot read 'path': ...". Used for model files. */
 typedef fb_status (*fb_yaml_visit_fn)(void *ctx, const char *path, int line, const char *key,
                                       const char *value);
 fb_status fb_yaml_read_flat(const char *path, const char *flag, fb_yaml_visit_fn visit,
                             void *ctx);
-/* The same reader with the shape chosen: lists of scalars allowed or not, and values that may
- * be a one-level mapping of scalars, whose entries go to `entry` (key, entry name, value) in
- * file order (NULL: such values are refused). Duplicate entry names are the visitor's to
- * refuse. Nothing deeper is ever accepted; a file over 1 MiB is refused unread. */
+/* The same reader with the shape chosen: the keys whose value may be a list of scalars
+ * (arrives joined with ','; every other key given a list is refused, naming it), and values
+ * that may be a one-level mapping of scalars, whose entries go to `entry` (key, entry name,
+ * value) in file order (NULL: such values are refused). Duplicate entry names are the
+ * visitor's to refuse. Nothing deeper is ever accepted; a file over 1 MiB is refused unread. */
 typedef fb_status (*fb_yaml_entry_fn)(void *ctx, const char *path, int line, const char *key,
                                       const char *name, const char *value);
 typedef struct fb_yaml_shape {
   const char *flag;       /* names the file in "cannot read" errors (--config, --hardware) */
-  bool lists;             /* a value may be a list of scalars (arrives joined with ',') */
+  bool (*takes_list)(const char *key); /* may key's value be a list? NULL: no key's */
   fb_yaml_visit_fn visit; /* each key with a scalar (or list) value */
   fb_yaml_entry_fn entry; /* each entry of a mapping value; NULL = mappings refused */
 } fb_yaml_shape;
