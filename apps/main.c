@@ -116,11 +116,11 @@ static int predicted_fit(const fb_run_result *res) {
   return 3;
 }
 
-/* --list-strategies / --list-backends: one registered name per line, then what it is. */
+/* --list-strategies: one registered name per line and nothing else, for scripts (--help
+ * says what each is). --list-backends: one per line, then what it is and whether it can run. */
 static int list_registry(const char *what) {
   if (!strcmp(what, "--list-strategies")) {
-    for (int i = 0; fb_strategy_at(i); i++)
-      printf("%-8s %s\n", fb_strategy_at(i)->name, fb_strategy_at(i)->summary);
+    for (int i = 0; fb_strategy_at(i); i++) printf("%s\n", fb_strategy_at(i)->name);
   } else {
     for (int i = 0; fb_device_entry_at(i); i++) {
       char why[256] = "";
@@ -167,11 +167,15 @@ static int cmd_run(int argc, char **argv, int first) {
            "       fsdpbench prepare TEXT OUT.tok  byte-level tokens from any file\n"
            "       fsdpbench export CKPT OUT.safetensors  a checkpoint's model for other tools\n"
            "       fsdpbench trace-merge OUT.json rank0_trace.json ...  MPI traces on one clock\n"
-           "       fsdpbench --list-strategies | --list-backends   the registries, one per line\n\n"
+           "       fsdpbench --list-strategies | --list-backends   the registries, one name per line\n\n"
            "exit codes: 0 ok; 1 runtime failure; 2 bad usage, configuration or input (one line "
            "naming it); 3 does not fit in memory; 4 timeout or peer failure\n"
            "launchers: torchrun, mpirun (Open MPI), mpiexec (MPICH/Hydra) and srun (Slurm) set "
-           "each process's rank, world and local rank (--dry-run prints them)\n\n");
+           "each process's rank, world and local rank (--dry-run prints them)\n\n"
+           "strategies (the registry; --list-strategies prints the names alone):\n");
+    for (int i = 0; fb_strategy_at(i); i++)
+      printf("  %-8s %s\n", fb_strategy_at(i)->name, fb_strategy_at(i)->summary);
+    printf("\n");
     fb_config_print_help(stdout);
     return 0;
   }
