@@ -821,8 +821,9 @@ static void cpu_model(char *buf, size_t n) {
   "usage: fsdpbench calibrate [--out FILE] [--force] [--threads N] [--repeat N] [--retries N] "  \
   "[--ignore-load] [--comm local|mpi] [--base PROFILE] [--quick]\n"
 
+/* A refusal is one line on stderr (exit 2); `calibrate --help` prints the usage. */
 static int usage(const char *msg) {
-  fprintf(stderr, "fsdpbench calibrate: error: %s\n" USAGE_LINE, msg);
+  fprintf(stderr, "fsdpbench calibrate: error: %s (see fsdpbench calibrate --help)\n", msg);
   return FB_EUSAGE;
 }
 
@@ -981,12 +982,12 @@ static int check_runs(const fb_hardware *runs, const fb_calib_diag *diags, int n
              "others\n", first[j].figure, count[j], n);
       continue;
     }
-    char line[512];
+    char line[512]; /* the details on stdout; the refusal itself is one line on stderr */
     fb_calib_reject_line(&first[j], line, sizeof line);
-    fprintf(stderr, "%s\n", line);
+    printf("%s\n", line);
     bad++;
   }
-  if (more) fprintf(stderr, "calibrate: ... and %d more rejected figure(s)\n", more);
+  if (more) printf("calibrate: ... and %d more rejected figure(s)\n", more);
   return bad + (more > 0);
 }
 
@@ -1263,8 +1264,9 @@ int fb_calibrate_main(int argc, char **argv) {
       hw = runs[0];
     }
     if (bad) {
-      fprintf(stderr, "calibrate: %d figure(s) rejected: nothing written (a loaded or unstable "
-              "machine gives fits like these; calibrate on an idle machine)\n", bad);
+      fprintf(stderr, "calibrate: %d figure(s) rejected (the 'calibrate: rejected' lines on "
+              "stdout): nothing written (a loaded or unstable machine gives fits like these; "
+              "calibrate on an idle machine)\n", bad);
       rc = 1;
     } else {
       if (!c.mpi && c.repeat > 1)
@@ -1283,7 +1285,7 @@ int fb_calibrate_main(int argc, char **argv) {
       fprintf(stderr, "calibrate: %s\n", fb_error_msg());
     else
       fprintf(stderr, "fsdpbench calibrate: error: %s\n", fb_error_msg());
-    rc = st;
+    rc = fb_exit_code(st); /* the documented codes, not the status's number */
   }
 #ifdef FB_HAVE_MPI
   if (c.mpi) fb_calib_mpi_end();

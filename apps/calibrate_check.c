@@ -64,6 +64,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../engine/core/files.h"
 #include "calibrate.h"
 #include "calibrate_comm.h"
 #include "../engine/sim/cost_model.h"
@@ -499,6 +500,7 @@ static fb_status exists_error(const char *path) {
 }
 
 fb_status fb_calib_check_out(const char *path, bool force) {
+  FB_TRY(fb_check_output(path, "--out")); /* only a regular file, even with --force */
   struct stat sb;
   if (!force && stat(path, &sb) == 0) return exists_error(path);
   return FB_OK;
@@ -527,7 +529,8 @@ fb_status fb_calib_write_profile(const char *path, const fb_hardware *hw, const 
     umask(mask);
     chmod(tmp, 0666 & ~mask);
     if (force) {
-      if (rename(tmp, path) != 0)
+      st = fb_check_output(path, "--out"); /* it may have appeared meanwhile */
+      if (st == FB_OK && rename(tmp, path) != 0)
         st = FB_ERR(FB_EIO, "cannot write hardware profile %s: %s", path, strerror(errno));
     } else if (link(tmp, path) != 0) { /* no clobber: fails when path appeared meanwhile */
       if (errno == EEXIST) st = exists_error(path);

@@ -675,7 +675,8 @@ static fb_status open_files(const cmp_plan *p, cmp_files *files) {
   memset(files, 0, sizeof *files);
   char runs[600];
   snprintf(runs, sizeof runs, "%s/runs", p->out);
-  FB_TRY(fb_mkdir_p(runs));
+  fb_status mk = fb_mkdir_p(runs);
+  if (mk != FB_OK) return mk == FB_EIO ? FB_EUSAGE : mk; /* a bad --out is bad input */
   FB_TRY(fb_json_open(p->out, "compare.csv", &files->runs));
   fputs(CSV_HEAD, files->runs);
   fb_status st = fb_json_open(p->out, "compare_steps.csv", &files->steps);
@@ -686,9 +687,9 @@ static fb_status open_files(const cmp_plan *p, cmp_files *files) {
   fputs(TIMELINE_HEAD, files->timeline);
   return FB_OK;
 fail_timeline:
-  fclose(files->steps);
+  fb_json_discard(files->steps);
 fail_steps:
-  fclose(files->runs);
+  fb_json_discard(files->runs);
   return st;
 }
 

@@ -8,11 +8,13 @@
 #include <string.h>
 
 #include "../engine/config/config.h"
+#include "../engine/core/files.h"
 #include "../engine/exec/checkpoint.h"
 #include "../engine/exec/safetensors.h"
 
 static fb_status export_run(const char *ckpt, const char *out) {
   char dir[4096];
+  FB_TRY(fb_check_output(out, "export")); /* before the checkpoint is read */
   FB_TRY(fb_ckpt_resolve(ckpt, "export", dir, sizeof dir));
   fb_ckpt_info info;
   FB_TRY(fb_ckpt_read_info(dir, &info));

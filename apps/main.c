@@ -117,11 +117,11 @@ static int predicted_fit(const fb_run_result *res) {
   return 3;
 }
 
-/* --list-strategies / --list-backends: one registered name per line, then what it is. */
+/* --list-strategies: one registered name per line and nothing else, for scripts (--help
+ * says what each is). --list-backends: one per line, then what it is and whether it can run. */
 static int list_registry(const char *what) {
   if (!strcmp(what, "--list-strategies")) {
-    for (int i = 0; fb_strategy_at(i); i++)
-      printf("%-8s %s\n", fb_strategy_at(i)->name, fb_strategy_at(i)->summary);
+    for (int i = 0; fb_strategy_at(i); i++) printf("%s\n", fb_strategy_at(i)->name);
   } else {
     for (int i = 0; fb_device_entry_at(i); i++) {
       char why[256] = "";
@@ -168,11 +168,15 @@ static int cmd_run(int argc, char **argv, int first) {
            "       fsdpbench prepare TEXT OUT.tok  byte-level tokens from any file\n"
            "       fsdpbench export CKPT OUT.safetensors  a checkpoint's model for other tools\n"
            "       fsdpbench trace-merge OUT.json rank0_trace.json ...  MPI traces on one clock\n"
-           "       fsdpbench --list-strategies | --list-backends   the registries, one per line\n\n"
+           "       fsdpbench --list-strategies | --list-backends   the registries, one name per line\n\n"
            "exit codes: 0 ok; 1 runtime failure; 2 bad usage, configuration or input (one line "
            "naming it); 3 does not fit in memory; 4 timeout or peer failure\n"
            "launchers: torchrun, mpirun (Open MPI), mpiexec (MPICH/Hydra) and srun (Slurm) set "
-           "each process's rank, world and local rank (--dry-run prints them)\n\n");
+           "each process's rank, world and local rank (--dry-run prints them)\n\n"
+           "strategies (the registry; --list-strategies prints the names alone):\n");
+    for (int i = 0; fb_strategy_at(i); i++)
+      printf("  %-8s %s\n", fb_strategy_at(i)->name, fb_strategy_at(i)->summary);
+    printf("\n");
     fb_config_print_help(stdout, fb_strategy_names());
     return 0;
   }
@@ -207,6 +211,7 @@ static int cmd_run(int argc, char **argv, int first) {
     st = fb_mkdir_p(cfg.out);
     if (st == FB_OK && access(cfg.out, W_OK))
       st = FB_ERR(FB_EUSAGE, "--out: '%s' is not writable: %s", cfg.out, strerror(errno));
+    if (st == FB_OK) st = fb_report_check_out(cfg.out);
     if (st != FB_OK) return failed_run(st == FB_EIO ? FB_EUSAGE : st, mpi);
   }
   fb_run_result res;

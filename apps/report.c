@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../engine/core/files.h"
 #include "../engine/core/json_out.h"
 
 #define MIB (1024.0 * 1024.0)
@@ -754,6 +755,13 @@ fb_status fb_report_write(const char *dir, const fb_run_result *r) {
   FB_TRY(write_ledger_csv(dir, r));
   FB_TRY(write_report_json(dir, r));
   return FB_OK;
+}
+
+fb_status fb_report_check_out(const char *dir) {
+  static const char *const names[] = {"summary.csv", "steps.csv", "memory.csv", "ledger.csv",
+                                      "report.json", "trace.json", "memory_snapshot.pickle",
+                                      NULL};
+  return fb_check_output_dir(dir, names, "--out");
 }
 
 void fb_report_why_head(FILE *f, const char *label) {

@@ -124,5 +124,8 @@ int64_t fb_report_ooms(const fb_run_result *r, int64_t *reserved);
 void fb_report_print(FILE *f, const fb_run_result *r);
 /* summary.csv, steps.csv, memory.csv, ledger.csv, report.json under dir (created). */
 fb_status fb_report_write(const char *dir, const fb_run_result *r);
+/* Before a run: every file a run writes under dir (these, the trace, the memory snapshot, with
+ * or without a rank<r>_ prefix) that already exists must be a regular file (files.h). */
+fb_status fb_report_check_out(const char *dir);
 
 #endif

@@ -262,14 +262,14 @@ static fb_status write_merged(const char *out, const input *in, int n) {
     if (st == FB_OK && rc < 0) st = not_trace(&in[i], "traceEvents is malformed");
   }
   fputs("\n]}\n", f);
-  fb_status cst = fb_json_close(f, name);
-  return st != FB_OK ? st : cst;
+  if (st != FB_OK) fb_json_discard(f); /* no half trace left behind */
+  return st != FB_OK ? st : fb_json_close(f, name);
 }
 
 static fb_status merge(const char *out, char **paths, int n) {
   input *in = calloc((size_t)n, sizeof *in);
   if (!in) return FB_ERR(FB_ENOMEM, "trace-merge: out of host memory");
-  fb_status st = FB_OK;
+  fb_status st = fb_check_output(out, "trace-merge"); /* before the inputs are read */
   for (int i = 0; i < n && st == FB_OK; i++) {
     in[i].path = paths[i];
     st = parse_input(&in[i]);

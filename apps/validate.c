@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../traces/chrome_trace.h"
+#include "../engine/core/files.h"
 #include "../engine/core/json_out.h"
 #include "../engine/exec/runner.h"
 #include "../strategies/strategy.h"
@@ -112,6 +113,8 @@ int fb_validate_main(int argc, char **argv) {
   snprintf(cp.comm, sizeof cp.comm, "sim");
   if ((st = fb_run_config_finalize(&cm)) != FB_OK || (st = fb_run_config_finalize(&cp)) != FB_OK)
     return fail(st);
+  static const char *const outputs[] = {"trace.json", "validate.csv", NULL};
+  if ((st = fb_check_output_dir(c.out, outputs, "--out")) != FB_OK) return fail(st);
   fb_run_result m, p;
   if ((st = fb_run(&cm, &m)) != FB_OK) return fail(st);
   if ((st = fb_run(&cp, &p)) != FB_OK) {

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../engine/core/files.h"
 #include "../engine/config/config.h"
 #include "../engine/device/kernels.h"
 #include "../engine/exec/runner.h"
@@ -422,10 +423,9 @@ static fb_status write_csv(const ds_ctx *x, const char *dir) {
   if (mkdir(dir, 0777) && access(dir, W_OK))
     return FB_ERR(FB_EUSAGE, "--out: cannot create or write '%s'", dir);
   snprintf(path, sizeof path, "%s/dataset.csv", dir);
-  char tmp[620];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
-  if (!f) return FB_ERR(FB_EUSAGE, "--out: cannot write %s", tmp);
+  fb_out_file out; /* written under a temporary name, renamed when complete */
+  FB_TRY(fb_out_open(&out, path, "--out"));
+  FILE *f = out.f;
   /* text fields lose their commas (-> ';') so that awk -F, and gnuplot read the file */
   fprintf(f, "row,profile,configuration,published,predicted,err_pct,unit,not_expressible\n");
   for (int i = 0; i < x->n; i++) {
@@ -438,8 +438,7 @@ static fb_status write_csv(const ds_ctx *x, const char *dir) {
     fprintf(f, "%d,%s,%s,%.6g,%.6g,%.3f,%s,%s\n", o->row, o->gpu, what, o->published,
             o->skip[0] ? NAN : o->predicted, o->skip[0] ? NAN : err_pct(o), x->unit, why);
   }
-  if (fclose(f) || rename(tmp, path)) return FB_ERR(FB_EIO, "--out: cannot write %s", path);
-  return FB_OK;
+  return fb_out_commit(&out);
 }
 
 static void remove_tmpdir(const char *dir) {
@@ -478,8 +477,11 @@ int fb_validate_dataset_main(int argc, char **argv) {
     fprintf(stderr, "fsdpbench validate: error: --dataset: '' is not allowed (want a CSV file)\n");
     return 2;
   }
+  static const char *const outputs[] = {"dataset.csv", NULL};
+  fb_status st = out ? fb_check_output_dir(out, outputs, "--out") : FB_OK; /* before the rows */
+  if (st != FB_OK) return fail(st);
   fb_csv t;
-  fb_status st = fb_csv_read(file, "--dataset", &t);
+  st = fb_csv_read(file, "--dataset", &t);
   if (st != FB_OK) return fail(st);
   const ds_kind *kind = NULL;
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0] && !kind; i++)

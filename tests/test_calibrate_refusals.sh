@@ -8,7 +8,8 @@
 #  - --ignore-load proceeds past the load check: the profile is written over an existing file
 #    with --force, atomically (no temporary left), and its header records the forced load, the
 #    repeats and the spread; or, if this (possibly busy) machine gives implausible fits, every
-#    rejected figure is one line and the file is left as it was.
+#    rejected figure is one line on stdout, the refusal one line on stderr (besides progress
+#    lines), and the file is left as it was.
 set -u
 [ -x "${FSDPBENCH:-}" ] || exit 77
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
@@ -74,8 +75,8 @@ if [ $rc -eq 0 ]; then
   check "the simulator loads it" "[ $? -eq 0 ]"
 else
   echo "note: this machine's quick calibration was rejected as implausible (busy?): checking the refusal"
-  check "rejected: exit 1, one line per figure" \
-    "[ $rc -eq 1 ] && grep -Eq '^calibrate: rejected [^:]+: [^ ]+.* \\(.*; allowed .*\\)$' '$T/e7' && grep -q 'figure(s) rejected: nothing written' '$T/e7'"
+  check "rejected: exit 1, one line per figure on stdout, one refusal line on stderr" \
+    "[ $rc -eq 1 ] && grep -Eq '^calibrate: rejected [^:]+: [^ ]+.* \\(.*; allowed .*\\)$' '$T/o7' && grep -q 'figure(s) rejected .*: nothing written' '$T/e7' && [ \$(grep -vc ' elapsed' '$T/e7') -eq 1 ]"
   check "rejected: file unchanged" "[ \"\$(sum '$T/old.yaml')\" = '$before' ]"
 fi
 

@@ -369,7 +369,14 @@ static void test_bad_yaml(void) {
   expect_yaml_usage("mem_limit: lots\n", "mem_limit", "'lots'", NULL);
   expect_yaml_usage("steps: 3\nsteps: 4\n", "duplicate key 'steps'", "line 1", NULL);
   expect_yaml_usage("steps: 3\nmicro-batch: 1\nmicro_batch: 2\n", "duplicate key", NULL, NULL);
-  expect_yaml_usage("model:\n  name: debug\n", "model", "nested", NULL);
+  expect_yaml_usage("model:\n  name: debug\n", "model", "a mapping is not allowed", NULL);
+  /* a list or mapping where a single value is expected: refused naming the key, never read
+   * as its first element (only --trace-steps, itself a list, takes one) */
+  expect_yaml_usage("steps: [3]\n", "bad.yaml:1:8: steps", "a list is not allowed", NULL);
+  expect_yaml_usage("model: [debug, 1B]\n", "model", "a list is not allowed", NULL);
+  expect_yaml_usage("batch:\n  - 4\n", "batch", "a list is not allowed", NULL);
+  expect_yaml_usage("steps: {n: 3}\n", "steps", "a mapping is not allowed", NULL);
+  expect_yaml_usage("trace_steps: {wait: 1}\n", "trace_steps", "a mapping is not allowed", NULL);
   expect_yaml_usage("- steps\n- 3\n", "mapping", NULL, NULL);
   expect_yaml_usage("just a string\n", "mapping", NULL, NULL);
   expect_yaml_usage("config: other.yaml\n", "unknown key 'config'", NULL, NULL);
@@ -506,6 +513,11 @@ static void test_models(void) {
       {"ffn: 64\n", "", "missing key 'ffn'", NULL},
       {"rope_theta: 10000\n", "", "missing key 'rope_theta'", NULL},
       {"max_seq: 16\n", "max_seq: [16\n", "mbad.yaml", NULL},
+      {"dim: 32\n", "dim: [32]\n", "dim: a list is not allowed", NULL}, /* not 32 */
+      {"dim: 32\n", "dim:\n  - 32\n", "dim: a list is not allowed", NULL},
+      {"vocab: 64\n", "vocab: {v: 64}\n", "vocab: a mapping is not allowed", NULL},
+      {"family: llama\n", "family: [llama]\n", "family: a list", NULL},
+      {"tied: true\n", "tied: [true]\n", "tied: a list", NULL},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     char text[1024];

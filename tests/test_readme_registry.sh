@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # README's strategy list matches the registry: every name `fsdpbench --list-strategies` prints has
 # its bullet (**`name`**) in README's "Strategies" section, and every bullet there is a
-# registered strategy; the same for the backends of `--list-backends` in the --backend flag row.
+# registered strategy; the opening paragraph (the first 20 lines) names every registered
+# strategy; the same for the backends of `--list-backends` in the --backend flag row. README
+# stays a manual: at most 450 lines with a contents list, and neither it nor the lab notebook
+# (docs/benchmarks.md) points at ../shared, which users do not have.
 set -u
 : "${FSDPBENCH:?}" "${FB_SRC:?}"
 fail() { echo "FAIL $*"; exit 1; }
@@ -16,8 +19,18 @@ done
 for s in $(echo "$section" | grep -o -E '^- \*\*`[a-z0-9-]+`\*\*' | sed -E 's/.*`([a-z0-9-]+)`.*/\1/'); do
   echo "$listed" | grep -q -x -- "$s" || fail "README describes '$s', which is not a registered strategy"
 done
+intro=$(head -20 "$readme")
+for s in $listed; do
+  echo "$intro" | grep -qw -- "$s" || fail "README's opening lines (1-20) do not name strategy '$s'"
+done
+n=$(grep -c '' "$readme")
+[ "$n" -le 450 ] || fail "README.md has $n lines (at most 450: dated measurements go to docs/benchmarks.md)"
+grep -qE '^## Contents' "$readme" || fail "README has no '## Contents'"
+for f in "$readme" "$FB_SRC/docs/benchmarks.md"; do
+  ! grep -n '\.\./shared' "$f" || fail "$f points at ../shared (users do not have it)"
+done
 row=$(grep -E '^\| `--backend` ' "$readme") || fail "README has no --backend row"
 for b in $("$FSDPBENCH" --list-backends | awk 'NF {print $1}'); do
   echo "$row" | grep -q -F -- "\`$b\`" || fail "README's --backend row does not name $b"
 done
-echo "README names the $(echo $listed | wc -w) registered strategies and every backend"
+echo "README ($n lines) names the $(echo $listed | wc -w) registered strategies, in its opening lines too, and every backend"

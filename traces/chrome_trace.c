@@ -408,8 +408,8 @@ static fb_status write_file(const char *dir, const char *name, const fb_run_resu
   bool first = true;
   fb_status st = write_events(f, &first, r, lo, hi, 0, "");
   fputs("\n]}\n", f);
-  fb_status cst = fb_json_close(f, name);
-  return st != FB_OK ? st : cst;
+  if (st != FB_OK) fb_json_discard(f); /* no half trace left behind */
+  return st != FB_OK ? st : fb_json_close(f, name);
 }
 
 fb_status fb_trace_write_pair(const char *dir, const char *name, const fb_run_result *a,
@@ -425,8 +425,8 @@ fb_status fb_trace_write_pair(const char *dir, const char *name, const fb_run_re
   fb_status st = write_events(f, &first, a, 0, a->nranks, 0, a_suffix);
   if (st == FB_OK) st = write_events(f, &first, b, 0, b->nranks, FB_TRACE_PAIR_PID_OFFSET, b_suffix);
   fputs("\n]}\n", f);
-  fb_status cst = fb_json_close(f, name);
-  return st != FB_OK ? st : cst;
+  if (st != FB_OK) fb_json_discard(f); /* no half trace left behind */
+  return st != FB_OK ? st : fb_json_close(f, name);
 }
 
 /* Whether any rank of this process kept a traced step's events. */

@@ -292,14 +292,8 @@ static fb_status write_rank(const char *dir, const fb_run_result *r, const fb_ra
     fb_pkl_close(&s.pk);
     fb_pkl_end(&s.pk);
   }
-  fb_status cst = fb_json_close(f, name);
-  if (st == FB_OK) {
-    st = cst;
-  } else if (cst == FB_OK) { /* a half-written snapshot must not stay behind */
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    remove(path);
-  }
+  if (st == FB_OK) st = fb_json_close(f, name);
+  else fb_json_discard(f); /* a half-written snapshot must not stay behind */
 out:
   fb_cca_destroy(s.cca);
   free(s.keys);

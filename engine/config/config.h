@@ -24,8 +24,8 @@ typedef struct fb_run_config {
   /* what */
   char model[256];       /* name in models/ or a path to a YAML file */
   fb_model_spec spec;    /* loaded from `model` */
-  char strategy[32];     /* a name in the strategy registry (strategies/registry.c) */
-  char backend[16];      /* auto | cpu | cuda | sim */
+  char strategy[32];     /* a name in the strategy registry (--list-strategies) */
+  char backend[16];      /* auto, or a name in the device registry (--list-backends) */
   char comm[16];         /* auto | local | mpi | nccl | sim */
   char hardware[256];    /* profile name in models/hardware/ or a path ("" = backend default) */
   int world;             /* ranks (local/sim); mpi/nccl take it from the launcher */

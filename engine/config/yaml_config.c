@@ -30,8 +30,16 @@ static fb_status apply_key(void *ctx, const char *path, int line, const char *ke
   return fb_config_set((fb_run_config *)ctx, key, value, origin);
 }
 
+/* Only an option that is itself a list (--trace-steps WAIT,WARMUP,ACTIVE) may be written as a
+ * YAML list; any other key given a list or a mapping is refused, naming it. */
+static bool takes_list(const char *key) {
+  const fb_option *o = fb_config_option(key);
+  return o && o->kind == FB_OPT_TRACE_STEPS;
+}
+
 fb_status fb_config_load_yaml(fb_run_config *c, const char *path) {
-  return fb_yaml_read_flat(path, "--config", apply_key, c);
+  const fb_yaml_shape shape = {.flag = "--config", .takes_list = takes_list, .visit = apply_key};
+  return fb_yaml_read(path, &shape, c);
 }
 
 /* Double-quoted YAML string: backslash and quote escaped, control bytes as \xNN. */

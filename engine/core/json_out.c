@@ -11,6 +11,8 @@
 #include <pthread.h>
 #include <sys/stat.h>
 
+#include "files.h"
+
 void fb_json_str(FILE *f, const char *s) {
   fputc('"', f);
   for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
@@ -67,52 +69,61 @@ fb_status fb_mkdir_p(const char *dir) {
   return FB_OK;
 }
 
-/* Outputs are written under a temporary name and renamed into place on a clean close, so a
- * full disk never leaves a truncated file where a tool would read it. */
-typedef struct pending {
-  FILE *f;
-  char tmp[4096], path[4096];
-} pending;
+/* Outputs are written under a temporary name and renamed into place on a clean close
+ * (files.h), so a full disk never leaves a truncated file where a tool would read it, and a
+ * destination that is not a regular file is refused, never replaced. The FILE is what callers
+ * hold; the table finds its fb_out_file again on close. */
 enum { NPENDING = 64 };
-static pending open_files[NPENDING];
+static fb_out_file open_files[NPENDING];
 static pthread_mutex_t open_mu = PTHREAD_MUTEX_INITIALIZER;
 
 fb_status fb_json_open(const char *dir, const char *name, FILE **out) {
-  char path[4096], tmp[4096];
+  char path[4096];
   int len = snprintf(path, sizeof path, "%s/%s", dir, name);
-  int tl = snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
-  if (len < 0 || (size_t)len >= sizeof path || tl < 0 || (size_t)tl >= sizeof tmp)
+  if (len < 0 || (size_t)len >= sizeof path)
     return FB_ERR(FB_EUSAGE, "--out: path too long: '%s/%s'", dir, name);
+  fb_out_file o;
+  FB_TRY(fb_out_open(&o, path, "--out"));
   pthread_mutex_lock(&open_mu);
-  pending *slot = NULL;
+  fb_out_file *slot = NULL;
   for (int i = 0; i < NPENDING && !slot; i++)
     if (!open_files[i].f) slot = &open_files[i];
-  FILE *f = slot ? fopen(tmp, "w") : NULL;
-  if (f) {
-    slot->f = f;
-    snprintf(slot->tmp, sizeof slot->tmp, "%s", tmp);
-    snprintf(slot->path, sizeof slot->path, "%s", path);
-  }
+  if (slot) *slot = o;
   pthread_mutex_unlock(&open_mu);
-  if (!f) return FB_ERR(FB_EIO, "cannot write '%s': %s", tmp, slot ? strerror(errno) : "too many open outputs");
-  setvbuf(f, NULL, _IOFBF, 1 << 20);
-  *out = f;
+  if (!slot) {
+    fb_out_discard(&o);
+    return FB_ERR(FB_EIO, "cannot write '%s': too many open outputs", path);
+  }
+  setvbuf(o.f, NULL, _IOFBF, 1 << 20);
+  *out = o.f;
   return FB_OK;
 }
 
-fb_status fb_json_close(FILE *f, const char *what) {
-  pending p = {0};
+/* Takes f's entry out of the table (o->f stays NULL when f was not opened here). */
+static void take(FILE *f, fb_out_file *o) {
+  memset(o, 0, sizeof *o);
   pthread_mutex_lock(&open_mu);
   for (int i = 0; i < NPENDING; i++)
     if (open_files[i].f == f) {
-      p = open_files[i];
+      *o = open_files[i];
       open_files[i].f = NULL;
     }
   pthread_mutex_unlock(&open_mu);
-  int bad = ferror(f) || fflush(f) != 0 || fsync(fileno(f)) != 0;
-  if (fclose(f) != 0) bad = 1;
-  if (!bad && p.f && rename(p.tmp, p.path) != 0) bad = 1;
-  if (bad && p.f) unlink(p.tmp);
-  if (bad) return FB_ERR(FB_EIO, "write error on '%s' (disk full?): nothing was written there", what);
-  return FB_OK;
+}
+
+void fb_json_discard(FILE *f) {
+  fb_out_file o;
+  take(f, &o);
+  if (o.f) fb_out_discard(&o);
+  else fclose(f);
+}
+
+fb_status fb_json_close(FILE *f, const char *what) {
+  fb_out_file o;
+  take(f, &o);
+  if (!o.f) { /* not opened by fb_json_open: close it as it is */
+    int bad = ferror(f) || fclose(f) != 0;
+    return bad ? FB_ERR(FB_EIO, "write error on '%s' (disk full?)", what) : FB_OK;
+  }
+  return fb_out_commit(&o);
 }

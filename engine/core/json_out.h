@@ -18,9 +18,15 @@ void fb_json_int(FILE *f, int64_t x);
 
 /* Creates dir and its parents (like mkdir -p). FB_EIO naming the path on failure. */
 fb_status fb_mkdir_p(const char *dir);
-/* Opens dir/name for writing with a 1 MiB buffer. FB_EIO naming the path on failure. */
+/* Opens dir/name for writing with a 1 MiB buffer, through a temporary beside it (files.h):
+ * FB_EUSAGE when dir/name exists and is not a regular file, FB_EIO naming the path on other
+ * failures. */
 fb_status fb_json_open(const char *dir, const char *name, FILE **out);
-/* Flushes and closes; FB_EIO naming the file when a write failed. */
+/* Flushes, closes and renames the file into place; FB_EIO naming the file when a write failed
+ * (then nothing is written there). FB_EUSAGE when the destination became something other
+ * than a regular file meanwhile. */
 fb_status fb_json_close(FILE *f, const char *what);
+/* Closes without writing anything at dir/name (a failed writer's half file is dropped). */
+void fb_json_discard(FILE *f);
 
 #endif

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static _Thread_local char err_msg[512];
+static _Thread_local char err_msg[1024];
 static _Thread_local char err_where[128];
 
 fb_status fb_error_set(fb_status st, const char *file, int line, const char *fmt, ...) {

@@ -1,5 +1,5 @@
 /* Reader for the YAML shapes this project uses: a single flat mapping of scalar keys to
- * scalar values (or a short list of scalars), where the caller may allow a one-level mapping
+ * scalar values (or, for the keys the shape names, a short list of scalars), where the caller may allow a one-level mapping
  * of scalars as a value (hardware profiles' kernel_gbs). Built on libyaml's event parser (the
  * only libyaml API the project uses), it streams: nothing deeper than that shape is ever
  * built, and a file over FB_YAML_MAX_BYTES is refused unread. Every problem is FB_EUSAGE
@@ -112,7 +112,7 @@ static fb_status read_entries(yaml_parser_t *p, const char *path, const fb_yaml_
 }
 
 /* Reads a value after a key: a scalar, a sequence of scalars joined with ',' (where
- * shape->lists), or a one-level mapping handed entry by entry to shape->entry (where set). */
+ * shape->takes_list(key)), or a one-level mapping handed entry by entry to shape->entry (where set). */
 static fb_status read_value(yaml_parser_t *p, const char *path, const fb_yaml_shape *shape,
                             void *ctx, const char *key, char *val, size_t n, bool *is_map) {
   yaml_event_t ev;
@@ -123,7 +123,7 @@ static fb_status read_value(yaml_parser_t *p, const char *path, const fb_yaml_sh
   switch (ev.type) {
   case YAML_SCALAR_EVENT: st = copy_scalar(&ev, path, key, val, n); break;
   case YAML_SEQUENCE_START_EVENT: {
-    if (!shape->lists) {
+    if (!shape->takes_list || !shape->takes_list(key)) {
       st = FB_ERR(FB_EUSAGE, "%s:%zu:%zu: %s: a list is not allowed here (want a single value)",
                   path, line, col, key);
       break;
@@ -163,7 +163,7 @@ static fb_status read_value(yaml_parser_t *p, const char *path, const fb_yaml_sh
       st = read_entries(p, path, shape, ctx, key);
       break;
     }
-    st = FB_ERR(FB_EUSAGE, "%s:%zu:%zu: %s: nested mappings are not allowed (want a single value)",
+    st = FB_ERR(FB_EUSAGE, "%s:%zu:%zu: %s: a mapping is not allowed here (want a single value)",
                 path, line, col, key);
     break;
   case YAML_ALIAS_EVENT:
@@ -180,7 +180,7 @@ static fb_status read_value(yaml_parser_t *p, const char *path, const fb_yaml_sh
 
 fb_status fb_yaml_read_flat(const char *path, const char *flag, fb_yaml_visit_fn visit,
                             void *ctx) {
-  const fb_yaml_shape flat = {.flag = flag, .lists = true, .visit = visit};
+  const fb_yaml_shape flat = {.flag = flag, .visit = visit};
   return fb_yaml_read(path, &flat, ctx);
 }
 

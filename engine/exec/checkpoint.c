@@ -82,6 +82,48 @@ static int rm_tree(const char *path) {
   return rmdir(path);
 }
 
+/* ---- the destination ------------------------------------------------------------------- */
+
+/* A save replaces only an older checkpoint of the same step: a real directory (not a symbolic
+ * link) holding a regular manifest.json. Anything else at DIR/step-<N> is the user's. */
+static fb_status check_step_dest(const char *final) {
+  struct stat sb, mb;
+  if (lstat(final, &sb) != 0) {
+    if (errno == ENOENT) return FB_OK;
+    return FB_ERR(FB_EUSAGE, "--ckpt: cannot write '%s': %s", final, strerror(errno));
+  }
+  char manifest[4200];
+  snprintf(manifest, sizeof manifest, "%s/manifest.json", final);
+  if (S_ISDIR(sb.st_mode) && lstat(manifest, &mb) == 0 && S_ISREG(mb.st_mode)) return FB_OK;
+  return FB_ERR(FB_EUSAGE, "--ckpt: '%s' exists and is not a checkpoint (%s); a save replaces "
+                "only an older checkpoint of the same step (remove it or choose another --ckpt)",
+                final, S_ISLNK(sb.st_mode) ? "a symbolic link" : S_ISDIR(sb.st_mode) ?
+                "a directory without a regular manifest.json" : "not a directory");
+}
+
+/* Whether the runner saves after `n` steps of a run over (start, steps]. */
+static bool saves_at(int n, int start, int steps, int save_every) {
+  return n > start && n <= steps && ((save_every > 0 && n % save_every == 0) || n == steps);
+}
+
+fb_status fb_ckpt_check_dir(const char *dir, int start, int steps, int save_every) {
+  DIR *d = opendir(dir);
+  if (!d) return FB_OK; /* created by the save */
+  fb_status st = FB_OK;
+  struct dirent *e;
+  while (st == FB_OK && (e = readdir(d))) {
+    char *end = NULL;
+    if (strncmp(e->d_name, "step-", 5) || e->d_name[5] < '0' || e->d_name[5] > '9') continue;
+    long n = strtol(e->d_name + 5, &end, 10);
+    if (*end || n > steps || !saves_at((int)n, start, steps, save_every)) continue;
+    char final[4200];
+    snprintf(final, sizeof final, "%s/%s", dir, e->d_name);
+    st = check_step_dest(final);
+  }
+  closedir(d);
+  return st;
+}
+
 /* ---- ranks agree ------------------------------------------------------------------------- */
 
 /* True on every rank when `ok` holds on every rank (an all-reduce of failures). */
@@ -213,6 +255,7 @@ fb_status fb_ckpt_save(fb_rank *r, const char *dir, int steps_done) {
   if (ok && r->rank == 0) {
     st = write_manifest(r, tmpdir, steps_done);
     if (st == FB_OK) st = sync_dir(tmpdir);
+    if (st == FB_OK) st = check_step_dest(final);
     if (st == FB_OK) rm_tree(final); /* an older save of the same step is replaced */
     if (st == FB_OK && rename(tmpdir, final))
       st = FB_ERR(FB_EIO, "checkpoint: rename %s: %s", tmpdir, strerror(errno));

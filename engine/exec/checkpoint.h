@@ -22,6 +22,12 @@
  * checkpoints as they were and returns FB_EIO with the reason (the caller may go on). */
 fb_status fb_ckpt_save(fb_rank *r, const char *dir, int steps_done);
 
+/* Before a run that saves into `dir` after steps (start, steps] (every `save_every`, and the
+ * last): each step-<N> already there that it would replace must be an older checkpoint (a
+ * directory with a manifest), else FB_EUSAGE naming it: the user's files are never replaced.
+ * fb_ckpt_save checks again (a signal may save at any step). */
+fb_status fb_ckpt_check_dir(const char *dir, int start, int steps, int save_every);
+
 /* The step directory `path` names: a step-<N> directory with a manifest, or a directory of
  * them (the newest complete one). FB_EUSAGE naming --resume when there is none. */
 fb_status fb_ckpt_resolve(const char *path, const char *flag, char *out, size_t n);

@@ -2,6 +2,7 @@
 #include "data.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,15 +141,13 @@ fb_status fb_data_prepare(const char *in_path, const char *out_path, uint64_t *n
   if (stat(out_path, &so) == 0 && stat(in_path, &si) == 0 && si.st_dev == so.st_dev &&
       si.st_ino == so.st_ino)
     return FB_ERR(FB_EUSAGE, "prepare: the output '%s' is the input file", out_path);
-  /* written under a temporary name, renamed when complete */
-  char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.tmp", out_path);
-  FILE *in = fopen(in_path, "rb"), *out = NULL;
+  FILE *in = fopen(in_path, "rb");
   if (!in) return FB_ERR(FB_EUSAGE, "prepare: cannot open '%s': %s", in_path, strerror(errno));
-  out = fopen(tmp, "wb");
-  if (!out) {
-    st = FB_ERR(FB_EIO, "prepare: cannot create '%s': %s", tmp, strerror(errno));
-    goto done;
+  fb_out_file out; /* written under a temporary name, renamed when complete */
+  st = fb_out_open(&out, out_path, "prepare");
+  if (st != FB_OK) {
+    fclose(in);
+    return st;
   }
   unsigned char hdr[32] = {0};
   memcpy(hdr, MAGIC, 8);
@@ -156,28 +155,25 @@ fb_status fb_data_prepare(const char *in_path, const char *out_path, uint64_t *n
   memcpy(hdr + 8, &version, 4);
   memcpy(hdr + 12, &vocab, 4);
   memcpy(hdr + 24, &width, 4);
-  if (fwrite(hdr, 1, 32, out) != 32) goto io;
+  bool ok = fwrite(hdr, 1, 32, out.f) == 32;
   uint64_t n = 0;
   unsigned char buf[65536];
   uint16_t tok[65536];
   size_t got;
-  while ((got = fread(buf, 1, sizeof buf, in)) > 0) {
+  while (ok && (got = fread(buf, 1, sizeof buf, in)) > 0) {
     for (size_t i = 0; i < got; i++) tok[i] = buf[i];
-    if (fwrite(tok, 2, got, out) != got) goto io;
+    ok = fwrite(tok, 2, got, out.f) == got;
     n += got;
   }
   memcpy(hdr + 16, &n, 8);
-  if (fseek(out, 0, SEEK_SET) || fwrite(hdr, 1, 32, out) != 32) goto io;
-  if (ntokens) *ntokens = n;
-  goto done;
-io:
-  st = FB_ERR(FB_EIO, "prepare: writing '%s' failed: %s", out_path, strerror(errno));
-done:
-  if (out && fclose(out) && st == FB_OK)
-    st = FB_ERR(FB_EIO, "prepare: closing '%s' failed: %s", out_path, strerror(errno));
-  if (out && st == FB_OK && rename(tmp, out_path))
-    st = FB_ERR(FB_EIO, "prepare: cannot rename to '%s': %s", out_path, strerror(errno));
-  if (out && st != FB_OK) unlink(tmp);
+  ok = ok && !ferror(in) && fseek(out.f, 0, SEEK_SET) == 0 && fwrite(hdr, 1, 32, out.f) == 32;
   fclose(in);
-  return st;
+  if (!ok) {
+    st = FB_ERR(FB_EIO, "prepare: writing '%s' failed: %s", out_path, strerror(errno));
+    fb_out_discard(&out);
+    return st;
+  }
+  FB_TRY(fb_out_commit(&out));
+  if (ntokens) *ntokens = n;
+  return FB_OK;
 }

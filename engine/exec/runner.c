@@ -517,6 +517,7 @@ static fb_status resolve_checkpoints(const fb_run_config *c, const fb_device_ent
     if ((mkdir(c->ckpt, 0755) != 0 && errno != EEXIST) || stat(c->ckpt, &sb) != 0 ||
         !S_ISDIR(sb.st_mode) || access(c->ckpt, W_OK))
       return FB_ERR(FB_EUSAGE, "--ckpt: '%s' is not a writable directory", c->ckpt);
+    FB_TRY(fb_ckpt_check_dir(c->ckpt, sh->start, c->steps, c->save_every));
   }
   return FB_OK;
 }

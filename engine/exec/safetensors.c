@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../core/files.h"
+
 bool fb_is_safetensors(const char *path) {
   size_t n = strlen(path), k = strlen(".safetensors");
   return n > k && !strcmp(path + n - k, ".safetensors");
@@ -83,13 +85,13 @@ fb_status fb_safetensors_write(const char *path, const fb_model *m, float *const
   size_t hl = 0;
   char *h = header(m, note, &hl);
   if (!h) return FB_ERR(FB_ENOMEM, "export: out of host memory");
-  char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "wb");
-  if (!f) {
+  fb_out_file out; /* written under a temporary name, renamed when complete */
+  fb_status st = fb_out_open(&out, path, "export");
+  if (st != FB_OK) {
     free(h);
-    return FB_ERR(FB_EIO, "export: cannot create %s: %s", tmp, strerror(errno));
+    return st;
   }
+  FILE *f = out.f;
   uint64_t len = hl;
   bool ok = fwrite(&len, 8, 1, f) == 1 && fwrite(h, 1, hl, f) == hl;
   free(h);
@@ -103,13 +105,12 @@ fb_status fb_safetensors_write(const char *path, const fb_model *m, float *const
     ok = fwrite(buf, 4, (size_t)p->numel, f) == (size_t)p->numel;
   }
   free(buf);
-  ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-  if (fclose(f)) ok = false;
-  if (!ok || rename(tmp, path)) {
-    int e = errno;
-    unlink(tmp);
-    return FB_ERR(FB_EIO, "export: writing %s: %s", path, strerror(e));
+  if (!ok) {
+    st = FB_ERR(FB_EIO, "export: writing %s: %s", path, strerror(errno));
+    fb_out_discard(&out);
+    return st;
   }
+  FB_TRY(fb_out_commit(&out));
   return FB_OK;
 }
 
