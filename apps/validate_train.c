@@ -43,6 +43,7 @@ typedef struct train_plan {
   const char *strategy, *param_dtype, *reduce_dtype, *recompute, *framework, *attention;
   bool no_reshard, hsdp_mesh, float8, tune_ac, tune_mb;
   int recompute_layers; /* 0 = all */
+  int recompute_passes; /* 1; 2 = nested checkpoint wrappers */
   int world, shard;     /* shard: hsdp's shard group (ranks per node) */
   char assumed[200];
 } train_plan;
@@ -154,6 +155,14 @@ static bool plan_recompute(const train_in *t, train_plan *p, ds_result *o) {
   if (ds_has(ac, "every n-th block")) return every_nth_block(t, p, o);
   if (!*ac || ds_has(ac, "not stated")) return p->tune_ac = true, true;
   if (!strcasecmp(ac, "none")) return p->recompute = "off", true;
+  /* FSDP's checkpoint_wrapper around each decoder layer and HF's gradient checkpointing inside
+   * it: nested wrappers, each of which reruns the layer's forward in backward */
+  if (!strncasecmp(ac, "full", 4) && ds_has(ac, "checkpoint_wrapper") &&
+      ds_has(ac, "gradient_checkpointing")) {
+    assume(p, "two nested checkpoint wrappers: the forward reruns twice (--recompute-passes 2)");
+    p->recompute_passes = 2;
+    return p->recompute = "full", true;
+  }
   if (!strncasecmp(ac, "full", 4) || !strncasecmp(ac, "enabled", 7))
     return p->recompute = "full", true;
   if (ds_has(ac, "op-level")) return p->recompute = "op", true;
@@ -174,14 +183,17 @@ typedef struct fw_rule {
   const char *attention; /* the profile's `attention_kernel`, NULL = keep (flash2) */
 } fw_rule;
 
-/* Every matching rule applies, in order (a later one may override). llm-foundry's benchmark
- * launcher runs attn_impl=triton by default (SOURCES.md); "no compile" comes after
- * "torch.compile" only in texts that say both ("eager/no compile" says neither). */
+/* Every matching rule applies, in order (a later one overrides). llm-foundry's benchmark
+ * launcher runs attn_impl=triton by default (SOURCES.md); fms-fsdp and HF transformers write
+ * RMSNorm out in Python (eager-hf: its chain of kernels); torch.compile fuses all of it;
+ * TinyLlama's flash-attn kernels fuse norm, rotary and loss by hand. */
 static const fw_rule fw_rules[] = {
     {.has = "llm-foundry", .attention = "triton"},
+    {.has = "fms-fsdp", .framework = "eager-hf"},
+    {.has = "HF transformers", .framework = "eager-hf"},
+    {.has = "HF Accelerate", .framework = "eager-hf"},
     {.has = "torch.compile", .framework = "compile"},
     {.has = "fused RMSNorm", .framework = "fused"},
-    {.has = "no compile", .framework = "eager"},
 };
 
 static void plan_framework(const train_in *t, train_plan *p) {
@@ -285,6 +297,8 @@ static bool configure(const train_in *t, const train_plan *p, const char *model,
     if (!set(c, kv[i][0], kv[i][1], o)) return false;
   if (p->no_reshard && !set(c, "reshard-after-forward", "false", o)) return false;
   if (p->recompute_layers && !set_int(c, "recompute-layers", p->recompute_layers, o))
+    return false;
+  if (p->recompute_passes > 1 && !set_int(c, "recompute-passes", p->recompute_passes, o))
     return false;
   if (p->hsdp_mesh) {
     char mesh[32];

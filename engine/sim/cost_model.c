@@ -279,9 +279,11 @@ static double gemm_seconds(const fb_hardware *hw, const fb_op_cost *c, int world
  * count that kernel's bytes. Eager PyTorch runs the reference implementations as chains of
  * kernels, each reading and writing the whole tensor (bf16 activations, fp32 where the code
  * upcasts); the factor is the chain's bytes per element over the fused kernel's:
- *  - rmsnorm: HF LlamaRMSNorm / fms-fsdp's LayerNormParameterized: to(fp32) 2+4, pow 4+4,
- *    mean 4, x*rsqrt 4+4, to(bf16) 4+2, *weight 2+2 = 36 bytes against 4: 9 (the backward
- *    replays the chain through autograd: 9 as well);
+ *  - rmsnorm (framework eager-hf only): HF LlamaRMSNorm / fms-fsdp's LayerNormParameterized /
+ *    torch < 2.8's nn.RMSNorm: to(fp32) 2+4, pow 4+4, mean 4, x*rsqrt 4+4, to(bf16) 4+2,
+ *    *weight 2+2 = 36 bytes against 4: 9 (the backward replays the chain through autograd: 9
+ *    as well); pytorch PR #153666 measured its fused kernel (aten._fused_rms_norm, nn.RMSNorm
+ *    since torch 2.8) ~9x faster than that chain;
  *  - rope: HF apply_rotary_pos_emb: rotate_half's neg 2 and cat 4, q*cos 4, rot*sin 4, add 6 =
  *    20 against 4: 5;
  *  - swiglu: F.silu(a) * b: silu 4, mul 6 = 10 against 6: 1.67 (backward 18 against 10: 1.8);
@@ -293,17 +295,19 @@ static double gemm_seconds(const fb_hardware *hw, const fb_op_cost *c, int world
 typedef struct eager_chain {
   const char *name;
   double factor;
+  bool hf_only; /* a chain only where the norm is written out (framework eager-hf) */
 } eager_chain;
 
 static const eager_chain eager_chains[] = {
-    {"rmsnorm_fwd", 9.0},  {"rmsnorm_bwd", 9.0},  {"rope_fwd", 5.0},
-    {"rope_bwd", 5.0},     {"swiglu_fwd", 1.67},  {"swiglu_bwd", 1.8},
-    {"softmax_xent", 5.3},
+    {"rmsnorm_fwd", 9.0, true}, {"rmsnorm_bwd", 9.0, true}, {"rope_fwd", 5.0, false},
+    {"rope_bwd", 5.0, false},   {"swiglu_fwd", 1.67, false}, {"swiglu_bwd", 1.8, false},
+    {"softmax_xent", 5.3, false},
 };
 
-static double eager_chain_factor(const char *name) {
+static double eager_chain_factor(const char *name, bool hf) {
   for (size_t i = 0; name && i < sizeof eager_chains / sizeof eager_chains[0]; i++)
-    if (!strcmp(eager_chains[i].name, name)) return eager_chains[i].factor;
+    if (!strcmp(eager_chains[i].name, name))
+      return !eager_chains[i].hf_only || hf ? eager_chains[i].factor : 1.0;
   return 1.0;
 }
 
@@ -316,7 +320,9 @@ static double framework_factor(const fb_hardware *hw, const fb_op_cost *c) {
   bool raw = c->name && (!strncmp(c->name, "memset", 6) || !strncmp(c->name, "copy_", 5));
   if (c->kind != FB_OP_MEM || raw || !(hw->eager_mem_factor > 0)) return 1.0;
   switch (hw->framework) {
-  case FB_FW_EAGER: return eager_chain_factor(c->name) * hw->eager_mem_factor;
+  case FB_FW_EAGER:
+  case FB_FW_EAGER_HF:
+    return eager_chain_factor(c->name, hw->framework == FB_FW_EAGER_HF) * hw->eager_mem_factor;
   case FB_FW_FUSED: return hw->eager_mem_factor;
   default: return 1.0;
   }

@@ -36,7 +36,7 @@ static const char *const collectives_names[] = {"ring_tree", "shared_memory", "n
 static const char *const arch_names[] = {"none", "ampere", "hopper", NULL};
 static const char *const vendor_names[] = {"intel", "amd", NULL};
 static const char *const attn_kernel_names[] = {"flash2", "flash1", "triton", "cudnn", NULL};
-static const char *const framework_names[] = {"eager", "fused", "compile", NULL};
+static const char *const framework_names[] = {"eager", "eager-hf", "fused", "compile", NULL};
 
 #define OFF(f) offsetof(fb_hardware, f)
 static const hw_key hw_keys[] = {
@@ -113,8 +113,9 @@ static const hw_key hw_keys[] = {
      .doc = "block linears in torchao float8 (tensorwise scales, float8 all-gather)"},
     {.key = "framework", .type = HW_ENUM, .off = OFF(framework), .names = framework_names,
      .optional = true,
-     .doc = "eager: eager PyTorch's kernel chains; fused: hand-fused norm/rotary/loss kernels; "
-            "compile: torch.compile's generated kernels"},
+     .doc = "eager: eager PyTorch's kernel chains (a fused RMSNorm); eager-hf: RMSNorm's chain "
+            "too (HF, fms-fsdp); fused: hand-fused norm/rotary/loss kernels; compile: "
+            "torch.compile's generated kernels"},
     {.key = "peak_tflops_tf32", .type = HW_REAL, .off = OFF(peak_tf32), .scale = 1e12, .lo = 0,
      .hi = INFINITY, .optional = true, .doc = "dense TF32 tensor-core peak, TFLOP/s"},
     {.key = "tf32", .type = HW_BOOL, .off = OFF(tf32), .optional = true,

@@ -43,7 +43,10 @@ typedef enum fb_attention_kernel {
 
 /* The framework whose step a GPU profile prices (the `framework` key). */
 typedef enum fb_framework {
-  FB_FW_EAGER = 0, /* eager PyTorch: the reference implementations' kernel chains */
+  FB_FW_EAGER = 0, /* eager PyTorch (torch >= 2.8: nn.RMSNorm one fused kernel; RoPE, SwiGLU
+                      and the loss as the reference code's chains of kernels) */
+  FB_FW_EAGER_HF,  /* eager, with RMSNorm written out in Python too (HF's LlamaRMSNorm,
+                      fms-fsdp's norm, torch < 2.8's nn.RMSNorm): its chain as well */
   FB_FW_FUSED,     /* eager, with hand-fused norm / rotary / SwiGLU / loss kernels */
   FB_FW_COMPILE,   /* torch.compile (TorchInductor): fused elementwise and norm kernels */
 } fb_framework;
