@@ -224,8 +224,9 @@ int fb_validate_dataset_main(int argc, char **argv) {
     fprintf(stderr, "fsdpbench validate: error: out of memory or no temporary directory\n");
     return 1;
   }
-  printf("# fsdpbench validate --dataset %s: %s, %d rows; every predicted figure comes from the "
-         "profiles in models/hardware/ as they are\n", file, kind->what, t.nrows - 1);
+  printf("# fsdpbench validate --dataset %s: %s, %d rows; every predicted figure comes from %s%s "
+         "%s\n", file, kind->what, t.nrows - 1, hw ? "the profile " : "the profiles in ",
+         hw ? hw : "models/hardware/", hw ? "as it is" : "as they are");
   for (int r = 1; r < t.nrows && st == FB_OK; r++) {
     ds_result *o = &x.res[x.n++];
     o->row = r;
