@@ -90,7 +90,7 @@ static double rank_kernel_bw(const fb_hardware *hw, const rank_figures *f, const
  *    partial tiles' fix-up costs the factor gemm_stream_k.
  * Below gemm_small_grid_tiles large tiles (a small output), cuBLAS runs one wave of large tiles
  * and splits nothing (1024^3 and 768x768x8192 on the lent H100 at 92 and 115 TFLOP/s: one such
- * wave predicts 85 and 89; docs/simulator.md). */
+ * wave predicts 87 and 95; docs/simulator.md). */
 typedef struct tile_variant {
   int div_m, div_n;
   double eff;
