@@ -70,6 +70,9 @@ static fb_status open_device(fb_devcal *c) {
   const char *be = c->o->backend;
   const fb_device_entry *e = fb_device_entry_lookup(be);
   char names[256], why[512] = "";
+  if (!e && !strcmp(be, "cuda"))
+    return FB_ERR(FB_EUNSUPPORTED, "--backend cuda: not available: this build has no CUDA "
+                  "(build where nvcc is found: cmake -DFSDPB_CUDA=ON)");
   if (!e || !strcmp(be, "sim")) {
     fb_device_names(names, sizeof names);
     return FB_ERR(FB_EUSAGE, "--backend: '%s' is not allowed (a device that runs the kernels: "

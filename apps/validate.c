@@ -173,9 +173,24 @@ static int usage(void) {
   return 0;
 }
 
+/* --backend cuda in a build without CUDA: say so, as where the driver is missing (the option
+ * parser only knows the backends this build has). */
+static bool cuda_not_built(int argc, char **argv) {
+  if (fb_device_entry_lookup("cuda")) return false;
+  for (int i = 1; i < argc; i++)
+    if ((!strcmp(argv[i], "--backend") && i + 1 < argc && !strcmp(argv[i + 1], "cuda")) ||
+        !strcmp(argv[i], "--backend=cuda")) {
+      fprintf(stderr, "fsdpbench validate: error: --backend cuda: not available: this build has "
+                      "no CUDA (build where nvcc is found: cmake -DFSDPB_CUDA=ON)\n");
+      return true;
+    }
+  return false;
+}
+
 int fb_validate_main(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (!strncmp(argv[i], "--dataset", 9)) return fb_validate_dataset_main(argc, argv);
+  if (cuda_not_built(argc, argv)) return 2;
   fb_run_config c, cm, cp;
   fb_cli_action action = FB_CLI_RUN;
   fb_config_defaults(&c);
