@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "../engine/core/status.h"
 #include "../engine/sim/hardware.h"
@@ -135,6 +136,9 @@ double fb_calib_spread(const double *v, int n);
  * measuring. */
 fb_status fb_calib_write_profile(const char *path, const fb_hardware *hw, const char *comment,
                                  bool force);
+/* The same for any file: write(f, arg) fills the temporary; a failure leaves nothing. */
+typedef fb_status (*fb_calib_writer)(FILE *f, void *arg);
+fb_status fb_calib_write_file(const char *path, fb_calib_writer write, void *arg, bool force);
 /* FB_EUSAGE with the "exists" message when `path` exists and !force (checked before measuring). */
 fb_status fb_calib_check_out(const char *path, bool force);
 
@@ -149,11 +153,42 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out, fb_
 fb_status fb_calibrate_in_step(fb_hardware *hw, int threads, bool quick, bool quiet,
                                fb_calib_diag *diag);
 
+/* ---- a GPU (calibrate_device.c) ---- */
+
+/* `calibrate --backend B`: a device that runs the executor's kernels (cuda; cpu-opaque, its
+ * stand-in in tests) measured into a profile that extends a base one. */
+typedef struct fb_calib_dev_opts {
+  char backend[32];
+  char out[1024];   /* --out FILE (required) */
+  char base[1024];  /* --base PROFILE: the figures not measured ("": by the device's name) */
+  char rows[1024];  /* --attention-rows FILE: this program's attention kernels, attention.csv
+                       rows with impl "fsdpbench" ("": not written) */
+  bool force, quick;
+} fb_calib_dev_opts;
+/* Returns the exit code: 0 written; 1 the device is not available here (one line) or a
+ * measurement failed; 2 bad usage or an existing --out without --force. */
+int fb_calibrate_device_main(const fb_calib_dev_opts *o);
+
+/* A figure fitted by fb_calib_fit_figures: a field of the profile and its range. */
+typedef struct fb_calib_param {
+  const char *key;  /* the profile key, for the table */
+  double *v;        /* the field (SI units) */
+  double lo, hi;
+} fb_calib_param;
+/* Coordinate search in log space (multiplicative steps, halved when none helps) over params,
+ * minimising the RMS of log(model(i) / measured[i]) over n points; model reads the profile
+ * the params point into. Returns that RMS. */
+typedef double (*fb_calib_model_fn)(void *ctx, int i);
+double fb_calib_fit_figures(fb_calib_param *params, int np, const double *measured, int n,
+                            fb_calib_model_fn model, void *ctx);
+
 /* rate(s) = peak * E * s / (s + h) fitted to n points (least squares on log rate); E <= 1,
  * h on a grid [1, FB_CALIB_GEMM_H_MAX]. Returns the fit's relative RMS residual
  * sqrt(mean((model / rate - 1)^2)). */
 #define FB_CALIB_GEMM_H_MAX 65536.0
 double fb_calibrate_fit_gemm(const double *s, const double *rate, int n, double peak, double *E,
                              double *h);
+/* x rounded to 4 significant digits (0 stays 0): what a measured figure is written with. */
+double fb_calib_sig4(double x);
 
 #endif

@@ -184,114 +184,114 @@ static void check_split(rejects *R, const fb_hardware *hw, const fb_calib_diag *
   check_kernels(R, "split_kernel_gbs", hw->split_kernels, hw->nsplit_kernels, triad);
 }
 
-int fb_calibrate_check_fit(const fb_hardware *hw, const fb_calib_diag *d, bool compute,
-                           fb_calib_reject *rej, int max) {
-  rejects R = {rej, max, 0};
+/* peak: positive, under the nominal ceiling, and a ceiling no GEMM beats */
+static void check_peak(rejects *R, const fb_hardware *hw, const fb_calib_diag *d) {
   char v[32], a[96];
-  /* the triad bandwidth is the reference of the memory checks, once it is plausible itself
-   * (an implausible one is one rejection, not one per kernel) */
-  const bool triad_ok = known(d->triad) && d->triad >= 1e8 && d->triad <= 1e13;
-  const double triad = triad_ok ? d->triad : NAN;
-
-  if (compute) {
-    /* peak: positive, under the nominal ceiling, and a ceiling no GEMM beats */
-    const double peak = hw->peak_fp32;
-    if (!pos(peak))
-      reject(&R, "peak_tflops_fp32", num(v, peak * 1e-12), "> 0", "not a positive rate");
-    else if (pos(d->nominal_peak) && peak > d->nominal_peak) {
-      snprintf(a, sizeof a, "<= %.4g (nominal ceiling)", d->nominal_peak * 1e-12);
-      reject(&R, "peak_tflops_fp32", num(v, peak * 1e-12), a,
-             "above online CPUs x clock x SIMD FLOP/cycle: the timer or the loop is broken");
-    }
-    if (pos(d->fma_peak) && pos(d->best_gemm) &&
-        d->best_gemm > d->fma_peak * FB_CALIB_CEILING_TOL) {
-      snprintf(a, sizeof a, "GEMM <= %.2f x FMA peak", FB_CALIB_CEILING_TOL);
-      reject(&R, "peak_tflops_fp32", num(v, d->fma_peak * 1e-12), a,
-             "a GEMM reached %.4g TFLOP/s, %.2f x the FMA loop's ceiling: the FMA loop was "
-             "descheduled", d->best_gemm * 1e-12, d->best_gemm / d->fma_peak);
-    }
-    if (pos(peak) && known(d->best_gemm) && d->best_gemm < FB_CALIB_MIN_FRACTION * peak) {
-      snprintf(a, sizeof a, ">= %.0f %% of the peak", 100 * FB_CALIB_MIN_FRACTION);
-      reject(&R, "gemm_max_efficiency", num(v, d->best_gemm / peak), a,
-             "the fastest GEMM ran at %.4g %% of the FMA peak", 100 * d->best_gemm / peak);
-    }
-
-    /* the GEMM curve: efficiency in (0, 1), not at the fit's cap, a large GEMM above 1 % of
-     * the peak, the half size inside its grid, residuals */
-    const double E = hw->gemm_max_eff, h = hw->gemm_half_size;
-    snprintf(a, sizeof a, "(%.2f, 1) (1 is the fit's cap)", FB_CALIB_MIN_FRACTION);
-    if (!(E > 0 && E <= 1))
-      reject(&R, "gemm_max_efficiency", num(v, E), a, "an efficiency outside (0, 1]");
-    else if (E >= 1)
-      reject(&R, "gemm_max_efficiency", num(v, E), a,
-             "at the fit's clamp bound: the GEMMs beat peak x s / (s + h), so the peak was "
-             "measured low");
-    else if (E * 1024 / (1024 + h) < FB_CALIB_MIN_FRACTION)
-      reject(&R, "gemm_max_efficiency", num(v, E), a,
-             "a 1024^3 GEMM on this curve runs at %.3g %% of the peak", 100 * E * 1024 / (1024 + h));
-    if (!(h >= 1) || h >= FB_CALIB_GEMM_H_MAX / 1.05) {
-      snprintf(a, sizeof a, "[1, %.0f) (the fit's grid)", FB_CALIB_GEMM_H_MAX / 1.05);
-      reject(&R, "gemm_half_size", num(v, h), a,
-             "at the fit's clamp bound: the curve never reaches its plateau");
-    }
-    check_rms(&R, "gemm_max_efficiency", E, d->gemm_rms, "the in-step GEMM curve");
-    check_rms(&R, "GEMM curve of the micro-benchmarks", NAN, d->micro_gemm_rms,
-              "the GEMM curve over the micro-benchmark shapes");
-
-    /* attention: an efficiency of a GEMM of its size, (0, 1] before the cap */
-    const double att = known(d->attn_raw) ? d->attn_raw : hw->attn_eff;
-    snprintf(a, sizeof a, "[%.2f, 1] of a GEMM of its size", FB_CALIB_MIN_FRACTION);
-    if (!(att >= FB_CALIB_MIN_FRACTION && att <= 1))
-      reject(&R, "attention_efficiency", num(v, att), a,
-             att > 1 ? "attention ran faster than a GEMM of its size: the GEMM curve is wrong"
-                     : "an efficiency outside (0, 1] or a stalled kernel");
-
-    /* memory: triad positive; the add kernel against it */
-    if (known(d->triad) && !triad_ok)
-      reject(&R, "mem_bw_gbs", num(v, d->triad * 1e-9), "[0.1, 10000] GB/s",
-             "STREAM triad outside any memory system");
-    if (pos(triad) && known(d->add_bw)) {
-      double ratio = d->add_bw / triad;
-      /* arrays the last-level cache holds stream at its bandwidth: a cache bound then */
-      const bool cached =
-          known(d->llc_bytes) && known(d->add_bytes) && d->add_bytes <= d->llc_bytes;
-      const double hi = cached ? FB_CALIB_MAX_CACHE_OVER_TRIAD : FB_CALIB_MAX_ADD_OVER_TRIAD;
-      snprintf(a, sizeof a, "[%.2f, %.1f] x triad%s", FB_CALIB_MIN_FRACTION, hi,
-               cached ? " (its arrays fit the last-level cache)" : "");
-      if (!(ratio >= FB_CALIB_MIN_FRACTION && ratio <= hi))
-        reject(&R, "mem_efficiency", num(v, ratio), a,
-               "the add kernel streamed %.4g GB/s against a triad of %.4g GB/s: one of them "
-               "ran in cache or was disturbed", d->add_bw * 1e-9, triad * 1e-9);
-    } else if (!known(d->add_bw) && !(hw->mem_eff > 0 && hw->mem_eff <= 1))
-      reject(&R, "mem_efficiency", num(v, hw->mem_eff), "(0, 1]", "an efficiency outside (0, 1]");
-
-    /* launch overhead */
-    if (!(hw->launch_s > 0 && hw->launch_s <= FB_CALIB_MAX_LAUNCH_S)) {
-      snprintf(a, sizeof a, "(0, %.0f] us", FB_CALIB_MAX_LAUNCH_S * 1e6);
-      reject(&R, "launch_us", num(v, hw->launch_s * 1e6), a,
-             hw->launch_s > 0 ? "a 16-element kernel took longer than a context switch"
-                              : "a zero or negative overhead");
-    }
-
-    /* overlap slowdown before its clamp to [1, 100] */
-    const double ov = known(d->overlap_raw) ? d->overlap_raw : hw->overlap_slowdown;
-    if (!(ov >= 1 / FB_CALIB_CEILING_TOL && ov < 100))
-      reject(&R, "overlap_slowdown", num(v, ov), "[0.95, 100) (100 is the clamp)",
-             ov < 1 ? "a GEMM ran faster beside a memory-streaming thread than alone"
-                    : "at the clamp bound: the GEMM beside the memory stream stalled");
-
-    /* per-kernel rates: steady step to step, within [1 %, 16 x] of the triad bandwidth */
-    check_rms(&R, "kernel_gbs", NAN, d->kernel_rms,
-              "the in-step kernel table (each kernel's time step by step)");
-    check_kernels(&R, "kernel_gbs", hw->kernels, hw->nkernels, triad);
-    if (hw->split_ranks > 1) check_split(&R, hw, d, triad);
+  const double peak = hw->peak_fp32;
+  if (!pos(peak))
+    reject(R, "peak_tflops_fp32", num(v, peak * 1e-12), "> 0", "not a positive rate");
+  else if (pos(d->nominal_peak) && peak > d->nominal_peak) {
+    snprintf(a, sizeof a, "<= %.4g (nominal ceiling)", d->nominal_peak * 1e-12);
+    reject(R, "peak_tflops_fp32", num(v, peak * 1e-12), a,
+           "above online CPUs x clock x SIMD FLOP/cycle: the timer or the loop is broken");
   }
+  if (pos(d->fma_peak) && pos(d->best_gemm) && d->best_gemm > d->fma_peak * FB_CALIB_CEILING_TOL) {
+    snprintf(a, sizeof a, "GEMM <= %.2f x FMA peak", FB_CALIB_CEILING_TOL);
+    reject(R, "peak_tflops_fp32", num(v, d->fma_peak * 1e-12), a,
+           "a GEMM reached %.4g TFLOP/s, %.2f x the FMA loop's ceiling: the FMA loop was "
+           "descheduled", d->best_gemm * 1e-12, d->best_gemm / d->fma_peak);
+  }
+  if (pos(peak) && known(d->best_gemm) && d->best_gemm < FB_CALIB_MIN_FRACTION * peak) {
+    snprintf(a, sizeof a, ">= %.0f %% of the peak", 100 * FB_CALIB_MIN_FRACTION);
+    reject(R, "gemm_max_efficiency", num(v, d->best_gemm / peak), a,
+           "the fastest GEMM ran at %.4g %% of the FMA peak", 100 * d->best_gemm / peak);
+  }
+}
 
-  /* the communicator: positive latency, bandwidth inside the fit's grid and under the cache
-   * limit, the fit's residual */
+/* the GEMM curve: efficiency in (0, 1), not at the fit's cap, a large GEMM above 1 % of the
+ * peak, the half size inside its grid, residuals; attention: an efficiency of a GEMM of its
+ * size, (0, 1] before the cap */
+static void check_gemm_attention(rejects *R, const fb_hardware *hw, const fb_calib_diag *d) {
+  char v[32], a[96];
+  const double E = hw->gemm_max_eff, h = hw->gemm_half_size;
+  snprintf(a, sizeof a, "(%.2f, 1) (1 is the fit's cap)", FB_CALIB_MIN_FRACTION);
+  if (!(E > 0 && E <= 1))
+    reject(R, "gemm_max_efficiency", num(v, E), a, "an efficiency outside (0, 1]");
+  else if (E >= 1)
+    reject(R, "gemm_max_efficiency", num(v, E), a,
+           "at the fit's clamp bound: the GEMMs beat peak x s / (s + h), so the peak was "
+           "measured low");
+  else if (E * 1024 / (1024 + h) < FB_CALIB_MIN_FRACTION)
+    reject(R, "gemm_max_efficiency", num(v, E), a,
+           "a 1024^3 GEMM on this curve runs at %.3g %% of the peak", 100 * E * 1024 / (1024 + h));
+  if (!(h >= 1) || h >= FB_CALIB_GEMM_H_MAX / 1.05) {
+    snprintf(a, sizeof a, "[1, %.0f) (the fit's grid)", FB_CALIB_GEMM_H_MAX / 1.05);
+    reject(R, "gemm_half_size", num(v, h), a,
+           "at the fit's clamp bound: the curve never reaches its plateau");
+  }
+  check_rms(R, "gemm_max_efficiency", E, d->gemm_rms, "the in-step GEMM curve");
+  check_rms(R, "GEMM curve of the micro-benchmarks", NAN, d->micro_gemm_rms,
+            "the GEMM curve over the micro-benchmark shapes");
+  const double att = known(d->attn_raw) ? d->attn_raw : hw->attn_eff;
+  snprintf(a, sizeof a, "[%.2f, 1] of a GEMM of its size", FB_CALIB_MIN_FRACTION);
+  if (!(att >= FB_CALIB_MIN_FRACTION && att <= 1))
+    reject(R, "attention_efficiency", num(v, att), a,
+           att > 1 ? "attention ran faster than a GEMM of its size: the GEMM curve is wrong"
+                   : "an efficiency outside (0, 1] or a stalled kernel");
+}
+
+/* memory: triad positive; the add kernel against it */
+static void check_memory(rejects *R, const fb_hardware *hw, const fb_calib_diag *d,
+                         bool triad_ok, double triad) {
+  char v[32], a[96];
+  if (known(d->triad) && !triad_ok)
+    reject(R, "mem_bw_gbs", num(v, d->triad * 1e-9), "[0.1, 10000] GB/s",
+           "STREAM triad outside any memory system");
+  if (pos(triad) && known(d->add_bw)) {
+    double ratio = d->add_bw / triad;
+    /* arrays the last-level cache holds stream at its bandwidth: a cache bound then */
+    const bool cached =
+        known(d->llc_bytes) && known(d->add_bytes) && d->add_bytes <= d->llc_bytes;
+    const double hi = cached ? FB_CALIB_MAX_CACHE_OVER_TRIAD : FB_CALIB_MAX_ADD_OVER_TRIAD;
+    snprintf(a, sizeof a, "[%.2f, %.1f] x triad%s", FB_CALIB_MIN_FRACTION, hi,
+             cached ? " (its arrays fit the last-level cache)" : "");
+    if (!(ratio >= FB_CALIB_MIN_FRACTION && ratio <= hi))
+      reject(R, "mem_efficiency", num(v, ratio), a,
+             "the add kernel streamed %.4g GB/s against a triad of %.4g GB/s: one of them "
+             "ran in cache or was disturbed", d->add_bw * 1e-9, triad * 1e-9);
+  } else if (!known(d->add_bw) && !(hw->mem_eff > 0 && hw->mem_eff <= 1))
+    reject(R, "mem_efficiency", num(v, hw->mem_eff), "(0, 1]", "an efficiency outside (0, 1]");
+}
+
+/* launch overhead; overlap slowdown before its clamp to [1, 100]; the per-kernel rates:
+ * steady step to step, within [1 %, 16 x] of the triad bandwidth */
+static void check_overheads(rejects *R, const fb_hardware *hw, const fb_calib_diag *d,
+                            double triad) {
+  char v[32], a[96];
+  if (!(hw->launch_s > 0 && hw->launch_s <= FB_CALIB_MAX_LAUNCH_S)) {
+    snprintf(a, sizeof a, "(0, %.0f] us", FB_CALIB_MAX_LAUNCH_S * 1e6);
+    reject(R, "launch_us", num(v, hw->launch_s * 1e6), a,
+           hw->launch_s > 0 ? "a 16-element kernel took longer than a context switch"
+                            : "a zero or negative overhead");
+  }
+  const double ov = known(d->overlap_raw) ? d->overlap_raw : hw->overlap_slowdown;
+  if (!(ov >= 1 / FB_CALIB_CEILING_TOL && ov < 100))
+    reject(R, "overlap_slowdown", num(v, ov), "[0.95, 100) (100 is the clamp)",
+           ov < 1 ? "a GEMM ran faster beside a memory-streaming thread than alone"
+                  : "at the clamp bound: the GEMM beside the memory stream stalled");
+  check_rms(R, "kernel_gbs", NAN, d->kernel_rms,
+            "the in-step kernel table (each kernel's time step by step)");
+  check_kernels(R, "kernel_gbs", hw->kernels, hw->nkernels, triad);
+  if (hw->split_ranks > 1) check_split(R, hw, d, triad);
+}
+
+/* the communicator: positive latency, bandwidth inside the fit's grid and under the cache
+ * limit, the fit's residual */
+static void check_comm(rejects *R, const fb_hardware *hw, const fb_calib_diag *d, double triad) {
+  char v[32], a[96];
   if (!(hw->intra_lat > 0 && hw->intra_lat <= FB_CALIB_MAX_LAT_S)) {
     snprintf(a, sizeof a, "(0, %.0f] us", FB_CALIB_MAX_LAT_S * 1e6);
-    reject(&R, "intra_lat_us", num(v, hw->intra_lat * 1e6), a,
+    reject(R, "intra_lat_us", num(v, hw->intra_lat * 1e6), a,
            hw->intra_lat > 0 ? "a collective's latency longer than a stall"
                              : "a zero or negative latency (the smallest collectives took no "
                                "longer than a kernel launch)");
@@ -300,16 +300,31 @@ int fb_calibrate_check_fit(const fb_hardware *hw, const fb_calib_diag *d, bool c
   snprintf(a, sizeof a, "(%.4g, %.4g) GB/s (the fit's grid)", FB_CALIB_BW_MIN * 1e-9,
            FB_CALIB_BW_MAX * 1e-9);
   if (!(bw > FB_CALIB_BW_MIN * 1.02 && bw < FB_CALIB_BW_MAX / 1.02))
-    reject(&R, "intra_bw_gbs", num(v, bw * 1e-9), a,
-           "at the fit's clamp bound (or not positive)");
+    reject(R, "intra_bw_gbs", num(v, bw * 1e-9), a, "at the fit's clamp bound (or not positive)");
   else if (pos(triad) && bw > FB_CALIB_MAX_CACHE_OVER_TRIAD * triad) {
     snprintf(a, sizeof a, "<= %.4g GB/s (%.0f x triad)",
              FB_CALIB_MAX_CACHE_OVER_TRIAD * triad * 1e-9, FB_CALIB_MAX_CACHE_OVER_TRIAD);
-    reject(&R, "intra_bw_gbs", num(v, bw * 1e-9), a,
+    reject(R, "intra_bw_gbs", num(v, bw * 1e-9), a,
            "%.3g x the triad bandwidth: copies cannot outrun the caches", bw / triad);
   }
-  check_rms_max(&R, "intra_bw_gbs", bw * 1e-9, d->comm_rms, "the communicator's bandwidth fit",
+  check_rms_max(R, "intra_bw_gbs", bw * 1e-9, d->comm_rms, "the communicator's bandwidth fit",
                 FB_CALIB_MAX_COMM_RMS);
+}
+
+int fb_calibrate_check_fit(const fb_hardware *hw, const fb_calib_diag *d, bool compute,
+                           fb_calib_reject *rej, int max) {
+  rejects R = {rej, max, 0};
+  /* the triad bandwidth is the reference of the memory checks, once it is plausible itself
+   * (an implausible one is one rejection, not one per kernel) */
+  const bool triad_ok = known(d->triad) && d->triad >= 1e8 && d->triad <= 1e13;
+  const double triad = triad_ok ? d->triad : NAN;
+  if (compute) {
+    check_peak(&R, hw, d);
+    check_gemm_attention(&R, hw, d);
+    check_memory(&R, hw, d, triad_ok, triad);
+    check_overheads(&R, hw, d, triad);
+  }
+  check_comm(&R, hw, d, triad);
   return R.n;
 }
 
@@ -506,8 +521,7 @@ fb_status fb_calib_check_out(const char *path, bool force) {
   return FB_OK;
 }
 
-fb_status fb_calib_write_profile(const char *path, const fb_hardware *hw, const char *comment,
-                                 bool force) {
+fb_status fb_calib_write_file(const char *path, fb_calib_writer write, void *arg, bool force) {
   FB_TRY(fb_calib_check_out(path, force));
   /* the temporary file sits in the target's directory: rename() is atomic only within one
    * file system */
@@ -519,10 +533,12 @@ fb_status fb_calib_write_profile(const char *path, const fb_hardware *hw, const 
     snprintf(tmp, sizeof tmp, ".%s.XXXXXX", path);
   int fd = mkstemp(tmp);
   if (fd < 0)
-    return FB_ERR(FB_EIO, "cannot write hardware profile %s: cannot create a temporary file "
-                  "beside it: %s", path, strerror(errno));
-  close(fd);
-  fb_status st = fb_hardware_write(tmp, hw, comment);
+    return FB_ERR(FB_EIO, "cannot write %s: cannot create a temporary file beside it: %s", path,
+                  strerror(errno));
+  FILE *f = fdopen(fd, "w");
+  fb_status st = f ? write(f, arg) : FB_ERR(FB_EIO, "cannot write %s: %s", path, strerror(errno));
+  if (f && fclose(f) != 0 && st == FB_OK) st = FB_ERR(FB_EIO, "cannot write %s", path);
+  if (!f) close(fd);
   if (st == FB_OK) {
     /* profiles are read by everyone (mkstemp creates the file 0600) */
     mode_t mask = umask(0);
@@ -536,9 +552,26 @@ fb_status fb_calib_write_profile(const char *path, const fb_hardware *hw, const 
       if (errno == EEXIST) st = exists_error(path);
       else if (access(path, F_OK) == 0) st = exists_error(path);
       else if (rename(tmp, path) != 0) /* a file system without hard links */
-        st = FB_ERR(FB_EIO, "cannot write hardware profile %s: %s", path, strerror(errno));
+        st = FB_ERR(FB_EIO, "cannot write %s: %s", path, strerror(errno));
     }
   }
-  unlink(tmp); /* after link() the profile keeps the data; after rename() tmp is gone */
+  unlink(tmp); /* after link() the file keeps the data; after rename() tmp is gone */
   return st;
+}
+
+typedef struct profile_arg {
+  const char *path;
+  const fb_hardware *hw;
+  const char *comment;
+} profile_arg;
+
+static fb_status write_hw(FILE *f, void *arg) {
+  const profile_arg *p = arg;
+  return fb_hardware_write_to(f, p->path, p->hw, p->comment);
+}
+
+fb_status fb_calib_write_profile(const char *path, const fb_hardware *hw, const char *comment,
+                                 bool force) {
+  profile_arg p = {path, hw, comment};
+  return fb_calib_write_file(path, write_hw, &p, force);
 }

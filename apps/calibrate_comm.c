@@ -255,42 +255,48 @@ double fb_calib_fit_comm(fb_hardware *hw, int world, const fb_calib_times idle,
   return fit_rms;
 }
 
-/* ---- the local communicator --------------------------------------------------------------- */
+/* ---- rank threads: the local communicator, and NCCL between a process's GPUs ------------ */
 
-enum { LOCAL_W = 2 };
+enum { LOCAL_W = 2, MAX_W = 16 };
 
-typedef struct local_bench {
-  fb_local_group *g;
+typedef struct comm_bench {
+  const char *backend;
+  int world, reps;
+  fb_calib_comm_make make;
+  void *ctx;
   pthread_barrier_t bar;
-  int reps;
   fb_calib_times t; /* rank 0's */
-  fb_status st[LOCAL_W];
-  char msg[LOCAL_W][256];
-} local_bench;
+  fb_status st[MAX_W];
+  char msg[MAX_W][256];
+} comm_bench;
 
-typedef struct local_rank {
-  local_bench *b;
+typedef struct comm_rank {
+  comm_bench *b;
   int rank;
-} local_rank;
+} comm_rank;
 
-static fb_status local_meet(void *ctx) {
-  pthread_barrier_wait(&((local_bench *)ctx)->bar);
+static fb_status bench_meet(void *ctx) {
+  pthread_barrier_wait(&((comm_bench *)ctx)->bar);
   return FB_OK;
 }
 
-static void *local_rank_main(void *p) {
-  local_rank *r = p;
-  local_bench *b = r->b;
+static void *comm_rank_main(void *p) {
+  comm_rank *r = p;
+  comm_bench *b = r->b;
   fb_status st = FB_OK;
   fb_device *d = NULL;
   fb_comm *comm = NULL;
   fb_stream *s = NULL;
   fb_calib_times t;
-  FB_CHECK_GOTO(st, fb_device_open(fb_device_lookup("cpu"), r->rank, LOCAL_W, 1, 0, NULL, &d),
-                out);
+  const fb_device_ops *ops = fb_device_lookup(b->backend);
+  if (!ops) {
+    st = FB_ERR(FB_EUNSUPPORTED, "calibrate: backend '%s' is not available", b->backend);
+    goto out;
+  }
+  FB_CHECK_GOTO(st, fb_device_open(ops, r->rank, b->world, 1, 0, NULL, &d), out);
   FB_CHECK_GOTO(st, d->ops->stream_create(d, FB_STREAM_COMM, &s), out);
-  FB_CHECK_GOTO(st, fb_comm_local_create(b->g, r->rank, d, &comm), out);
-  FB_CHECK_GOTO(st, fb_calib_time_collectives(comm, s, b->reps, local_meet, b, t), out);
+  FB_CHECK_GOTO(st, b->make(b->ctx, r->rank, d, &comm), out);
+  FB_CHECK_GOTO(st, fb_calib_time_collectives(comm, s, b->reps, bench_meet, b, t), out);
   if (r->rank == 0) memcpy(b->t, t, sizeof t);
 out:
   if (st != FB_OK) snprintf(b->msg[r->rank], sizeof b->msg[r->rank], "%s", fb_error_msg());
@@ -301,42 +307,56 @@ out:
   return NULL;
 }
 
-/* One pass of the 2-rank benchmark, with a GEMM thread per rank when busy. */
-static fb_status local_pass(int reps, bool busy, fb_calib_times out) {
-  fb_status st = FB_OK;
-  fb_calib_spinner sp[LOCAL_W] = {{0}};
-  local_bench *b = calloc(1, sizeof *b);
-  if (!b) return FB_ERR(FB_ENOMEM, "calibrate: out of host memory");
-  b->reps = reps;
-  for (int r = 0; busy && r < LOCAL_W; r++) FB_CHECK_GOTO(st, fb_calib_spinner_start(&sp[r]), out);
-  FB_CHECK_GOTO(st, fb_local_group_create(LOCAL_W, 30.0, &b->g), out);
-  pthread_barrier_init(&b->bar, NULL, LOCAL_W);
-  pthread_t th[LOCAL_W];
-  local_rank lr[LOCAL_W];
+/* Runs the rank threads of one pass and collects their outcome. */
+static fb_status run_ranks(comm_bench *b) {
+  pthread_barrier_init(&b->bar, NULL, (unsigned)b->world);
+  pthread_t th[MAX_W];
+  comm_rank cr[MAX_W];
   int started = 0;
-  for (int r = 0; r < LOCAL_W; r++) {
-    lr[r] = (local_rank){b, r};
-    if (pthread_create(&th[r], NULL, local_rank_main, &lr[r]) == 0) started++;
+  for (int r = 0; r < b->world; r++) {
+    cr[r] = (comm_rank){b, r};
+    if (pthread_create(&th[r], NULL, comm_rank_main, &cr[r]) == 0) started++;
   }
   for (int r = 0; r < started; r++) pthread_join(th[r], NULL);
   pthread_barrier_destroy(&b->bar);
-  fb_local_group_destroy(b->g);
-  if (started < LOCAL_W) {
-    st = FB_ERR(FB_EINTERNAL, "calibrate: cannot start the rank threads");
-    goto out;
-  }
-  for (int r = 0; r < LOCAL_W; r++)
-    if (b->st[r] != FB_OK) {
-      st = FB_ERR(b->st[r], "calibrate: local communicator, rank %d: %s", r, b->msg[r]);
-      goto out;
-    }
+  if (started < b->world) return FB_ERR(FB_EINTERNAL, "calibrate: cannot start the rank threads");
+  for (int r = 0; r < b->world; r++)
+    if (b->st[r] != FB_OK)
+      return FB_ERR(b->st[r], "calibrate: %s communicator, rank %d: %s", b->backend, r, b->msg[r]);
+  return FB_OK;
+}
+
+fb_status fb_calib_comm_pass(const char *backend, int world, int reps, bool busy,
+                             fb_calib_comm_make make, void *ctx, fb_calib_times out) {
+  if (world < 2 || world > MAX_W)
+    return FB_ERR(FB_EUSAGE, "calibrate: %d rank threads: allowed 2 to %d", world, MAX_W);
+  fb_status st = FB_OK;
+  fb_calib_spinner sp[MAX_W] = {{0}};
+  comm_bench *b = calloc(1, sizeof *b);
+  if (!b) return FB_ERR(FB_ENOMEM, "calibrate: out of host memory");
+  *b = (comm_bench){.backend = backend, .world = world, .reps = reps, .make = make, .ctx = ctx};
+  for (int r = 0; busy && r < world; r++) FB_CHECK_GOTO(st, fb_calib_spinner_start(&sp[r]), out);
+  FB_CHECK_GOTO(st, run_ranks(b), out);
   memcpy(out, b->t, sizeof b->t);
 out:
-  for (int r = 0; r < LOCAL_W; r++) {
+  for (int r = 0; r < world; r++) {
     fb_status s2 = fb_calib_spinner_stop(&sp[r]);
     if (st == FB_OK) st = s2;
   }
   free(b);
+  return st;
+}
+
+static fb_status make_local(void *ctx, int rank, fb_device *dev, fb_comm **out) {
+  return fb_comm_local_create((fb_local_group *)ctx, rank, dev, out);
+}
+
+/* One pass of the 2-rank local benchmark, with a GEMM thread per rank when busy. */
+static fb_status local_pass(int reps, bool busy, fb_calib_times out) {
+  fb_local_group *g = NULL;
+  FB_TRY(fb_local_group_create(LOCAL_W, 30.0, &g));
+  fb_status st = fb_calib_comm_pass("cpu", LOCAL_W, reps, busy, make_local, g, out);
+  fb_local_group_destroy(g);
   return st;
 }
 

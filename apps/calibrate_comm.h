@@ -55,6 +55,14 @@ fb_status fb_calib_spinner_stop(fb_calib_spinner *sp);
 double fb_calib_fit_comm(fb_hardware *hw, int world, const fb_calib_times idle,
                          const fb_calib_times busy, const char *what, bool quiet);
 
+/* Makes rank `rank`'s communicator over its device (every rank thread calls it). */
+typedef fb_status (*fb_calib_comm_make)(void *ctx, int rank, fb_device *dev, fb_comm **out);
+/* `world` (2..16) rank threads of this process, each opening rank r of a `backend` device and
+ * a communicator through make, time every collective (fb_calib_time_collectives, `reps` each;
+ * with a GEMM thread per rank when busy): rank 0's times into out. */
+fb_status fb_calib_comm_pass(const char *backend, int world, int reps, bool busy,
+                             fb_calib_comm_make make, void *ctx, fb_calib_times out);
+
 /* The local communicator: 2 rank threads of this process, each with its own cpu device, idle
  * and with a GEMM thread per rank; sets hw's link figures, collectives = shared_memory, and
  * *fit_rms (may be NULL) as fb_calib_fit_comm returns it. */

@@ -9,8 +9,11 @@
 #include "../traces/chrome_trace.h"
 #include "../engine/core/files.h"
 #include "../engine/core/json_out.h"
+#include "../engine/backends/registry.h"
+#include "../engine/device/device.h"
 #include "../engine/exec/runner.h"
 #include "../strategies/strategy.h"
+#include "gpu_profiles.h"
 #include "validate_dataset.h"
 
 typedef struct op_row {
@@ -79,40 +82,133 @@ static fb_status match(const fb_run_result *m, const fb_run_result *p, op_row *r
   return FB_OK;
 }
 
+/* The measured backend (--backend; auto = cpu): a device that executes, available here; its
+ * communicator; and the profile the simulated run prices it with (--hardware, else cpu for a
+ * CPU device, the GPU's shipped profile by its name on a GPU). */
+static fb_status choose_backends(fb_run_config *c, char *gpu, size_t ngpu) {
+  if (!strcmp(c->backend, "auto")) snprintf(c->backend, sizeof c->backend, "cpu");
+  const fb_device_entry *e = fb_device_entry_lookup(c->backend);
+  char why[512] = "", names[256];
+  if (!e || !strcmp(c->backend, "sim")) {
+    fb_device_names(names, sizeof names);
+    return FB_ERR(FB_EUSAGE, "--backend: '%s' is not allowed (validate runs a device that "
+                  "executes beside sim: one of %s but sim)", c->backend, names);
+  }
+  if (e->available && !e->available(why, sizeof why))
+    return FB_ERR(FB_EUSAGE, "--backend %s: not available: %s", c->backend, why);
+  snprintf(gpu, ngpu, "%s", c->backend);
+  if (c->hardware[0]) return FB_OK;
+  if (!e->caps->gpu) return snprintf(c->hardware, sizeof c->hardware, "cpu"), FB_OK;
+  const char *none = NULL;
+  fb_gpu_name(gpu, ngpu);
+  const char *prof = fb_gpu_profile_for(gpu, 0, &none);
+  if (!prof)
+    return FB_ERR(FB_EUSAGE, "--hardware: the GPU '%s' has no shipped profile; give one (the "
+                  "file `fsdpbench calibrate --backend %s --out FILE` wrote)", gpu, c->backend);
+  snprintf(c->hardware, sizeof c->hardware, "%s", prof);
+  return FB_OK;
+}
+
+/* The two runs' configurations: executed on the backend, simulated with the profile. */
+static fb_status configure(const fb_run_config *c, fb_run_config *cm, fb_run_config *cp) {
+  *cm = *c;
+  *cp = *c;
+  if (!strcmp(c->backend, "cpu")) snprintf(cm->comm, sizeof cm->comm, "local");
+  cm->hardware[0] = 0;
+  snprintf(cp->backend, sizeof cp->backend, "sim");
+  snprintf(cp->comm, sizeof cp->comm, "sim");
+  FB_TRY(fb_run_config_finalize(cm));
+  return fb_run_config_finalize(cp);
+}
+
+static void print_table(const fb_run_result *m, const fb_run_result *p, const fb_run_config *c,
+                        op_row *rows, int nrows, int64_t mismatched) {
+  const double sm = median_step(m), sp = median_step(p);
+  printf("# validate: model %s, strategy %s, world %d, batch %d x seq %d: measured on %s vs "
+         "predicted by sim with hardware %s (steps %d.., ops of every rank)\n", m->cfg.model,
+         m->cfg.strategy, m->world, m->cfg.batch, m->cfg.seq, m->backend, p->hardware,
+         c->trace_warmup);
+  printf("step time: measured %.1f ms, predicted %.1f ms, error %+.1f%%\n", sm * 1e3, sp * 1e3,
+         100 * (sp - sm) / sm);
+  printf("peak memory rank 0: measured %lld B, predicted %lld B (%s)\n",
+         (long long)m->ranks[0].mem.peak_total, (long long)p->ranks[0].mem.peak_total,
+         m->ranks[0].mem.peak_total == p->ranks[0].mem.peak_total ? "equal" : "DIFFERENT");
+  qsort(rows, (size_t)nrows, sizeof *rows, by_time);
+  printf("%-22s %8s %12s %12s %9s\n%-22s %8s %12s %12s %9s\n", "op", "count", "measured",
+         "predicted", "error", "", "", "(ms)", "(ms)", "(%)");
+  double tm = 0, tp = 0;
+  for (int i = 0; i < nrows; i++) {
+    tm += rows[i].meas;
+    tp += rows[i].pred;
+    printf("%-22s %8lld %12.3f %12.3f %+9.1f\n", rows[i].name, (long long)rows[i].n,
+           rows[i].meas * 1e3, rows[i].pred * 1e3,
+           rows[i].meas > 0 ? 100 * (rows[i].pred - rows[i].meas) / rows[i].meas : NAN);
+  }
+  printf("%-22s %8s %12.3f %12.3f %+9.1f\n", "all ops", "", tm * 1e3, tp * 1e3,
+         tm > 0 ? 100 * (tp - tm) / tm : NAN);
+  if (mismatched) printf("note: %lld track(s) diverged and were matched only up to there\n",
+                         (long long)mismatched);
+}
+
+/* DIR/trace.json (both runs side by side) and DIR/validate.csv (the table). */
+static fb_status write_outputs(const char *dir, const fb_run_result *m, const fb_run_result *p,
+                               const op_row *rows, int nrows) {
+  FB_TRY(fb_trace_write_pair(dir, "trace.json", m, " (measured)", p, " (predicted)"));
+  FILE *f = NULL;
+  FB_TRY(fb_json_open(dir, "validate.csv", &f));
+  fputs("op,count,measured_ms,predicted_ms,error_pct\n", f);
+  for (int i = 0; i < nrows; i++)
+    fprintf(f, "%s,%lld,%.6f,%.6f,%.3f\n", rows[i].name, (long long)rows[i].n,
+            rows[i].meas * 1e3, rows[i].pred * 1e3,
+            rows[i].meas > 0 ? 100 * (rows[i].pred - rows[i].meas) / rows[i].meas : NAN);
+  FB_TRY(fb_json_close(f, "validate.csv"));
+  printf("side-by-side trace: %s/trace.json; per-op table: %s/validate.csv\n", dir, dir);
+  return FB_OK;
+}
+
+static int usage(void) {
+  printf("usage: fsdpbench validate [run flags] [--backend cpu|cpu-opaque|cuda] "
+         "[--hardware PROFILE] [--out DIR]\n"
+         "runs the configuration on the backend (default cpu) and on sim with the profile "
+         "(default: cpu\non a CPU device, the GPU's shipped profile on a GPU; after `fsdpbench "
+         "calibrate --backend cuda\n--out F`, --hardware F), and compares them op by op\n\n");
+  fb_config_print_help(stdout, fb_strategy_names());
+  return 0;
+}
+
+/* --backend cuda in a build without CUDA: say so, as where the driver is missing (the option
+ * parser only knows the backends this build has). */
+static bool cuda_not_built(int argc, char **argv) {
+  if (fb_device_entry_lookup("cuda")) return false;
+  for (int i = 1; i < argc; i++)
+    if ((!strcmp(argv[i], "--backend") && i + 1 < argc && !strcmp(argv[i + 1], "cuda")) ||
+        !strcmp(argv[i], "--backend=cuda")) {
+      fprintf(stderr, "fsdpbench validate: error: --backend cuda: not available: this build has "
+                      "no CUDA (build where nvcc is found: cmake -DFSDPB_CUDA=ON)\n");
+      return true;
+    }
+  return false;
+}
+
 int fb_validate_main(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (!strncmp(argv[i], "--dataset", 9)) return fb_validate_dataset_main(argc, argv);
-  fb_run_config c;
+  if (cuda_not_built(argc, argv)) return 2;
+  fb_run_config c, cm, cp;
   fb_cli_action action = FB_CLI_RUN;
   fb_config_defaults(&c);
   fb_status st = fb_config_parse_cli(&c, argc, argv, 1, &action);
   if (st != FB_OK) return fail(st);
-  if (action != FB_CLI_RUN) {
-    printf("usage: fsdpbench validate [run flags] [--hardware PROFILE] [--out DIR]\n"
-           "runs the configuration on the cpu backend and on sim, and compares them op by op\n\n");
-    fb_config_print_help(stdout, fb_strategy_names());
-    return 0;
-  }
-  if (strcmp(c.backend, "auto") && strcmp(c.backend, "cpu")) {
-    fprintf(stderr, "fsdpbench validate: error: --backend: '%s' is not allowed (validate runs "
-                    "cpu and sim itself)\n", c.backend);
-    return 2;
-  }
-  if (!c.hardware[0]) snprintf(c.hardware, sizeof c.hardware, "cpu");
+  if (action != FB_CLI_RUN) return usage();
+  char gpu[160];
+  if ((st = choose_backends(&c, gpu, sizeof gpu)) != FB_OK) return fail(st);
   if (!c.out[0]) snprintf(c.out, sizeof c.out, "validate-out");
   c.trace = true;
   c.trace_wait = 0;
   c.trace_warmup = c.steps > 2 ? 1 : 0; /* the first step warms caches */
   c.trace_active = c.steps - c.trace_warmup > 0 ? c.steps - c.trace_warmup : 1;
   c.quiet = true;
-  fb_run_config cm = c, cp = c;
-  snprintf(cm.backend, sizeof cm.backend, "cpu");
-  snprintf(cm.comm, sizeof cm.comm, "local");
-  cm.hardware[0] = 0;
-  snprintf(cp.backend, sizeof cp.backend, "sim");
-  snprintf(cp.comm, sizeof cp.comm, "sim");
-  if ((st = fb_run_config_finalize(&cm)) != FB_OK || (st = fb_run_config_finalize(&cp)) != FB_OK)
-    return fail(st);
+  if ((st = configure(&c, &cm, &cp)) != FB_OK) return fail(st);
   static const char *const outputs[] = {"trace.json", "validate.csv", NULL};
   if ((st = fb_check_output_dir(c.out, outputs, "--out")) != FB_OK) return fail(st);
   fb_run_result m, p;
@@ -127,44 +223,9 @@ int fb_validate_main(int argc, char **argv) {
   int64_t mismatched = 0;
   st = match(&m, &p, rows, &nrows, CAP, &mismatched);
   if (st == FB_OK) {
-    const double sm = median_step(&m), sp = median_step(&p);
-    printf("# validate: model %s, strategy %s, world %d, batch %d x seq %d: measured on cpu vs "
-           "predicted by sim with hardware %s (steps %d.., ops of every rank)\n",
-           m.cfg.model, m.cfg.strategy, m.world, m.cfg.batch, m.cfg.seq, p.hardware,
-           c.trace_warmup);
-    printf("step time: measured %.1f ms, predicted %.1f ms, error %+.1f%%\n", sm * 1e3, sp * 1e3,
-           100 * (sp - sm) / sm);
-    printf("peak memory rank 0: measured %lld B, predicted %lld B (%s)\n",
-           (long long)m.ranks[0].mem.peak_total, (long long)p.ranks[0].mem.peak_total,
-           m.ranks[0].mem.peak_total == p.ranks[0].mem.peak_total ? "equal" : "DIFFERENT");
-    qsort(rows, (size_t)nrows, sizeof *rows, by_time);
-    printf("%-22s %8s %12s %12s %9s\n%-22s %8s %12s %12s %9s\n", "op", "count", "measured",
-           "predicted", "error", "", "", "(ms)", "(ms)", "(%)");
-    double tm = 0, tp = 0;
-    for (int i = 0; i < nrows; i++) {
-      tm += rows[i].meas;
-      tp += rows[i].pred;
-      printf("%-22s %8lld %12.3f %12.3f %+9.1f\n", rows[i].name, (long long)rows[i].n,
-             rows[i].meas * 1e3, rows[i].pred * 1e3,
-             rows[i].meas > 0 ? 100 * (rows[i].pred - rows[i].meas) / rows[i].meas : NAN);
-    }
-    printf("%-22s %8s %12.3f %12.3f %+9.1f\n", "all ops", "", tm * 1e3, tp * 1e3,
-           tm > 0 ? 100 * (tp - tm) / tm : NAN);
-    if (mismatched) printf("note: %lld track(s) diverged and were matched only up to there\n",
-                           (long long)mismatched);
-    st = fb_trace_write_pair(c.out, "trace.json", &m, " (measured)", &p, " (predicted)");
-    FILE *f = NULL;
-    if (st == FB_OK) st = fb_json_open(c.out, "validate.csv", &f);
-    if (st == FB_OK) {
-      fputs("op,count,measured_ms,predicted_ms,error_pct\n", f);
-      for (int i = 0; i < nrows; i++)
-        fprintf(f, "%s,%lld,%.6f,%.6f,%.3f\n", rows[i].name, (long long)rows[i].n,
-                rows[i].meas * 1e3, rows[i].pred * 1e3,
-                rows[i].meas > 0 ? 100 * (rows[i].pred - rows[i].meas) / rows[i].meas : NAN);
-      st = fb_json_close(f, "validate.csv");
-    }
-    if (st == FB_OK) printf("side-by-side trace: %s/trace.json; per-op table: %s/validate.csv\n",
-                            c.out, c.out);
+    if (strcmp(gpu, c.backend)) printf("# the GPU: %s\n", gpu);
+    print_table(&m, &p, &c, rows, nrows, mismatched);
+    st = write_outputs(c.out, &m, &p, rows, nrows);
   }
   fb_run_result_free(&m);
   fb_run_result_free(&p);

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""What each mechanism of the GPU cost model contributes: the development set
-(../shared/gpu-data/train-runs.csv) reproduced with every mechanism, then with one at a time
+"""What each mechanism of the GPU cost model contributes: the training-run files
+(../shared/gpu-data/train-runs.csv, the development set; train-runs-llama.csv, the Llama-family
+rows no profile value was fitted on) reproduced with every mechanism, then with one at a time
 switched off in copies of the profiles (a temporary FSDPBENCH_HOME), one table row each.
 
   usage: bench/bench_gpu_mechanisms.py [--bin ./fsdpbench] [--data DIR]
@@ -23,10 +24,12 @@ GPU = ["a100", "a100-40gb", "h100", "h100-96gb", "h100-nvl", "h200"]
 ABLATIONS = [
     ("all mechanisms", "the shipped profiles", {}),
     ("GEMM tile/wave quantization", "smooth efficiency curve E*s/(s+h) instead", {"sm_count": "0"}),
+    ("Hopper cuBLAS stream-K, small grids", "split-K, every tile shape", {"gemm_stream_k": "0",
+                                                                      "gemm_small_grid_tiles": "0"}),
     ("FlashAttention curves", "attention at attention_efficiency x a GEMM's rate", {"flash_fwd_efficiency": "0"}),
     ("Triton attention (llm-foundry)", "FlashAttention-2's curve for every row", {"triton_ratio": "1"}),
     ("sustained-load factor", "microbenchmark rates in a long step", {"sustained_compute": "1"}),
-    ("eager elementwise traffic", "fused-kernel bytes only", {"eager_mem_factor": "1"}),
+    ("eager kernel chains and traffic", "fused-kernel bytes only", {"eager_mem_factor": "0"}),
     ("NCCL tuning model", "ring/tree formula (collectives: ring_tree)", {"collectives": "ring_tree"}),
     ("host dispatch per op", "host_op_us = 0", {"host_op_us": "0"}),
 ]
@@ -57,12 +60,17 @@ def main():
     ap.add_argument("--bin", default=os.path.join(ROOT, "fsdpbench"))
     ap.add_argument("--data", default=os.path.join(os.path.dirname(ROOT), "shared", "gpu-data"))
     a = ap.parse_args()
-    dataset = os.path.join(a.data, "train-runs.csv")
-    if not os.path.exists(dataset):
-        sys.exit("no development set at %s (pass --data DIR)" % dataset)
-    print("# the development set with each mechanism of the GPU cost model switched off in turn")
-    print("# %-32s %-46s %5s %8s %8s %9s" % ("mechanism off", "instead", "rows", "median", "worst",
-                                             "<=15%"))
+    for f in ("train-runs.csv", "train-runs-llama.csv"):
+        dataset = os.path.join(a.data, f)
+        if not os.path.exists(dataset):
+            sys.exit("no development set at %s (pass --data DIR)" % dataset)
+        print("# %s with each mechanism of the GPU cost model switched off in turn" % f)
+        print("# %-32s %-46s %5s %8s %8s %9s" % ("mechanism off", "instead", "rows", "median",
+                                                 "worst", "<=15%"))
+        ablate(a.bin, dataset)
+
+
+def ablate(binary, dataset):
     for name, instead, keys in ABLATIONS:
         home = tempfile.mkdtemp(prefix="fsdpbench-ablate-")
         try:
@@ -70,7 +78,7 @@ def main():
             for p in GPU:
                 for k, v in keys.items():
                     set_key(os.path.join(home, "models", "hardware", p + ".yaml"), k, v)
-            n, med, worst, within = run(a.bin, home, dataset)
+            n, med, worst, within = run(binary, home, dataset)
         finally:
             shutil.rmtree(home)
         label = "(none: " + name + ")" if not keys else name

@@ -142,6 +142,25 @@ else
   fail "sim act peaks not off > selective > op > full"
 fi
 
+# ---- nested checkpoint wrappers: the forward reruns twice, the same bits, a dearer step ------
+"$BIN" --model debug --steps 2 --world 1 --batch 2 --seq 64 --recompute full >"$T/p1.txt" 2>&1
+"$BIN" --model debug --steps 2 --world 1 --batch 2 --seq 64 --recompute full \
+  --recompute-passes 2 >"$T/p2.txt" 2>&1
+if [ -n "$(sum_of "$T/p1.txt")" ] && [ "$(sum_of "$T/p1.txt")" = "$(sum_of "$T/p2.txt")" ]; then
+  pass
+else
+  fail "--recompute-passes 2 changed the parameters: $(sum_of "$T/p1.txt") vs $(sum_of "$T/p2.txt")"
+fi
+pred() { "$BIN" --backend sim --hardware h100 --model 8B --world 8 --recompute full --steps 2 \
+  "$@" 2>&1 | awk '/^step +2\/2/ { for (i = 1; i <= NF; i++) if ($i == "pred") print $(i + 1) }'; }
+t1=$(pred)
+t2=$(pred --recompute-passes 2)
+if awk -v a="$t1" -v b="$t2" 'BEGIN { exit !(a > 0 && b > 1.1 * a) }'; then
+  pass
+else
+  fail "sim: a second rerun of every block should cost more than 10%: $t1 -> $t2 ms"
+fi
+
 # ---- bad values: exit 2, one line ---------------------------------------------------------
 bad() {
   local want=$1
@@ -162,6 +181,8 @@ bad "--recompute-layers: 5 is not allowed (want an integer between 0 and 4" \
 bad "--recompute-layers: 33 is not allowed (want an integer between 0 and 32" \
   --backend sim --hardware h100 --model 8B --world 8 --recompute-layers 33 --steps 1
 bad "--recompute-layers: '-1' is not allowed" --recompute-layers -1 --steps 1
+bad "--recompute-passes: '0' is not allowed (want an integer between 1 and 4)" \
+  --recompute-passes 0 --steps 1
 printf 'recompute: sometimes\n' >"$T/bad.yaml"
 bad "recompute: 'sometimes' is not allowed (off|full|selective|op)" --config "$T/bad.yaml"
 

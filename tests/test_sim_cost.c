@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "engine/device/kernels.h"
 #include "engine/sim/cost_model.h"
 #include "engine/sim/hardware.h"
 #include "engine/sim/nccl_model.h"
@@ -397,6 +398,70 @@ static void check_bad_profiles(const fb_hardware *good) {
   remove(path);
 }
 
+/* The GPU mechanisms of this round, each against the profile it is written in (h100):
+ * stream-K and the small-grid rule, the alignment factors, matmul_bwd priced as its two real
+ * products, float8 block linears, the framework's kernel chains, cuDNN's SDPA curve. */
+static double mem_op(const fb_hardware *hw, const char *name, double bytes) {
+  fb_op_cost c = {.name = name, .kind = FB_OP_MEM, .dtype = FB_BF16, .bytes = bytes};
+  return fb_cost_seconds(hw, &c, 1) - hw->launch_s;
+}
+
+static void check_gpu_mechanisms(void) {
+  fb_hardware h;
+  CHECK_OK(fb_hardware_load("h100", &h));
+  h.sustained = 0;
+  CHECK(h.gemm_stream_k > 0 && h.gemm_small_grid > 0, "h100 prices cuBLAS's stream-K");
+  /* a small output over a long k: stream-K fills the SMs the tiles cannot */
+  fb_hardware split = h;
+  split.gemm_stream_k = 0;
+  double sk = fb_cost_gemm_shape_efficiency(&h, 768, 3072, 8192, 1, FB_BF16);
+  double sp = fb_cost_gemm_shape_efficiency(&split, 768, 3072, 8192, 1, FB_BF16);
+  CHECK(sk > sp, "768x3072x8192: stream-K %g not above split-K %g", sk, sp);
+  /* fewer large tiles than gemm_small_grid_tiles: one wave of them, nothing split */
+  fb_hardware nosmall = h;
+  nosmall.gemm_small_grid = 0;
+  CHECK(fb_cost_gemm_shape_efficiency(&h, 1024, 1024, 1024, 1, FB_BF16) <
+            0.8 * fb_cost_gemm_shape_efficiency(&nosmall, 1024, 1024, 1024, 1, FB_BF16),
+        "1024^3 (32 tiles) should run one wave of large tiles");
+  /* alignment: vocabulary 50300 (8-byte rows), 50257 (2-byte rows) against 50304 */
+  double e16 = fb_cost_gemm_shape_efficiency(&h, 8192, 50304, 768, 1, FB_BF16);
+  CHECK_CLOSE(fb_cost_gemm_shape_efficiency(&h, 8192, 50300, 768, 1, FB_BF16) / e16,
+              h.gemm_align4, 0.02, 0);
+  CHECK_CLOSE(fb_cost_gemm_shape_efficiency(&h, 8192, 50257, 768, 1, FB_BF16) / e16,
+              h.gemm_align2, 0.02, 0);
+  /* matmul_bwd = dW (OC x C over N) + dinp (N x C over OC), each as the library runs it */
+  fb_op_cost bwd = {.name = "matmul_bwd", .kind = FB_OP_GEMM, .dtype = FB_BF16, .m = 8192,
+                    .n = 768, .k = 768, .batch = 2};
+  CHECK_CLOSE(fb_cost_seconds(&h, &bwd, 1),
+              fb_cost_gemm_seconds(&h, FB_BF16, 768, 768, 8192, 1, false) +
+                  fb_cost_gemm_seconds(&h, FB_BF16, 8192, 768, 768, 1, false), 1e-12, 0);
+  /* float8: a block's linear runs faster (FP8 peak, its casts added), the head's does not */
+  fb_op_cost fwd = {.name = "matmul_fwd", .kind = FB_OP_GEMM, .dtype = FB_BF16, .m = 8192,
+                    .n = 8192, .k = 8192, .batch = 1, .unit = 3};
+  double t16 = fb_cost_seconds(&h, &fwd, 1);
+  fb_hardware f8 = h;
+  f8.float8_linears = true;
+  double t8 = fb_cost_seconds(&f8, &fwd, 1);
+  CHECK(t8 < 0.75 * t16 && t8 > 0.4 * t16, "float8 8192^3: %g s vs bf16 %g s", t8, t16);
+  fwd.unit = 0;
+  CHECK_CLOSE(fb_cost_seconds(&f8, &fwd, 1), t16, 1e-12, 0);
+  /* the framework: RMSNorm's chain only where it is written out; torch.compile fuses all */
+  fb_hardware fw = h;
+  fw.eager_mem_factor = 1.0;
+  double b = 1e9, eager = mem_op(&fw, "rmsnorm_fwd", b), rope = mem_op(&fw, "rope_fwd", b);
+  fw.framework = FB_FW_EAGER_HF;
+  CHECK_CLOSE(mem_op(&fw, "rmsnorm_fwd", b) / eager, 9.0, 1e-9, 0);
+  fw.framework = FB_FW_COMPILE;
+  CHECK_CLOSE(mem_op(&fw, "rope_fwd", b) * 5.0, rope, 1e-9, 0);
+  CHECK_CLOSE(mem_op(&fw, "memset0", b), mem_op(&h, "memset0", b), 1e-12, 0);
+  /* cuDNN's SDPA against FlashAttention-2's curve at 4096 keys, head dim 128 */
+  fb_op_cost at = fb_op_attention_cost("attention_fwd", FB_BF16, 4, 4096, 16, 16, 128, 2, true);
+  double fa2 = fb_cost_seconds(&h, &at, 1);
+  h.attention_kernel = FB_ATTN_CUDNN;
+  double cud = fb_cost_seconds(&h, &at, 1);
+  CHECK(cud < fa2 / 1.3, "cuDNN SDPA %g s not faster than FA2's %g s", cud, fa2);
+}
+
 int main(void) {
   /* every shipped profile loads, is valid and behaves */
   const char *names[] = {"h100", "h200", "a100", "a100-40gb", "h100-96gb", "h100-nvl", "cpu"};
@@ -413,6 +478,7 @@ int main(void) {
     check_collectives(&hw);
   }
   check_nccl_examples();
+  check_gpu_mechanisms();
   /* and every other YAML in models/hardware loads too */
   DIR *dir = opendir("models/hardware");
   CHECK(dir != NULL, "models/hardware not found (run from the source tree)");

@@ -5,7 +5,10 @@
 # whose count and median match the rows, and DIR/dataset.csv; quoted fields with commas and
 # newlines parse; bad input (missing file, unknown header, unterminated quote, stray flag) is
 # one line with exit 2. With ../shared/gpu-data beside the checkout, the development set is
-# reproduced within median 10% over at least 30 rows covering A100 and H100.
+# reproduced within median 10% over at least 30 rows covering A100 and H100. Llama-family rows
+# (HSDP, FSDP2, ZeRO-3, every n-th block, torch.compile, float8, other names of Llama's
+# architecture, unstated micro-batch and checkpointing searched), the worst-row floor, SDPA
+# rows and --hardware are checked on tables made here too.
 set -u
 : "${FSDPBENCH:?FSDPBENCH must point at the fsdpbench binary}"
 : "${FB_SRC:?FB_SRC must point at the source tree}"
@@ -29,7 +32,8 @@ rc=$?
 line=$(grep -E '^dev-set: ' <<<"$out")
 [[ "$line" =~ ^dev-set:\ 2\ rows,\ median\ \|err\|\ [0-9.]+%,\ worst\ [0-9.]+%,\ within\ 15%:\ [0-2]/2$ ]] ||
   bad "closing line: '$line'"
-grep -q "FP8 matmuls are not modelled" <<<"$out" || bad "FP8 row not listed with its reason: $out"
+grep -q "FP8 through TransformerEngine (amp_fp8) is not modelled" <<<"$out" ||
+  bad "FP8 row not listed with its reason: $out"
 grep -q "not pure data parallel" <<<"$out" || bad "TP row not listed with its reason: $out"
 n=$(grep -cE '^ +[0-9]+  MPT' <<<"$out")
 [ "$n" -eq 2 ] || bad "want 2 compared rows, got $n: $out"
@@ -41,10 +45,72 @@ awk -v a="$med" -v b="$want" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 
 [ -f "$tmp/o/dataset.csv" ] || bad "no dataset.csv"
 [ "$(wc -l <"$tmp/o/dataset.csv")" -eq 5 ] || bad "dataset.csv: want header + 4 rows"
 
-# GEMM file: a 4096^3 bf16 product on h100 lands near the XLA table's 783 TFLOP/s
+# Llama-family rows: HSDP with its mesh, every n-th block from HFU/MFU, torch.compile, a Qwen2
+# model under its own name, FSDP2 with micro-batch and checkpointing searched, torchao float8,
+# DeepSpeed ZeRO-3 on an A100 of unstated memory; an unknown family and a context-parallel row
+# are listed with their reasons
+row() { printf '%s\n' "$@"; }
+{
+  echo "$hdr"
+  row "t,H100,80,16,8,x,Llama-2-7B,,32,4096,32,32,11008,32000,4096,2,32,,1,bf16 mixed (param/reduce/buffer bf16),none,False,FSDP HYBRID_SHARD (HSDP),fms (eager/no compile),7500,,,,0.37,0.37,,,v,n"
+  row "t,H100,80,16,8,x,Llama-2-13B,,40,5120,40,40,13824,32000,4096,2,32,,1,bf16 mixed (param/reduce/buffer bf16),selective (every n-th block; ratio not stated),False,FSDP FULL_SHARD,fms (FSDP1 + torch.compile),4850,,,,0.43,0.46,,,v,n"
+  row "t,H100,80,8,8,x,Qwen2.5-0.5B,,24,896,14,2,4864,151936,2048,1,8,,1,pure bf16 (weights in bf16),full,False,FSDP FULL_SHARD,HF (no compile),20000,,,,,,,,v,n"
+  row "t,H100,80,8,8,x,Llama-3-1.8B,,24,2048,16,8,7168,128256,8192,,,,,bf16 (FSDP2),,False,FSDP2 (1D),torchtitan + FSDP2 + torch.compile,29000,,,,,,,,v,n"
+  row "t,H100,80,8,8,x,Llama-3-1.8B,,24,2048,16,8,7168,128256,8192,2,16,,1,float8 tensorwise linears (torchao) + float8 FSDP2 all-gather,full,False,FSDP2 (1D),torchtitan + FSDP2 + torch.compile,35000,,,,,,,,v,n"
+  row "t,A100,,4,,x,Granite-7B-base (Llama-2-7B architecture),,32,4096,32,32,11008,32008,4096,8,,,,bf16 compute; fp32 master params,not stated,False,DeepSpeed ZeRO-3,HF Accelerate + DeepSpeed ZeRO-3,3000,,,,,,,,v,n"
+  row "t,H100,80,8,8,x,Mamba-2.8B,,64,2560,1,1,1,50280,2048,1,8,,1,bf16,none,False,FSDP FULL_SHARD,x,1,,,,,,,,v,n"
+  row "t,H100,80,64,8,x,Llama-3.1-70B,,80,8192,64,8,28672,128256,8192,1,128,,4,bf16,full,False,NON-DP: FSDP2(32) x CP(2),x,1,,,,,,,,v,n"
+} >"$tmp/llama.csv"
+out=$("$FSDPBENCH" validate --dataset "$tmp/llama.csv" 2>&1)
+rc=$?
+[ $rc -eq 0 ] || bad "validate llama.csv exited $rc: $(tail -3 <<<"$out")"
+grep -qE '^dev-set: 6 rows, ' <<<"$out" || bad "llama rows: want 6 expressed: $out"
+grep -q "row 2: 8 of 40 blocks rerun (HFU/MFU 0.46/0.43)" <<<"$out" || bad "every n-th block: $out"
+grep -qE "row 4: not stated, fastest that fits: micro-batch [0-9]+, recompute (off|op|full)" \
+  <<<"$out" || bad "searched micro-batch and checkpointing not printed: $out"
+grep -qE "row 6: not stated, fastest that fits: micro-batch 8, recompute (off|op|full)" \
+  <<<"$out" || bad "searched checkpointing of the ZeRO-3 row: $out"
+grep -q "model family of 'Mamba-2.8B' not modelled" <<<"$out" || bad "unknown family: $out"
+grep -q "NON-DP: FSDP2(32) x CP(2): tensor/pipeline/context parallel" <<<"$out" || bad "CP row: $out"
+# float8 linears make the same run faster than bf16 (row 5, and the same row in bf16)
+{ echo "$hdr"; sed -n 6p "$tmp/llama.csv"; } >"$tmp/fp8.csv"
+sed -E 's/float8 tensorwise linears \(torchao\) \+ float8 FSDP2 all-gather/bf16 (FSDP2)/' \
+  "$tmp/fp8.csv" >"$tmp/bf16.csv"
+p8=$("$FSDPBENCH" validate --dataset "$tmp/fp8.csv" | awk '/^ +1 /{print $(NF-1)}')
+p16=$("$FSDPBENCH" validate --dataset "$tmp/bf16.csv" | awk '/^ +1 /{print $(NF-1)}')
+awk -v a="$p8" -v b="$p16" 'BEGIN { exit !(a > 1.1 * b && b > 0) }' ||
+  bad "float8 linears: predicted $p8 tok/s, bf16 $p16 (want float8 > 1.1 x bf16)"
+
+# the worst-row floor: a row it names stays in the median, leaves the worst, and is printed
+{
+  echo "$hdr"
+  row "test,A100,80,8,,x,MPT-125m,1,12,768,12,12,3072,50368,2048,8,64,1,1,amp_bf16,none,False,FSDP FULL_SHARD,Composer/llm-foundry,100000,,,,,,,,v,n"
+  row "test,A100,40,64,,x,MPT-70b,1,80,8192,64,64,32768,50368,2048,2,128,1,1,bf16,full,False,FSDP FULL_SHARD,Composer/llm-foundry,1,,,,,,,,v,n"
+} >"$tmp/floor.csv"
+out=$("$FSDPBENCH" validate --dataset "$tmp/floor.csv" 2>&1) || bad "floor.csv: $(tail -2 <<<"$out")"
+grep -qE '^# worst-row floor: row 2 \(MPT-70b.*measured 1.4-56 ms on an H100' <<<"$out" ||
+  bad "floor row not named with its reason: $out"
+e1=$(awk '/^ +1  MPT/{e=$NF; sub(/^[+-]/, "", e); print e}' <<<"$out")
+grep -qE "^dev-set: 2 rows, median \|err\| [0-9.]+%, worst ${e1}%," <<<"$out" ||
+  bad "closing worst is not row 1's ${e1}% (row 2 is out of the floor): $out"
+
+# SDPA rows: cuDNN's fused SDPA curve; FlashAttention-3 stays not modelled
+cat >"$tmp/attn.csv" <<'EOF'
+source_id,gpu,impl,pass,causal,seq_len,head_dim,batch,heads,dtype,tflops,note
+t,H100-SXM,torch SDPA,fwd+bwd,True,4096,128,4,16,bf16,433.8,x
+t,H100-SXM,FlashAttention-3,fwd,True,4096,128,4,16,fp16,600,x
+EOF
+out=$("$FSDPBENCH" validate --dataset "$tmp/attn.csv" 2>&1) || bad "attn.csv: $out"
+grep -qE '^op-set: 1 rows, .*within 15%: 1/1$' <<<"$out" || bad "SDPA row: $out"
+grep -q "FlashAttention-3: not modelled" <<<"$out" || bad "FA3 reason: $out"
+# --hardware prices every row on the profile named
+out=$("$FSDPBENCH" validate --dataset "$tmp/attn.csv" --hardware h200 2>&1) || bad "--hardware: $out"
+grep -qE "^ +1 .* h200 " <<<"$out" || bad "--hardware h200 not used: $out"
+
+# GEMM file: a 4096^3 bf16 product of XLA's table on h100-xla lands near its 783 TFLOP/s
 cat >"$tmp/gemm.csv" <<'EOF'
 source_id,gpu,dtype,batch,m,n,k,shape_kind,tflops,peak_tflops_spec,software,note
-t,H100 (sm_90),bf16xbf16->bf16,1,4096,4096,4096,shape,783.33,989,x,x
+t,H100 (sm_90),bf16xbf16->bf16,1,4096,4096,4096,shape,783.33,989,XLA matmul table,x
 t,GH200-SXM,bf16,,1024,15360,4096,best,828.6,989,x,x
 EOF
 out=$("$FSDPBENCH" validate --dataset "$tmp/gemm.csv" 2>&1) || bad "gemm.csv: $out"
@@ -73,6 +139,7 @@ printf 'source_id,tokens_per_s_per_gpu\n"open,1\n' >"$tmp/quote.csv"
 check2 "unterminated quote" "$FSDPBENCH" validate --dataset "$tmp/quote.csv"
 check2 "stray flag" "$FSDPBENCH" validate --dataset "$tmp/runs.csv" --bogus
 check2 "empty dataset" "$FSDPBENCH" validate --dataset ""
+check2 "unknown --hardware" "$FSDPBENCH" validate --dataset "$tmp/attn.csv" --hardware nope
 
 # the development set, when the shared data sits beside the checkout
 dev="$FB_SRC/../shared/gpu-data/train-runs.csv"

@@ -46,6 +46,7 @@ void fb_config_defaults(fb_run_config *c) {
       .reduce_dtype = FB_F32,
       .recompute = FB_RECOMPUTE_OFF,
       .recompute_layers = 0,
+      .recompute_passes = 1,
       .threads = 0,
       .mem_limit = 0,
       .timeout_s = 600,

@@ -49,6 +49,8 @@ typedef struct fb_run_config {
   fb_dtype param_dtype, reduce_dtype;
   fb_recompute recompute; /* activation checkpointing: off | full | selective | op */
   int recompute_layers;  /* checkpoint K of the model's blocks (0 = all; <= layers) */
+  int recompute_passes;  /* times a fully checkpointed block's forward reruns in backward (1;
+                            2 = two nested checkpoint wrappers) */
   char mesh[32];         /* hsdp device mesh "REPLICAxSHARD" ("" = the strategy's default) */
   /* resources and output */
   int threads;           /* CPU threads per process (0 = all cores) */

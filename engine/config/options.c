@@ -111,6 +111,13 @@ static const fb_option options[] = {
      .help = "checkpoint K of the L blocks, every (L/K)-th from block 1: block l iff "
              "(l-1)*K mod L < K (K <= layers)"},
 
+    {.name = "recompute-passes", .group = G_STRAT, .kind = FB_OPT_INT, FIELD(recompute_passes),
+     .metavar = "N", .min = 1, .max = 4,
+     .help = "times a fully checkpointed block's forward reruns in its backward: 1, or 2 for "
+             "two nested checkpoint wrappers (FSDP's checkpoint_wrapper around a block that "
+             "HF's gradient checkpointing wraps again: PyTorch reruns the forward once per "
+             "level); the results are the same bits"},
+
     {.name = "mesh", .group = G_STRAT, .kind = FB_OPT_STR, FIELD(mesh), .metavar = "RxS",
      .dflt = "\"\" = SHARD = devices per node on sim, world otherwise",
      .help = "hsdp device mesh: REPLICA x SHARD ranks (REPLICA*SHARD = world), parameters "

@@ -108,6 +108,8 @@ typedef struct fb_op_cost {
   int stride;         /* collectives: ranks between the group's members (fb_comm.stride) */
   bool causal;        /* attention: causal mask (half the T x T products) */
   int param;          /* recorder only: 1 + model id of the parameter the op applies, 0: none */
+  int unit;           /* the model unit the op computes (0: root, embedding and head; blocks
+                         1..L; -1 outside units): the cost model's float8 linears are blocks' */
 } fb_op_cost;
 
 typedef struct fb_device_ops {

@@ -26,6 +26,7 @@ static inline size_t esz(fb_dtype t) { return fb_dtype_size(t); }
     uint64_t t0_ = d_->ops->mark(d_, (k)->s);                                                  \
     fb_status st_ = FB_OK;                                                                     \
     (cost).param = (k)->param;                                                                 \
+    (cost).unit = (k)->unit;                                                                   \
     if (d_->simulated) {                                                                       \
       if (d_->ops->account) d_->ops->account(d_, (k)->s, &(cost));                             \
     } else {                                                                                   \

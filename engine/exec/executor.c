@@ -120,6 +120,7 @@ fb_status fb_exec_step(fb_exec *e, int step, double *loss_sum) {
                                c->recompute, e->tokens.ptr, e->targets.ptr, dscale,
                                e->loss.ptr);
     t.recompute_layers = c->recompute_layers;
+    t.recompute_passes = c->recompute_passes;
     t.logits = r->logits;
     if (st == FB_OK) st = micro_step(e, &t);
     fb_tf_end(&t);

@@ -60,6 +60,7 @@ fb_status fb_tf_begin(fb_tf *t, const fb_model *m, fb_device *dev, fb_stream *s,
   t->B = B;
   t->T = T;
   t->recompute = recompute;
+  t->recompute_passes = 1;
   t->logits = &fb_tf_logits_cpu;
   t->tokens = tokens;
   t->targets = targets;
@@ -391,7 +392,10 @@ fb_status fb_tf_block_bwd(fb_tf *t, int l, const void *P, void *G) {
     FB_TRY(alloc_saved(t, a));
     fb_buf keep = a->x_out;
     FB_TRY(act_alloc(t, &a->x_out, (size_t)N * C, esz(t), "act.recompute_out"));
-    fb_status st = block_compute(t, l, P, a, false);
+    fb_status st = FB_OK;
+    for (int pass = 0; pass < (t->recompute_passes > 1 ? t->recompute_passes : 1) && st == FB_OK;
+         pass++)
+      st = block_compute(t, l, P, a, false);
     fb_free(t->dev, &a->x_out, NULL);
     a->x_out = keep;
     FB_TRY(st);

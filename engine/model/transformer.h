@@ -46,6 +46,9 @@
  *   The reruns use the same kernels on the same inputs, so the gradients and the trained
  *   parameters are bitwise those without recompute; the simulator costs the rerun kernels
  *   like any other (they go through the same fb_k_* wrappers) and sees the smaller ledger.
+ * recompute_passes P (full mode): the block's forward reruns P times in its backward, as
+ * PyTorch does under P nested checkpoint wrappers (each level reruns what it wraps); the
+ * reruns write the same saved set, so the results are the same bits.
  * recompute_layers K (0 = all): only K of the L blocks are checkpointed, spread evenly and
  * starting with the first: block l (1-based) iff ((l-1)*K) mod L < K, i.e. every (L/K)-th
  * block 1, 1+L/K, ... (torchtitan's layer frequency, counted from block 1: the last block's
@@ -100,6 +103,8 @@ typedef struct fb_tf {
   fb_recompute recompute; /* activation checkpointing mode */
   int recompute_layers;   /* checkpoint K of the L blocks (0 = all); set after fb_tf_begin,
                            * before the first block forward */
+  int recompute_passes;   /* a fully checkpointed block's forward reruns this many times in its
+                           * backward (1 = fb_tf_begin's; 2 = nested checkpoint wrappers) */
   const fb_tf_logits *logits; /* the head's chunking (fb_tf_logits_cpu unless set after
                                * fb_tf_begin) */
   const int32_t *tokens;  /* device [B*T] */

@@ -80,10 +80,17 @@ static double rank_kernel_bw(const fb_hardware *hw, const rank_figures *f, const
  * streams k through each tile's main loop. Useful work over the capacity of the waves it takes
  * is what tile padding and wave quantization leave (the "tail effect" of NVIDIA's matmul
  * performance guide); k/(k + k_half) is the main loop's prologue/epilogue share. Libraries
- * choose among tile shapes and split k when the grid cannot fill the GPU, so we take the best
- * of the profile's large tile, its halves (which reuse less data per load: the factors below,
- * from cuBLAS's smaller tiles running ~10-20% slower per FLOP on full grids) and split-K in
- * 2..16 pieces of at least 512 (the partial sums' extra pass and reduction: 0.8). */
+ * choose among tile shapes and ways to split k when the grid cannot fill the GPU, so we take the
+ * best of the profile's large tile, its halves (which reuse less data per load: the factors
+ * below, from cuBLAS's smaller tiles running ~10-20% slower per FLOP on full grids) and either
+ *  - split-K in 2..16 pieces of at least 512 (the partial sums' extra pass and reduction: 0.8),
+ *    the older libraries' way (gemm_stream_k 0: cuBLAS 11/12 on Ampere, XLA's Triton GEMMs), or
+ *  - stream-K (gemm_stream_k > 0: Hopper's cuBLAS 12.x/13 "nvjet" kernels): the main-loop
+ *    iterations of all tiles are dealt evenly to the SMs, so the waves stop quantizing; the
+ *    partial tiles' fix-up costs the factor gemm_stream_k.
+ * Below gemm_small_grid_tiles large tiles (a small output), cuBLAS runs one wave of large tiles
+ * and splits nothing (1024^3 and 768x768x8192 on the lent H100 at 92 and 115 TFLOP/s: one such
+ * wave predicts 87 and 95; docs/simulator.md). */
 typedef struct tile_variant {
   int div_m, div_n;
   double eff;
@@ -96,44 +103,71 @@ static double tile_util(double m, double n, double batch, double tm, double tn, 
   return m * n * batch * split / (waves * sm * tm * tn);
 }
 
+/* Stream-K: every tile's k loop cut into 64-deep iterations, dealt evenly to the SMs; the
+ * padding of the edge tiles stays. */
+static double stream_k_util(double m, double n, double k, double batch, double tm, double tn,
+                            int sm) {
+  double tiles = ceil(m / tm) * ceil(n / tn) * batch;
+  double units = tiles * ceil(k / 64.0);
+  return units / (ceil(units / sm) * sm) * (m * n * batch) / (tiles * tm * tn);
+}
+
 /* Operands whose rows are not 16-byte aligned fall off the tensor-core fast path (no 16-byte
  * vector loads or TMA copies). The cost depends on the alignment left, the largest power of
- * two dividing every dimension's bytes (TF32 reads fp32 operands):
- *  - 4 or 8 bytes: x 0.69, mle-swiglu (gemm.csv, H100 fp16): d_ff 10922 at 272.7 TFLOP/s
- *    against ~395 for aligned neighbours. (bench/torch_gpu.py's alignment sweep on an H200,
- *    torch 2.11 / cuBLAS 13, measured x 0.37 for 4- and 8-byte rows: a newer library; the
- *    public figure is kept and the held-out set decides.)
- *  - 2 bytes (an odd dimension in bf16, e.g. GPT-2's vocabulary of 50,257): x 0.18, that sweep's
- *    LM-head products (forward, input and weight gradient at 8192x768 and 4096x2048 tokens x
- *    dim) against the 16-byte-aligned vocabulary 50,304: 0.13-0.21, mean 0.178; cuBLAS runs
+ * two dividing every dimension's bytes (TF32 reads fp32 operands): 4 or 8 bytes x
+ * gemm_align4_factor, 2 bytes (an odd dimension in bf16, e.g. GPT-2's vocabulary of 50,257) x
+ * gemm_align2_factor; profiles without them: 0.69 and 0.18.
+ *  - 0.69: mle-swiglu (gemm.csv, H100 fp16, cuBLAS 12): d_ff 10922 at 272.7 TFLOP/s against
+ *    ~395 for aligned neighbours. torch 2.11 / cuBLAS 13 measured 0.37-0.38 on an H200 and an H100
+ *    (docs/h200/gemm.csv, h100-torch-gemm.csv: the LM-head products at vocabulary 50,300 and
+ *    50,298 against 50,304), which the Hopper profiles carry.
+ *  - 0.18: the same sweeps at vocabulary 50,257: 0.13-0.21 of 50,304, mean 0.178; cuBLAS runs
  *    pre-Hopper kernels there (CUPTI: cutlass_75_tensorop_bf16_s1688gemm). */
-static double gemm_align_factor(double m, double n, double k, double esz) {
+static double gemm_align_factor(const fb_hardware *hw, double m, double n, double k, double esz) {
   double g = 16;
   const double b[3] = {m * esz, n * esz, k * esz};
   for (int i = 0; i < 3; i++)
     while (g > 1 && fmod(b[i], g) != 0) g /= 2;
-  return g >= 16 ? 1.0 : g >= 4 ? 0.69 : 0.18;
+  if (g >= 16) return 1.0;
+  if (g >= 4) return hw->gemm_align4 > 0 ? hw->gemm_align4 : 0.69;
+  return hw->gemm_align2 > 0 ? hw->gemm_align2 : 0.18;
+}
+
+/* The best (tile, split) candidate's efficiency before the profile's ceiling and alignment. */
+static double gemm_best_tiling(const fb_hardware *hw, double m, double n, double k,
+                               double batch) {
+  const double TM = hw->gemm_tile_m, TN = hw->gemm_tile_n;
+  const double big = fmin(ceil(m / TM) * ceil(n / TN), ceil(m / TN) * ceil(n / TM)) * batch;
+  const bool small = hw->gemm_small_grid > 0 && big < hw->gemm_small_grid;
+  double best = 0;
+  for (size_t v = 0; v < sizeof tile_variants / sizeof tile_variants[0]; v++) {
+    if (small && v > 0) break; /* a small grid: one wave of the large tile */
+    double tm = TM / tile_variants[v].div_m, tn = TN / tile_variants[v].div_n;
+    for (int orient = 0; orient < 2; orient++) {
+      double a = orient ? tn : tm, b = orient ? tm : tn, f = tile_variants[v].eff;
+      double kf = k / (k + hw->gemm_k_half);
+      best = fmax(best, f * tile_util(m, n, batch, a, b, hw->sm_count, 1) * kf);
+      if (small) continue;
+      if (hw->gemm_stream_k > 0) {
+        best = fmax(best, f * hw->gemm_stream_k *
+                              stream_k_util(m, n, k, batch, a, b, hw->sm_count) * kf);
+        continue;
+      }
+      for (int split = 2; split <= 16 && k / split >= 512; split *= 2) {
+        double kk = k / split;
+        best = fmax(best, f * tile_util(m, n, batch, a, b, hw->sm_count, split) * kk /
+                              (kk + hw->gemm_k_half) * 0.8);
+      }
+    }
+  }
+  return best;
 }
 
 double fb_cost_gemm_shape_efficiency(const fb_hardware *hw, double m, double n, double k,
                                      double batch, fb_dtype t) {
   if (!(m > 0 && n > 0 && k > 0 && batch > 0)) return hw->gemm_max_eff * 1e-3;
-  double best = 0;
-  for (size_t v = 0; v < sizeof tile_variants / sizeof tile_variants[0]; v++) {
-    double tm = (double)hw->gemm_tile_m / tile_variants[v].div_m;
-    double tn = (double)hw->gemm_tile_n / tile_variants[v].div_n;
-    for (int orient = 0; orient < 2; orient++) {
-      double a = orient ? tn : tm, b = orient ? tm : tn;
-      for (int split = 1; split <= 16; split *= 2) {
-        double kk = k / split;
-        if (split > 1 && kk < 512) break;
-        double e = tile_variants[v].eff * tile_util(m, n, batch, a, b, hw->sm_count, split) *
-                   kk / (kk + hw->gemm_k_half) * (split > 1 ? 0.8 : 1.0);
-        if (e > best) best = e;
-      }
-    }
-  }
-  return hw->gemm_max_eff * best * gemm_align_factor(m, n, k, (double)fb_dtype_size(t));
+  return hw->gemm_max_eff * gemm_best_tiling(hw, m, n, k, batch) *
+         gemm_align_factor(hw, m, n, k, (double)fb_dtype_size(t));
 }
 
 static double matmul_peak(const fb_hardware *hw, fb_dtype t) {
@@ -141,19 +175,30 @@ static double matmul_peak(const fb_hardware *hw, fb_dtype t) {
   return fb_hardware_peak(hw, t);
 }
 
-/* ---- attention: FlashAttention-2 curves --------------------------------------------------
- * Rate = peak x eff(pass) x (hd/128)^0.2 (hd < 128) x x/(x + half), x = keys per query
- * (T, or T/2 under a causal mask). Fitted on the FlashAttention-2 README figures in
- * attention.csv (see docs/simulator.md for the fit and its residual). */
+/* ---- attention: FlashAttention curves ----------------------------------------------------
+ * Rate = peak x eff(pass) x kernel ratio x (hd/128)^0.2 (hd < 128) x x/(x + half), x = keys
+ * per query (T, or T/2 under a causal mask). Fitted on the FlashAttention-2 README figures in
+ * attention.csv; FlashAttention-1 and cuDNN's fused SDPA scale the curve by their own ratio
+ * with their own half-rate point, llm-foundry's Triton kernel by its ratio (docs/simulator.md
+ * gives each fit and its residual). */
 static double flash_efficiency(const fb_hardware *hw, const fb_op_cost *c) {
   bool bwd = c->name && strstr(c->name, "bwd");
-  bool fa1 = hw->attention_kernel == 1 && hw->flash1_ratio > 0;
-  double ratio = fa1 ? hw->flash1_ratio : hw->attention_kernel == 2 && hw->triton_ratio > 0 ? hw->triton_ratio : 1.0;
+  double ratio = 1.0, half = hw->flash_half_seq;
+  switch (hw->attention_kernel) {
+  case FB_ATTN_FLASH1:
+    if (hw->flash1_ratio > 0) ratio = hw->flash1_ratio, half = hw->flash1_half_seq;
+    break;
+  case FB_ATTN_TRITON:
+    if (hw->triton_ratio > 0) ratio = hw->triton_ratio;
+    break;
+  case FB_ATTN_CUDNN:
+    if (hw->cudnn_ratio > 0) ratio = hw->cudnn_ratio, half = hw->cudnn_half_seq;
+    break;
+  default: break;
+  }
   double x = c->causal ? 0.5 * (double)c->m : (double)c->m;
   double hd = (double)c->k, hdf = hd >= 128 ? 1.0 : pow(hd / 128.0, 0.2);
-  double half = fa1 ? hw->flash1_half_seq : hw->flash_half_seq;
-  return (bwd ? hw->flash_bwd_eff : hw->flash_fwd_eff) * ratio * hdf *
-         x / (x + half);
+  return (bwd ? hw->flash_bwd_eff : hw->flash_fwd_eff) * ratio * hdf * x / (x + half);
 }
 
 /* Microbenchmarks run for seconds; a training step holds the GPU at its power limit for
@@ -161,14 +206,65 @@ static double flash_efficiency(const fb_hardware *hw, const fb_op_cost *c) {
  * tensor-core rates (docs/simulator.md: fitted on the development set, one per GPU type). */
 static double sustained(const fb_hardware *hw) { return hw->sustained > 0 ? hw->sustained : 1.0; }
 
+/* One GPU GEMM of m x n x k (batch products) on the shape model, in seconds; `fp8`: a torchao
+ * float8 linear (the FP8 peak, the FP8 ratio, one-byte operands for the alignment). */
+static double gpu_gemm_seconds(const fb_hardware *hw, fb_dtype t, double m, double n, double k,
+                               double batch, bool fp8) {
+  double eff = fp8 ? hw->gemm_max_eff * gemm_best_tiling(hw, m, n, k, batch) *
+                         gemm_align_factor(hw, m, n, k, 1.0) * hw->fp8_gemm_ratio
+                   : fb_cost_gemm_shape_efficiency(hw, m, n, k, batch, t);
+  double peak = fp8 ? hw->peak_fp8 : matmul_peak(hw, t);
+  double launch = hw->gemm_launch_s > 0 ? hw->gemm_launch_s : hw->launch_s;
+  double bytes = (m * k + k * n + m * n) * batch * (fp8 ? 1.0 : (double)fb_dtype_size(t));
+  return launch + fmax(2.0 * m * n * k * batch / (peak * eff * sustained(hw)),
+                       bytes / (hw->mem_bw * hw->mem_eff));
+}
+
+double fb_cost_gemm_seconds(const fb_hardware *hw, fb_dtype t, double m, double n, double k,
+                            double batch, bool fp8) {
+  if (hw->sm_count > 0) return gpu_gemm_seconds(hw, t, m, n, k, batch, fp8);
+  fb_op_cost c = {.name = "matmul", .kind = FB_OP_GEMM, .dtype = t, .m = (int64_t)m,
+                  .n = (int64_t)n, .k = (int64_t)k, .batch = (int64_t)batch};
+  c.flops = 2.0 * m * n * k * batch;
+  c.bytes = (m * k + k * n + m * n) * batch * (double)fb_dtype_size(t);
+  return fb_cost_seconds(hw, &c, 1);
+}
+
+/* torchao's tensorwise float8 casts around a block linear (its own kernels, memory-bound):
+ * the bf16 operand's amax and its scaled cast (read 2 + 2 bytes, write 1 per element) for the
+ * forward input and the backward output gradient, and the fp8 transposes the weight gradient
+ * and input gradient read (read 1, write 1: the saved input and the gathered weight). The
+ * weight itself arrives in float8 (float8 all-gather, scale precomputed for FSDP). */
+static double float8_cast_bytes(const fb_op_cost *c, bool bwd) {
+  double N = (double)c->m, OC = (double)c->n, C = (double)c->k;
+  return bwd ? 5.0 * N * OC + 2.0 * N * C + 2.0 * OC * C : 5.0 * N * C;
+}
+
+/* A GEMM op on a profile with the shape model. matmul_bwd (kernels.c) records its products as
+ * `batch` (1 or 2) of the forward's N x OC x C; they are the weight gradient (OC x C over N) and
+ * the input gradient (N x C over OC), priced each as the library runs it. */
+static double gpu_matmul_seconds(const fb_hardware *hw, const fb_op_cost *c) {
+  const double N = (double)c->m, OC = (double)c->n, C = (double)c->k;
+  const bool bwd = c->name && !strcmp(c->name, "matmul_bwd");
+  const bool fp8 = hw->float8_linears && hw->peak_fp8 > 0 && hw->fp8_gemm_ratio > 0 &&
+                   c->unit > 0 && c->name && !strncmp(c->name, "matmul_", 7);
+  double t;
+  if (!bwd) {
+    t = gpu_gemm_seconds(hw, c->dtype, N, OC, C, (double)(c->batch > 0 ? c->batch : 1), fp8);
+  } else {
+    t = gpu_gemm_seconds(hw, c->dtype, OC, C, N, 1, fp8);
+    if (c->batch >= 2) t += gpu_gemm_seconds(hw, c->dtype, N, C, OC, 1, fp8);
+  }
+  if (fp8) t += float8_cast_bytes(c, bwd) / (hw->mem_bw * hw->mem_eff);
+  return t;
+}
+
 static double gemm_seconds(const fb_hardware *hw, const fb_op_cost *c, int world) {
   const rank_figures f = rank_figs(hw, world);
+  if (c->kind == FB_OP_GEMM && hw->sm_count > 0) return gpu_matmul_seconds(hw, c);
   double eff;
   if (c->kind == FB_OP_ATTN && hw->flash_fwd_eff > 0)
     eff = flash_efficiency(hw, c);
-  else if (c->kind == FB_OP_GEMM && hw->sm_count > 0)
-    eff = fb_cost_gemm_shape_efficiency(hw, (double)c->m, (double)c->n, (double)c->k,
-                                        (double)(c->batch > 0 ? c->batch : 1), c->dtype);
   else {
     eff = curve_efficiency(f.gemm_max_eff, f.gemm_half_size, fb_op_gemm_size(c));
     if (c->kind == FB_OP_ATTN) eff *= f.attn_eff;
@@ -178,17 +274,66 @@ static double gemm_seconds(const fb_hardware *hw, const fb_op_cost *c, int world
   return hw->launch_s + fmax(t_compute, t_memory);
 }
 
+/* ---- eager PyTorch's kernel chains -------------------------------------------------------
+ * This engine runs a norm, RoPE, SwiGLU and the loss as one fused kernel each, and its wrappers
+ * count that kernel's bytes. Eager PyTorch runs the reference implementations as chains of
+ * kernels, each reading and writing the whole tensor (bf16 activations, fp32 where the code
+ * upcasts); the factor is the chain's bytes per element over the fused kernel's:
+ *  - rmsnorm (framework eager-hf only): HF LlamaRMSNorm / fms-fsdp's LayerNormParameterized /
+ *    torch < 2.8's nn.RMSNorm: to(fp32) 2+4, pow 4+4, mean 4, x*rsqrt 4+4, to(bf16) 4+2,
+ *    *weight 2+2 = 36 bytes against 4: 9 (the backward replays the chain through autograd: 9
+ *    as well); pytorch PR #153666 measured its fused kernel (aten._fused_rms_norm, nn.RMSNorm
+ *    since torch 2.8) ~9x faster than that chain;
+ *  - rope: HF apply_rotary_pos_emb: rotate_half's neg 2 and cat 4, q*cos 4, rot*sin 4, add 6 =
+ *    20 against 4: 5;
+ *  - swiglu: F.silu(a) * b: silu 4, mul 6 = 10 against 6: 1.67 (backward 18 against 10: 1.8);
+ *  - softmax_xent: F.cross_entropy on bf16 logits upcast to fp32: float() 2+4, log_softmax 4+4,
+ *    gather; backward: log_softmax's 4+4+4 and the cast back 4+2 = 32 against 6: 5.3;
+ *  - layernorm, gelu and the residual add are single native kernels in eager PyTorch: 1.
+ * `framework: fused` (hand-fused kernels, e.g. flash-attn's fused RMSNorm, rotary and cross
+ * entropy) and `compile` (TorchInductor's generated kernels) run each chain as one kernel. */
+typedef struct eager_chain {
+  const char *name;
+  double factor;
+  bool hf_only; /* a chain only where the norm is written out (framework eager-hf) */
+} eager_chain;
+
+static const eager_chain eager_chains[] = {
+    {"rmsnorm_fwd", 9.0, true}, {"rmsnorm_bwd", 9.0, true}, {"rope_fwd", 5.0, false},
+    {"rope_bwd", 5.0, false},   {"swiglu_fwd", 1.67, false}, {"swiglu_bwd", 1.8, false},
+    {"softmax_xent", 5.3, false},
+};
+
+static double eager_chain_factor(const char *name, bool hf) {
+  for (size_t i = 0; name && i < sizeof eager_chains / sizeof eager_chains[0]; i++)
+    if (!strcmp(eager_chains[i].name, name))
+      return !eager_chains[i].hf_only || hf ? eager_chains[i].factor : 1.0;
+  return 1.0;
+}
+
+/* The bytes a memory-bound op of this engine moves in the framework the profile prices, over
+ * what its wrapper counts: eager PyTorch's chain (above) times `eager_mem_factor`, the rest of
+ * an eager step's elementwise traffic (autocast's casts, layout copies, separate adds; fitted);
+ * hand-fused kernels keep the latter; torch.compile fuses both away. Plain memsets and copies
+ * are what they are. */
+static double framework_factor(const fb_hardware *hw, const fb_op_cost *c) {
+  bool raw = c->name && (!strncmp(c->name, "memset", 6) || !strncmp(c->name, "copy_", 5));
+  if (c->kind != FB_OP_MEM || raw || !(hw->eager_mem_factor > 0)) return 1.0;
+  switch (hw->framework) {
+  case FB_FW_EAGER:
+  case FB_FW_EAGER_HF:
+    return eager_chain_factor(c->name, hw->framework == FB_FW_EAGER_HF) * hw->eager_mem_factor;
+  case FB_FW_FUSED: return hw->eager_mem_factor;
+  default: return 1.0;
+  }
+}
+
 /* A kernel the profile measured (kernel_gbs, split_kernel_gbs) runs at its own rate; others on
  * the roofline. */
 static double memory_seconds(const fb_hardware *hw, const fb_op_cost *c, int world) {
   const rank_figures rf = rank_figs(hw, world);
   const double bw = rank_kernel_bw(hw, &rf, c->name, world);
-  /* an eager framework runs a block's elementwise work as several unfused kernels (casts,
-   * layout copies, separate adds): more bytes than this engine's fused kernels count. Plain
-   * memsets and copies are what they are. */
-  bool raw = c->name && (!strncmp(c->name, "memset", 6) || !strncmp(c->name, "copy_", 5));
-  double f = c->kind == FB_OP_MEM && !raw && hw->eager_mem_factor > 0 ? hw->eager_mem_factor : 1.0;
-  return hw->launch_s + f * c->bytes / bw;
+  return hw->launch_s + framework_factor(hw, c) * c->bytes / bw;
 }
 
 /* Bandwidth factor and latency hop count of one ring stage over n ranks. */
@@ -338,12 +483,17 @@ double fb_cost_seconds(const fb_hardware *hw, const fb_op_cost *c, int world) {
   case FB_OP_COLL: {
     int w = c->world > 0 ? c->world : world;
     w = w < 1 ? 1 : w;
+    double payload = coll_payload(c, w);
+    /* float8 all-gather: the block linears' weights travel in one byte (their share of a
+     * block's parameters is all but the norms') */
+    if (hw->float8_linears && c->coll == FB_COLL_ALL_GATHER && fb_dtype_size(c->dtype) == 2)
+      payload *= 0.5;
     if (c->stride > 1 && hw->devices_per_node > 1) {
       fb_hardware h;
       placed(hw, c->stride, &h);
-      return fb_cost_collective(&h, c->coll, coll_payload(c, w), w);
+      return fb_cost_collective(&h, c->coll, payload, w);
     }
-    return fb_cost_collective(hw, c->coll, coll_payload(c, w), w);
+    return fb_cost_collective(hw, c->coll, payload, w);
   }
   default: return 0;
   }

@@ -3,6 +3,8 @@
  * durations into a timeline; docs/simulator.md states every formula. */
 #ifndef FB_COST_MODEL_H
 #define FB_COST_MODEL_H
+#include <stdbool.h>
+
 #include "../device/device.h"
 #include "hardware.h"
 
@@ -18,6 +20,11 @@ double fb_cost_gemm_efficiency(const fb_hardware *hw, double size);
  * with sm_count > 0: tile and wave quantization, main-loop depth, split-K, alignment. */
 double fb_cost_gemm_shape_efficiency(const fb_hardware *hw, double m, double n, double k,
                                      double batch, fb_dtype t);
+/* One GEMM call of `batch` m x n x k products as a library runs it alone (a microbenchmark
+ * row, a calibration point): the shape model on GPU profiles, the size curve otherwise.
+ * `fp8`: FP8 operands on the profile's FP8 peak (peak_tflops_fp8, fp8_gemm_ratio). */
+double fb_cost_gemm_seconds(const fb_hardware *hw, fb_dtype t, double m, double n, double k,
+                            double batch, bool fp8);
 /* A collective of `bytes` payload (all-gather / reduce-scatter: the full gathered buffer;
  * all-reduce, broadcast, reduce: the buffer) over `world` ranks. World 1 is a device copy
  * (broadcast and barrier: 0); on a shared host the shared-memory formula at W = 1 with one

@@ -36,7 +36,8 @@ typedef struct hw_key {
 static const char *const collectives_names[] = {"ring_tree", "shared_memory", "nccl", NULL};
 static const char *const arch_names[] = {"none", "ampere", "hopper", NULL};
 static const char *const vendor_names[] = {"intel", "amd", NULL};
-static const char *const attn_kernel_names[] = {"flash2", "flash1", "triton", NULL};
+static const char *const attn_kernel_names[] = {"flash2", "flash1", "triton", "cudnn", NULL};
+static const char *const framework_names[] = {"eager", "eager-hf", "fused", "compile", NULL};
 
 #define OFF(f) offsetof(fb_hardware, f)
 static const hw_key hw_keys[] = {
@@ -91,6 +92,31 @@ static const hw_key hw_keys[] = {
      .hi = 4096, .optional = true, .doc = "columns of the large GEMM kernels' output tile"},
     {.key = "gemm_k_half", .type = HW_REAL, .off = OFF(gemm_k_half), .scale = 1, .lo = 0,
      .hi = 1e9, .optional = true, .doc = "GEMM depth k at which the main loop runs at half rate"},
+    {.key = "gemm_stream_k", .type = HW_REAL, .off = OFF(gemm_stream_k), .scale = 1, .lo = 0,
+     .hi = 1, .optional = true,
+     .doc = "stream-K GEMMs (Hopper cuBLAS): the fix-up factor; 0 = split-K instead"},
+    {.key = "gemm_small_grid_tiles", .type = HW_INT, .off = OFF(gemm_small_grid), .scale = 1,
+     .lo = 0, .hi = 1e6, .optional = true,
+     .doc = "fewer large output tiles than this: one wave of them, k not split (0 = off)"},
+    {.key = "gemm_launch_us", .type = HW_REAL, .off = OFF(gemm_launch_s), .scale = 1e-6,
+     .lo = 0, .hi = 1e6, .optional = true, .doc = "fixed time of one GEMM call, us (0 = launch_us)"},
+    {.key = "gemm_align4_factor", .type = HW_REAL, .off = OFF(gemm_align4), .scale = 1, .lo = 0,
+     .hi = 1, .optional = true,
+     .doc = "GEMM rate with 4- or 8-byte aligned rows over 16-byte aligned (0 = 0.69)"},
+    {.key = "gemm_align2_factor", .type = HW_REAL, .off = OFF(gemm_align2), .scale = 1, .lo = 0,
+     .hi = 1, .optional = true, .doc = "... with 2-byte aligned rows (0 = 0.18)"},
+    {.key = "peak_tflops_fp8", .type = HW_REAL, .off = OFF(peak_fp8), .scale = 1e12, .lo = 0,
+     .hi = INFINITY, .optional = true, .doc = "dense FP8 tensor-core peak, TFLOP/s"},
+    {.key = "fp8_gemm_ratio", .type = HW_REAL, .off = OFF(fp8_gemm_ratio), .scale = 1, .lo = 0,
+     .hi = 2, .optional = true,
+     .doc = "an FP8 GEMM's fraction of the FP8 peak over a bf16 GEMM's of the bf16 peak"},
+    {.key = "float8_linears", .type = HW_BOOL, .off = OFF(float8_linears), .optional = true,
+     .doc = "block linears in torchao float8 (tensorwise scales, float8 all-gather)"},
+    {.key = "framework", .type = HW_ENUM, .off = OFF(framework), .names = framework_names,
+     .optional = true,
+     .doc = "eager: eager PyTorch's kernel chains (a fused RMSNorm); eager-hf: RMSNorm's chain "
+            "too (HF, fms-fsdp); fused: hand-fused norm/rotary/loss kernels; compile: "
+            "torch.compile's generated kernels"},
     {.key = "peak_tflops_tf32", .type = HW_REAL, .off = OFF(peak_tf32), .scale = 1e12, .lo = 0,
      .hi = INFINITY, .optional = true, .doc = "dense TF32 tensor-core peak, TFLOP/s"},
     {.key = "tf32", .type = HW_BOOL, .off = OFF(tf32), .optional = true,
@@ -105,7 +131,12 @@ static const hw_key hw_keys[] = {
      .doc = "keys per query (causal: T/2) at which attention runs at half its long-sequence rate"},
     {.key = "attention_kernel", .type = HW_ENUM, .off = OFF(attention_kernel),
      .names = attn_kernel_names, .optional = true,
-     .doc = "flash2: FlashAttention-2; flash1: FlashAttention-1; triton: llm-foundry's Triton kernel"},
+     .doc = "flash2: FlashAttention-2; flash1: FlashAttention-1; triton: llm-foundry's Triton "
+            "kernel; cudnn: cuDNN's fused SDPA"},
+    {.key = "cudnn_ratio", .type = HW_REAL, .off = OFF(cudnn_ratio), .scale = 1, .lo = 0,
+     .hi = 4, .optional = true, .doc = "cuDNN's fused SDPA rate over FlashAttention-2's"},
+    {.key = "cudnn_half_seq", .type = HW_REAL, .off = OFF(cudnn_half_seq), .scale = 1, .lo = 0,
+     .hi = 1e9, .optional = true, .doc = "cuDNN SDPA's half-rate key count"},
     {.key = "triton_ratio", .type = HW_REAL, .off = OFF(triton_ratio), .scale = 1, .lo = 0,
      .hi = 1, .optional = true, .doc = "the Triton FlashAttention kernel's rate over FlashAttention-2's"},
     {.key = "eager_mem_factor", .type = HW_REAL, .off = OFF(eager_mem_factor), .scale = 1,
@@ -517,6 +548,14 @@ fb_status fb_hardware_write(const char *path, const fb_hardware *hw, const char 
   FB_TRY(fb_hardware_validate(hw, path));
   FILE *f = fopen(path, "w");
   if (!f) return FB_ERR(FB_EIO, "cannot write hardware profile %s: %s", path, strerror(errno));
+  fb_status st = fb_hardware_write_to(f, path, hw, comment);
+  if (fclose(f) != 0 && st == FB_OK) st = FB_ERR(FB_EIO, "cannot write hardware profile %s", path);
+  return st;
+}
+
+fb_status fb_hardware_write_to(FILE *f, const char *path, const fb_hardware *hw,
+                               const char *comment) {
+  FB_TRY(fb_hardware_validate(hw, path));
   if (comment) {
     const char *line = comment;
     while (*line) {
@@ -557,6 +596,5 @@ fb_status fb_hardware_write(const char *path, const fb_hardware *hw, const char 
       fprintf(f, "  %-21s %s\n", key, val);
     }
   }
-  if (fclose(f) != 0) return FB_ERR(FB_EIO, "cannot write hardware profile %s", path);
-  return FB_OK;
+  return ferror(f) ? FB_ERR(FB_EIO, "cannot write hardware profile %s", path) : FB_OK;
 }

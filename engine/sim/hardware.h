@@ -8,6 +8,7 @@
 #define FB_HARDWARE_H
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "../core/status.h"
 #include "../core/types.h"
@@ -31,6 +32,24 @@ typedef enum fb_collectives {
                              the cheapest predicted (engine/sim/nccl_model.c) */
   FB_NCOLLS
 } fb_collectives;
+
+/* The attention kernel a run uses (the `attention_kernel` key). */
+typedef enum fb_attention_kernel {
+  FB_ATTN_FLASH2 = 0, /* FlashAttention-2 (SDPA's flash backend in torch <= 2.10, torchtitan) */
+  FB_ATTN_FLASH1,     /* FlashAttention-1 */
+  FB_ATTN_TRITON,     /* llm-foundry's Triton FlashAttention */
+  FB_ATTN_CUDNN,      /* cuDNN's fused flash SDPA (torch 2.11's choice on an H100) */
+} fb_attention_kernel;
+
+/* The framework whose step a GPU profile prices (the `framework` key). */
+typedef enum fb_framework {
+  FB_FW_EAGER = 0, /* eager PyTorch (torch >= 2.8: nn.RMSNorm one fused kernel; RoPE, SwiGLU
+                      and the loss as the reference code's chains of kernels) */
+  FB_FW_EAGER_HF,  /* eager, with RMSNorm written out in Python too (HF's LlamaRMSNorm,
+                      fms-fsdp's norm, torch < 2.8's nn.RMSNorm): its chain as well */
+  FB_FW_FUSED,     /* eager, with hand-fused norm / rotary / SwiGLU / loss kernels */
+  FB_FW_COMPILE,   /* torch.compile (TorchInductor): fused elementwise and norm kernels */
+} fb_framework;
 
 /* GPU generation, for NCCL's per-architecture tuning constants. */
 typedef enum fb_gpu_arch { FB_ARCH_NONE = 0, FB_ARCH_AMPERE, FB_ARCH_HOPPER } fb_gpu_arch;
@@ -62,12 +81,25 @@ typedef struct fb_hardware {
   int sm_count;             /* streaming multiprocessors: GEMM tile and wave quantization */
   int gemm_tile_m, gemm_tile_n; /* output tile of the library's large GEMM kernels */
   double gemm_k_half;       /* GEMM depth at which the main loop reaches half its rate */
+  double gemm_stream_k;     /* > 0: the library deals k iterations to SMs (stream-K), this factor
+                               for the fix-up; 0: it splits k in pieces (split-K) */
+  int gemm_small_grid;      /* fewer large tiles than this: one large-tile wave, no split */
+  double gemm_launch_s;     /* fixed time of one GEMM call (0 = launch_s) */
+  double gemm_align4;       /* rate of a GEMM whose rows are 4- or 8-byte aligned (0 = 0.69) */
+  double gemm_align2;       /* ... 2-byte aligned (0 = 0.18) */
+  double peak_fp8;          /* FLOP/s, dense FP8 tensor-core rate */
+  double fp8_gemm_ratio;    /* an FP8 GEMM's fraction of the FP8 peak / a bf16 GEMM's of its peak */
+  bool float8_linears;      /* the run's block linears are torchao float8 (tensorwise scaling,
+                               float8 all-gather of their weights) */
+  int framework;            /* fb_framework: which PyTorch step the profile prices */
   double peak_tf32;         /* FLOP/s, dense TF32 tensor-core rate */
   bool tf32;                /* fp32 matmuls run on TF32 tensor cores */
   double flash_fwd_eff;     /* FlashAttention-2 forward, fraction of peak (hd 128, long keys) */
   double flash_bwd_eff;     /* FlashAttention-2 backward, the same */
   double flash_half_seq;    /* keys per query (causal: T/2) at half the long-sequence rate */
-  int attention_kernel;     /* 0 flash2, 1 flash1, 2 triton (llm-foundry's Triton FlashAttention) */
+  int attention_kernel;     /* fb_attention_kernel */
+  double cudnn_ratio;       /* cuDNN's fused SDPA rate / FlashAttention-2's, long sequences */
+  double cudnn_half_seq;    /* its own half-rate key count */
   double triton_ratio;      /* the Triton kernel's rate / FlashAttention-2's */
   double eager_mem_factor;  /* memory-bound kernels move this many times a fused kernel's bytes */
   double flash1_ratio;      /* FlashAttention-1 rate / FlashAttention-2 rate, long sequences */
@@ -110,6 +142,9 @@ fb_status fb_hardware_validate(const fb_hardware *hw, const char *where);
 /* Writes a profile that fb_hardware_load reads back to the same values; `comment` (may be
  * NULL, may hold several lines) goes at the top as # lines. */
 fb_status fb_hardware_write(const char *path, const fb_hardware *hw, const char *comment);
+/* The same into an open stream (`path` names it in errors). */
+fb_status fb_hardware_write_to(FILE *f, const char *path, const fb_hardware *hw,
+                               const char *comment);
 
 /* The per-kernel rate (bytes/s) for an op name, or 0 when the profile has none. */
 double fb_hardware_kernel_bw(const fb_hardware *hw, const char *name);

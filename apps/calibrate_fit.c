@@ -1,0 +1,76 @@
+/* The fits calibration shares (calibrate_cpu.c, calibrate_steps.c, calibrate_device.c): the
+ * GEMM size curve, a coordinate search over a profile's figures through the cost model, and
+ * the rounding a measured figure is written with. Pure functions: nothing is measured here. */
+#include <math.h>
+
+#include "calibrate.h"
+
+/* rate(s) = peak * E * s / (s + h), least squares on log(rate) (relative errors, so neither
+ * the big nor the small shapes dominate): for each h on a log grid the best log E is the mean
+ * residual; E is capped at 1. Returns the relative RMS residual of the fitted curve. */
+double fb_calibrate_fit_gemm(const double *s, const double *rate, int n, double peak, double *E,
+                             double *h) {
+  double best_err = INFINITY;
+  *E = 1;
+  *h = 1;
+  for (double hh = 1; hh <= FB_CALIB_GEMM_H_MAX; hh *= 1.05) {
+    double mean = 0;
+    for (int i = 0; i < n; i++) mean += log(rate[i] / (peak * s[i] / (s[i] + hh)));
+    mean /= n;
+    double e = fmin(1.0, exp(mean)), err = 0;
+    for (int i = 0; i < n; i++) {
+      double r = log(rate[i]) - log(peak * e * s[i] / (s[i] + hh));
+      err += r * r;
+    }
+    if (err < best_err) {
+      best_err = err;
+      *E = e;
+      *h = hh;
+    }
+  }
+  double sq = 0;
+  for (int i = 0; i < n; i++) {
+    double r = peak * *E * s[i] / (s[i] + *h) / rate[i] - 1;
+    sq += r * r;
+  }
+  return n > 0 ? sqrt(sq / n) : 0;
+}
+
+/* x rounded to 4 significant digits (0 stays 0). */
+double fb_calib_sig4(double x) {
+  if (!(x != 0) || !isfinite(x)) return x;
+  double p = pow(10.0, 3 - floor(log10(fabs(x))));
+  return round(x * p) / p;
+}
+
+static double log_rms(const double *measured, int n, fb_calib_model_fn model, void *ctx) {
+  double sq = 0;
+  for (int i = 0; i < n; i++) {
+    double m = model(ctx, i), r = m > 0 && measured[i] > 0 ? log(m / measured[i]) : 10.0;
+    sq += r * r;
+  }
+  return n > 0 ? sqrt(sq / n) : 0;
+}
+
+double fb_calib_fit_figures(fb_calib_param *params, int np, const double *measured, int n,
+                            fb_calib_model_fn model, void *ctx) {
+  double best = log_rms(measured, n, model, ctx), step = 1.5;
+  for (int round = 0; round < 200 && step > 1.001; round++) {
+    bool improved = false;
+    for (int p = 0; p < np; p++) {
+      const double keep = *params[p].v;
+      for (int dir = 0; dir < 2; dir++) {
+        *params[p].v = fmin(params[p].hi, fmax(params[p].lo, dir ? keep / step : keep * step));
+        double r = log_rms(measured, n, model, ctx);
+        if (r < best - 1e-12) {
+          best = r;
+          improved = true;
+          break;
+        }
+        *params[p].v = keep;
+      }
+    }
+    if (!improved) step = sqrt(step);
+  }
+  return best;
+}
