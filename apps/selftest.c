@@ -409,18 +409,17 @@ out:
   fb_free(h->gd, &dl, h->gs);
 }
 
-/* fp32-only entries: acc, scale, adamw, sgd, sumsq_bins, sum_f64, cast. */
+/* fp32-only entries: acc, scale, adamw, sgd, sum_f64, cast. */
 static void check_vectors(harness *h) {
   const size_t n = 70001;
   const fb_kernels *g = h->gd->ops->kernels, *c = &fb_cpu_kernels;
   tensor p, gr, m, v, x;
   tensor *all[] = {&p, &gr, &m, &v, &x};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) memset(all[i], 0, sizeof(tensor));
-  fb_buf bins = {0}, sum = {0}, half = {0};
-  uint64_t *hb = calloc(4 * FB_NORM_BINS, sizeof *hb);
+  fb_buf sum = {0}, half = {0};
   uint16_t *hh = malloc(n * sizeof *hh);
   float *back = malloc(n * sizeof *back);
-  if (!hb || !hh || !back) {
+  if (!hh || !back) {
     h->err = FB_ERR(FB_ENOMEM, "selftest: out of host memory");
     goto out;
   }
@@ -450,16 +449,6 @@ static void check_vectors(harness *h) {
   TRY_H(g->sgd(&h->gk, p.buf.ptr, gr.buf.ptr, m.buf.ptr, n, &sa));
   TRY_H(t_compare(h, &p, "sgd.p", 1e-6));
   TRY_H(t_compare(h, &m, "sgd.mom", 1e-6));
-  /* exact norm: the bins must hold the same exact sum (the cpu folds runs into one bin) */
-  TRY_H(raw_new(h, &bins, hb, 2 * FB_NORM_BINS * sizeof *hb));
-  TRY_H(c->sumsq_bins(&h->ck, hb, gr.cpu, n));
-  TRY_H(g->sumsq_bins(&h->gk, bins.ptr, gr.buf.ptr, n));
-  TRY_H(fb_copy_d2h(h->gd, h->gs, hb + 2 * FB_NORM_BINS, bins.ptr,
-                    2 * FB_NORM_BINS * sizeof *hb));
-  uint64_t exact_c[FB_NORM_LIMBS], exact_g[FB_NORM_LIMBS];
-  fb_norm_bins_exact(hb, exact_c);
-  fb_norm_bins_exact(hb + 2 * FB_NORM_BINS, exact_g);
-  report(h, "sumsq_bins", "fp32", memcmp(exact_c, exact_g, sizeof exact_c) ? 1.0 : 0.0, 0.0);
   double sc = 1.5, sg = 1.5;
   TRY_H(raw_new(h, &sum, &sg, sizeof sg));
   TRY_H(c->sum_f64(&h->ck, &sc, gr.cpu, n));
@@ -480,12 +469,65 @@ static void check_vectors(harness *h) {
   report(h, "cast bf16->f32", "fp32", (double)bad, 0.0);
 out:
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) t_free(h, all[i]);
-  fb_free(h->gd, &bins, h->gs);
   fb_free(h->gd, &sum, h->gs);
   fb_free(h->gd, &half, h->gs);
-  free(hb);
   free(hh);
   free(back);
+}
+
+/* The exact norm's bins for x[off, off + n) (x holds off + n values): the gpu's and the cpu's
+ * bins must hold the same exact sum (fb_norm_bins_exact; the cpu folds runs into one bin, the
+ * gpu a warp's window) and the same non-finite bin 255, word for word. */
+static void sumsq_case(harness *h, const char *tag, const float *x, size_t off, size_t n) {
+  fb_buf bins = {0}, gx = {0};
+  uint64_t hb[4 * FB_NORM_BINS];
+  memset(hb, 0, sizeof hb);
+  TRY_H(raw_new(h, &gx, x, (off + n) * sizeof *x));
+  TRY_H(raw_new(h, &bins, hb, 2 * FB_NORM_BINS * sizeof *hb));
+  TRY_H(fb_cpu_kernels.sumsq_bins(&h->ck, hb, x + off, n));
+  TRY_H(h->gd->ops->kernels->sumsq_bins(&h->gk, bins.ptr, (const float *)gx.ptr + off, n));
+  TRY_H(fb_copy_d2h(h->gd, h->gs, hb + 2 * FB_NORM_BINS, bins.ptr,
+                    2 * FB_NORM_BINS * sizeof *hb));
+  uint64_t exact_c[FB_NORM_LIMBS], exact_g[FB_NORM_LIMBS];
+  fb_norm_bins_exact(hb, exact_c);
+  fb_norm_bins_exact(hb + 2 * FB_NORM_BINS, exact_g);
+  const uint64_t *nc = hb + 2 * 255, *ng = hb + 2 * FB_NORM_BINS + 2 * 255;
+  char name[48];
+  snprintf(name, sizeof name, "sumsq_bins %s", tag);
+  report(h, name, "fp32",
+         memcmp(exact_c, exact_g, sizeof exact_c) || nc[0] != ng[0] || nc[1] != ng[1] ? 1.0 : 0.0,
+         0.0);
+out:
+  fb_free(h->gd, &bins, h->gs);
+  fb_free(h->gd, &gx, h->gs);
+}
+
+/* The exact norm's cases: whole warp chunks (256 values) and a tail; a start off the 16-byte
+ * boundary (the scalar head); fewer values than a chunk; exponents over the whole range with
+ * zeros and denormals (elements under a warp's window, windows that move); Inf and NaN. */
+static void check_sumsq(harness *h) {
+  const size_t n = 100003;
+  float *x = malloc(n * sizeof *x);
+  if (!x) {
+    h->err = FB_ERR(FB_ENOMEM, "selftest: out of host memory");
+    return;
+  }
+  for (size_t i = 0; i < n; i++) x[i] = rnd(h);
+  sumsq_case(h, "uniform", x, 0, 70001);
+  if (!h->err) sumsq_case(h, "off 1", x, 1, 70001);
+  if (!h->err) sumsq_case(h, "n=300 off 3", x, 3, 300);
+  if (!h->err) sumsq_case(h, "n=2 off 2", x, 2, 2);
+  for (size_t i = 0; i < n; i++) {
+    int e = (int)(fabsf(rnd(h)) * 171.0f) - 130; /* 2^-130 .. 2^40 */
+    x[i] = i % 7 == 0 ? 0.0f : i % 97 == 0 ? 1e-42f * (float)(i % 3) : ldexpf(rnd(h), e);
+  }
+  if (!h->err) sumsq_case(h, "wide", x, 0, n);
+  if (!h->err) sumsq_case(h, "wide off 1", x, 1, n - 1);
+  for (size_t i = 0; i < 5000; i++) x[i] = rnd(h);
+  x[1000] = INFINITY;
+  x[3001] = NAN;
+  if (!h->err) sumsq_case(h, "inf nan", x, 0, 5000);
+  free(x);
 }
 
 static int kernel_checks(harness *h) {
@@ -505,6 +547,7 @@ static int kernel_checks(harness *h) {
   }
   h->gk.act = FB_F32;
   if (h->err == FB_OK) check_vectors(h);
+  if (h->err == FB_OK) check_sumsq(h);
   if (h->err == FB_OK) {
     fb_status st = fb_stream_sync(h->gd, h->gs);
     if (st != FB_OK) h->err = st;

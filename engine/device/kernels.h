@@ -113,8 +113,9 @@ typedef struct fb_kernels {
   /* Exact sum of squares: for each nonzero g, with g = mant * 2^(e-150) (mant < 2^24), adds
    * mant^2 * 4^(e - e') to a bin e' <= e: bins[2e'] += its low 32 bits, bins[2e'+1] += the
    * rest, under 2^32 to each word per element (the cpu folds runs of elements into one bin,
-   * the cuda kernel puts each in its own, e' = e). The bins' exact sum is order-free, so the
-   * global norm is bit-identical however the gradient is sharded. See fb_norm_from_bins. */
+   * the cuda kernel a warp's window of 2 x 8 exponents into two). The bins' exact sum is
+   * order-free, so the global norm is bit-identical however the gradient is sharded. See
+   * fb_norm_from_bins. */
   fb_status (*sumsq_bins)(FB_KARGS, uint64_t *bins, const float *g, size_t n);
   /* out[0] += sum of x in index order, accumulated in fp64. */
   fb_status (*sum_f64)(FB_KARGS, double *out, const float *x, size_t n);

@@ -10,7 +10,8 @@
  *   kernels_cuda_elementwise.cu  gelu, swiglu, add
  *   kernels_cuda_xent.cu         xent_fwd_bwd
  *   kernels_cuda_optim.cu        acc_f32, scale_f32, adamw, sgd
- *   kernels_cuda_reduce.cu       sumsq_bins, sum_f64, cast
+ *   kernels_cuda_sumsq.cu        sumsq_bins (the exact norm's bins)
+ *   kernels_cuda_reduce.cu       sum_f64, cast
  * Conventions of all of them: the cpu kernels' (accumulate vs overwrite, lse-only attention,
  * strides, ignored targets), activations in fp32 or bf16 (bf16 storage, fp32 arithmetic, fp32
  * statistics); per-element formulas from engine/ops/elementwise.h, the very functions the cpu

@@ -1,34 +1,7 @@
-/* The cuda reductions and casts: the exact sum of squares in integer bins (sumsq_bins), the
- * deterministic fp64 sum (sum_f64), fp32 <-> bf16 casts, and the in-order row sum the cross-
- * entropy shares. Helpers and conventions: kernels_cuda.cuh. */
+/* The cuda reductions and casts: the deterministic fp64 sum (sum_f64), fp32 <-> bf16 casts,
+ * and the in-order row sum the cross-entropy shares. The exact sum of squares is in
+ * kernels_cuda_sumsq.cu. Helpers and conventions: kernels_cuda.cuh. */
 #include "kernels_cuda.cuh"
-
-/* Exact sum of squares: per-block bins in shared memory, then one atomic per touched word. */
-__global__ void sumsq_bins_k(unsigned long long *bins, const float *g, size_t n) {
-  __shared__ unsigned long long sb[2 * FB_NORM_BINS];
-  for (int i = threadIdx.x; i < 2 * FB_NORM_BINS; i += blockDim.x) sb[i] = 0;
-  __syncthreads();
-  GRID_STRIDE(i, n) {
-    uint32_t bin;
-    uint64_t msq;
-    fb_sumsq_decompose(g[i], &bin, &msq);
-    if (msq) {
-      atomicAdd(&sb[2 * bin], (unsigned long long)(msq & 0xffffffffull));
-      atomicAdd(&sb[2 * bin + 1], (unsigned long long)(msq >> 32));
-    }
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < 2 * FB_NORM_BINS; i += blockDim.x)
-    if (sb[i]) atomicAdd(&bins[i], sb[i]);
-}
-fb_status fb_cuda_sumsq_bins(const fb_kctx *k, uint64_t *bins, const float *g, size_t n) {
-  FB_TRY(prologue(k));
-  if (n == 0) return FB_OK;
-  unsigned gr = grid_for((int64_t)n, 256);
-  if (gr > 1024) gr = 1024;
-  sumsq_bins_k<<<gr, 256, 0, k->s->s>>>((unsigned long long *)bins, g, n);
-  return launch_check(k, "sumsq_bins");
-}
 
 __global__ void sum_rows_in_order_k(double *loss_sum, const double *row_loss, int n) {
   if (threadIdx.x != 0 || blockIdx.x != 0) return;
