@@ -263,6 +263,17 @@ fb_status fb_k_adamw(const fb_kctx *k, float *p, const float *g, float *m, float
   FB_KRUN(k, c, opnd, adamw, p, g, m, v, n, a);
 }
 
+/* Recorded as "adamw" (the kernel the profiles price, kernel_gbs.adamw) with the copy's bytes:
+ * the fused update moves 28 + esz(out_dt) bytes a parameter, where adamw and a cast moved 34. */
+fb_status fb_k_adamw_cast(const fb_kctx *k, float *p, const float *g, float *m, float *v,
+                          void *out, fb_dtype out_dt, size_t n, const fb_adamw_args *a) {
+  fb_op_cost c = mem_cost("adamw", FB_F32, (28.0 + (double)esz(out_dt)) * n, 14.0 * n);
+  c.kind = FB_OP_OPTIM;
+  const fb_operand opnd[] = {RW(p, n * 4), R(g, n * 4), RW(m, n * 4), RW(v, n * 4),
+                             W(out, n * esz(out_dt))};
+  FB_KRUN(k, c, opnd, adamw_cast, p, g, m, v, out, out_dt, n, a);
+}
+
 fb_status fb_k_sgd(const fb_kctx *k, float *p, const float *g, float *mom, size_t n,
                    const fb_sgd_args *a) {
   fb_op_cost c = mem_cost("sgd", FB_F32, 20.0 * n, 5.0 * n);

@@ -108,6 +108,11 @@ typedef struct fb_kernels {
   fb_status (*scale_f32)(FB_KARGS, float *y, float a, size_t n);            /* y *= a */
   fb_status (*adamw)(FB_KARGS, float *p, const float *g, float *m, float *v, size_t n,
                      const fb_adamw_args *a);
+  /* adamw, and out[0, n) (out_dt: bf16 or fp32) = the updated p rounded to out_dt (round to
+   * nearest even, cast's rounding): the same bits as adamw followed by cast, in one pass (a
+   * mixed-precision run's working copy, written by the optimizer). */
+  fb_status (*adamw_cast)(FB_KARGS, float *p, const float *g, float *m, float *v, void *out,
+                          fb_dtype out_dt, size_t n, const fb_adamw_args *a);
   fb_status (*sgd)(FB_KARGS, float *p, const float *g, float *mom, size_t n,
                    const fb_sgd_args *a);
   /* Exact sum of squares: for each nonzero g, with g = mant * 2^(e-150) (mant < 2^24), adds
@@ -176,6 +181,8 @@ fb_status fb_k_acc_f32(const fb_kctx *k, float *y, const float *x, size_t n);
 fb_status fb_k_scale_f32(const fb_kctx *k, float *y, float a, size_t n);
 fb_status fb_k_adamw(const fb_kctx *k, float *p, const float *g, float *m, float *v, size_t n,
                      const fb_adamw_args *a);
+fb_status fb_k_adamw_cast(const fb_kctx *k, float *p, const float *g, float *m, float *v,
+                          void *out, fb_dtype out_dt, size_t n, const fb_adamw_args *a);
 fb_status fb_k_sgd(const fb_kctx *k, float *p, const float *g, float *mom, size_t n,
                    const fb_sgd_args *a);
 fb_status fb_k_sumsq_bins(const fb_kctx *k, uint64_t *bins, const float *g, size_t n);

@@ -9,7 +9,7 @@
  *   kernels_cuda_rope.cu         rope_fwd/bwd
  *   kernels_cuda_elementwise.cu  gelu, swiglu, add
  *   kernels_cuda_xent.cu         xent_fwd_bwd
- *   kernels_cuda_optim.cu        acc_f32, scale_f32, adamw, sgd
+ *   kernels_cuda_optim.cu        acc_f32, scale_f32, adamw, adamw_cast, sgd
  *   kernels_cuda_sumsq.cu        sumsq_bins (the exact norm's bins)
  *   kernels_cuda_reduce.cu       sum_f64, cast
  * Conventions of all of them: the cpu kernels' (accumulate vs overwrite, lse-only attention,
@@ -24,6 +24,8 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include <type_traits>
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -98,6 +100,123 @@ static inline unsigned grid_for(int64_t n, int threads) {
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (int64_t)(n);           \
        i += (int64_t)gridDim.x * blockDim.x)
 
+/* ---- 16-byte vectors ---------------------------------------------------------------------
+ * VEC<E> elements of E in 16 bytes (4 fp32, 8 bf16), loaded and stored as one 128-bit access
+ * (LDG.E.128 / STG.E.128) and converted to or from fp32 element by element with the same
+ * functions as ld/st, so a vector path gives the scalar path's bits. Kernels take the vector
+ * path only when every pointer is 16-byte aligned (aligned16) and finish the elements past the
+ * last whole vector with scalar accesses. */
+template <typename E> struct vec_of;
+template <> struct vec_of<float> { static constexpr int n = 4; };
+template <> struct vec_of<bf16> { static constexpr int n = 8; };
+#define VEC(E) (vec_of<E>::n)
+
+/* The raw 16 bytes (vraw<E>::t) and their fp32 values: a kernel that keeps a vector across a
+ * barrier keeps it raw (4 registers, where 8 floats of bf16 take 8). */
+template <typename E> struct vraw;
+template <> struct vraw<float> { typedef float4 t; };
+template <> struct vraw<bf16> { typedef uint4 t; };
+template <typename E> __device__ __forceinline__ typename vraw<E>::t ldraw(const E *p) {
+  return *(const typename vraw<E>::t *)p;
+}
+__device__ __forceinline__ void unpack(const float4 &v, float (&x)[4]) {
+  x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
+}
+__device__ __forceinline__ void unpack(const uint4 &v, float (&x)[8]) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    x[2 * j] = fb_bf16_to_f32((bf16)(w[j] & 0xffffu));
+    x[2 * j + 1] = fb_bf16_to_f32((bf16)(w[j] >> 16));
+  }
+}
+__device__ __forceinline__ void ldv(const float *p, float (&x)[4]) { unpack(ldraw(p), x); }
+__device__ __forceinline__ void ldv(const bf16 *p, float (&x)[8]) { unpack(ldraw(p), x); }
+__device__ __forceinline__ void stv(float *p, const float (&x)[4]) {
+  *(float4 *)p = make_float4(x[0], x[1], x[2], x[3]);
+}
+__device__ __forceinline__ uint32_t bf16x2(float lo, float hi) {
+  return (uint32_t)fb_f32_to_bf16(lo) | ((uint32_t)fb_f32_to_bf16(hi) << 16);
+}
+__device__ __forceinline__ void stv(bf16 *p, const float (&x)[8]) {
+  *(uint4 *)p = make_uint4(bf16x2(x[0], x[1]), bf16x2(x[2], x[3]), bf16x2(x[4], x[5]),
+                           bf16x2(x[6], x[7]));
+}
+__host__ __device__ static inline bool aligned16(const void *p) {
+  return ((uintptr_t)p & 15u) == 0;
+}
+
+/* The split of n elements into a scalar head (up to the first 16-byte boundary of the first
+ * operand), nv whole vectors, and a scalar tail, when every operand is 16-byte aligned after
+ * the head (operands indexed alike from aligned buffers are); otherwise all scalar (nv = 0,
+ * head = n). Scalar element t of the n - nv * K is element vs_index(t) of the operands. */
+struct vsplit {
+  size_t head, nv;
+  int k;
+  __host__ __device__ size_t scalars(size_t n) const { return n - nv * (size_t)k; }
+  __host__ __device__ size_t vs_index(size_t t) const { return t < head ? t : t + nv * k; }
+};
+static inline vsplit vsplit_of(const void *const *ptrs, const size_t *esz, int np, size_t n,
+                               int k) {
+  vsplit v = {n, 0, k};
+  size_t head = ((16u - ((uintptr_t)ptrs[0] & 15u)) & 15u) / esz[0];
+  if (head > n || ((uintptr_t)ptrs[0] % esz[0])) return v;
+  for (int q = 0; q < np; q++)
+    if (!aligned16((const char *)ptrs[q] + head * esz[q])) return v;
+  v.head = head;
+  v.nv = (n - head) / (size_t)k;
+  return v;
+}
+
+/* Elementwise maps: out_q[i] = F(in_0[i], ..., in_{NI-1}[i])_q for i < n, every operand of type
+ * E (fp32 arithmetic). F is a functor, __device__ void operator()(const float *x, float *y)
+ * const. An output may alias an input (each element is read and written by one thread). */
+template <typename E, int NI, int NO> struct ew_ptrs {
+  const E *in[NI];
+  E *out[NO];
+};
+template <typename E, int NI, int NO, typename F>
+__global__ void ew_k(ew_ptrs<E, NI, NO> a, size_t n, vsplit sp, F f) {
+  constexpr int K = VEC(E);
+  GRID_STRIDE(i, sp.nv) {
+    const size_t o = sp.head + (size_t)i * K;
+    float x[NI][K], y[NO][K];
+#pragma unroll
+    for (int q = 0; q < NI; q++) ldv(a.in[q] + o, x[q]);
+#pragma unroll
+    for (int j = 0; j < K; j++) {
+      float xi[NI], yi[NO];
+#pragma unroll
+      for (int q = 0; q < NI; q++) xi[q] = x[q][j];
+      f(xi, yi);
+#pragma unroll
+      for (int q = 0; q < NO; q++) y[q][j] = yi[q];
+    }
+#pragma unroll
+    for (int q = 0; q < NO; q++) stv(a.out[q] + o, y[q]);
+  }
+  GRID_STRIDE(t, sp.scalars(n)) { /* head and tail, or everything when unaligned */
+    const int64_t i = (int64_t)sp.vs_index((size_t)t);
+    float xi[NI], yi[NO];
+#pragma unroll
+    for (int q = 0; q < NI; q++) xi[q] = ld(a.in[q], i);
+    f(xi, yi);
+#pragma unroll
+    for (int q = 0; q < NO; q++) st(a.out[q], i, yi[q]);
+  }
+}
+/* Launches ew_k on n elements (n > 0). */
+template <typename E, int NI, int NO, typename F>
+static void ew_launch(cudaStream_t s, F f, ew_ptrs<E, NI, NO> a, size_t n) {
+  const void *ptrs[NI + NO];
+  size_t esz[NI + NO];
+  for (int q = 0; q < NI; q++) ptrs[q] = a.in[q], esz[q] = sizeof(E);
+  for (int q = 0; q < NO; q++) ptrs[NI + q] = a.out[q], esz[NI + q] = sizeof(E);
+  const vsplit sp = vsplit_of(ptrs, esz, NI + NO, n, VEC(E));
+  const size_t units = sp.nv > sp.scalars(n) ? sp.nv : sp.scalars(n);
+  ew_k<E, NI, NO, F><<<grid_for((int64_t)units, 256), 256, 0, s>>>(a, n, sp, f);
+}
+
 /* Deterministic column sums: rows [0, N) are cut into R fixed chunks; thread (c, r) sums its
  * chunk's rows in order into part[r*C + c]; then thread c adds part[0..R) in order. */
 static inline int col_chunks(int N, int C, int nvec, size_t scratch_floats) {
@@ -163,6 +282,8 @@ fb_status fb_cuda_acc_f32(const fb_kctx *k, float *y, const float *x, size_t n);
 fb_status fb_cuda_scale_f32(const fb_kctx *k, float *y, float a, size_t n);
 fb_status fb_cuda_adamw(const fb_kctx *k, float *p, const float *g, float *m, float *v, size_t n,
                         const fb_adamw_args *a);
+fb_status fb_cuda_adamw_cast(const fb_kctx *k, float *p, const float *g, float *m, float *v,
+                             void *out, fb_dtype out_dt, size_t n, const fb_adamw_args *a);
 fb_status fb_cuda_sgd(const fb_kctx *k, float *p, const float *g, float *mom, size_t n,
                       const fb_sgd_args *a);
 fb_status fb_cuda_sumsq_bins(const fb_kctx *k, uint64_t *bins, const float *g, size_t n);
