@@ -180,9 +180,17 @@ out:
   fb_free(h->gd, &dtok, h->gs);
 }
 
-static void check_norms(harness *h, bool rms) {
-  const int N = 37, C = 96;
-  const char *fw = rms ? "rmsnorm_fwd" : "layernorm_fwd";
+/* One shape; `tag` names it in the table. */
+static void check_norms_at(harness *h, bool rms, int N, int C, const char *tag) {
+  char nm[8][48];
+  const char *base[8] = {"layernorm_fwd", "layernorm_fwd.mean", "layernorm_fwd.rstd",
+                         "layernorm_bwd.dinp", "layernorm_bwd.dw", "layernorm_bwd.db",
+                         "rmsnorm_fwd.rstd", "rmsnorm_bwd.dinp"};
+  for (int i = 0; i < 8; i++) snprintf(nm[i], sizeof nm[i], "%s%s", base[i], tag);
+  char fwn[48], rdw[48];
+  snprintf(fwn, sizeof fwn, "%s%s", rms ? "rmsnorm_fwd" : "layernorm_fwd", tag);
+  snprintf(rdw, sizeof rdw, "rmsnorm_bwd.dw%s", tag);
+  const char *fw = fwn;
   tensor inp, w, b, out, mean, rstd, dout, dinp, dw, db;
   tensor *all[] = {&inp, &w, &b, &out, &mean, &rstd, &dout, &dinp, &dw, &db};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) memset(all[i], 0, sizeof(tensor));
@@ -201,10 +209,10 @@ static void check_norms(harness *h, bool rms) {
                                        N, C, 1e-5f));
     TRY_H(h->gd->ops->kernels->layernorm_fwd(&h->gk, out.buf.ptr, mean.buf.ptr, rstd.buf.ptr,
                                              inp.buf.ptr, w.buf.ptr, b.buf.ptr, N, C, 1e-5f));
-    TRY_H(t_compare(h, &mean, "layernorm_fwd.mean", 1e-5));
+    TRY_H(t_compare(h, &mean, nm[1], 1e-5));
   }
   TRY_H(t_compare(h, &out, fw, tol_act(h)));
-  TRY_H(t_compare(h, &rstd, rms ? "rmsnorm_fwd.rstd" : "layernorm_fwd.rstd", 1e-5));
+  TRY_H(t_compare(h, &rstd, rms ? nm[6] : nm[2], 1e-5));
   /* backward from the cpu statistics on both sides (the gpu ones were just compared) */
   TRY_H(fb_copy_h2d(h->gd, h->gs, rstd.buf.ptr, rstd.cpu, N * sizeof(float)));
   TRY_H(fb_copy_h2d(h->gd, h->gs, mean.buf.ptr, mean.cpu, N * sizeof(float)));
@@ -217,20 +225,30 @@ static void check_norms(harness *h, bool rms) {
                                      N, C));
     TRY_H(h->gd->ops->kernels->rmsnorm_bwd(&h->gk, dinp.buf.ptr, dw.buf.ptr, dout.buf.ptr,
                                            inp.buf.ptr, w.buf.ptr, rstd.buf.ptr, N, C));
-    TRY_H(t_compare(h, &dinp, "rmsnorm_bwd.dinp", tol_act(h)));
-    TRY_H(t_compare(h, &dw, "rmsnorm_bwd.dw", tol_act(h)));
+    TRY_H(t_compare(h, &dinp, nm[7], tol_act(h)));
+    TRY_H(t_compare(h, &dw, rdw, tol_act(h)));
   } else {
     TRY_H(fb_cpu_kernels.layernorm_bwd(&h->ck, dinp.cpu, dw.cpu, db.cpu, dout.cpu, inp.cpu, w.cpu,
                                        mean.cpu, rstd.cpu, N, C));
     TRY_H(h->gd->ops->kernels->layernorm_bwd(&h->gk, dinp.buf.ptr, dw.buf.ptr, db.buf.ptr,
                                              dout.buf.ptr, inp.buf.ptr, w.buf.ptr, mean.buf.ptr,
                                              rstd.buf.ptr, N, C));
-    TRY_H(t_compare(h, &dinp, "layernorm_bwd.dinp", tol_act(h)));
-    TRY_H(t_compare(h, &dw, "layernorm_bwd.dw", tol_act(h)));
-    TRY_H(t_compare(h, &db, "layernorm_bwd.db", tol_act(h)));
+    TRY_H(t_compare(h, &dinp, nm[3], tol_act(h)));
+    TRY_H(t_compare(h, &dw, nm[4], tol_act(h)));
+    TRY_H(t_compare(h, &db, nm[5], tol_act(h)));
   }
 out:
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) t_free(h, all[i]);
+}
+
+/* The one-pass backward (rows of whole 16-byte vectors): 37 rows of 96; 1100 rows of 64 (512
+ * row partitions of 2-3 rows); 300 rows of 2048 (one row each). The two-pass kernels: rows of
+ * 98 (not whole vectors). */
+static void check_norms(harness *h, bool rms) {
+  check_norms_at(h, rms, 37, 96, "");
+  if (!h->err) check_norms_at(h, rms, 1100, 64, " 1100x64");
+  if (!h->err) check_norms_at(h, rms, 300, 2048, " 300x2048");
+  if (!h->err) check_norms_at(h, rms, 37, 98, " C=98");
 }
 
 static void check_matmul(harness *h) {
