@@ -234,13 +234,16 @@ fb_status fb_k_add(const fb_kctx *k, void *out, const void *a, const void *b, si
   FB_KRUN(k, c, v, add, out, a, b, n);
 }
 
+/* The padding columns [V, ld) are written (zeros), not read. */
 fb_status fb_k_xent_fwd_bwd(const fb_kctx *k, void *logits, double *loss_sum,
-                            const int32_t *targets, int N, int V, float dscale) {
+                            const int32_t *targets, int N, int V, int ld, float dscale) {
+  assert(ld >= V);
   double n = (double)N * V;
-  fb_op_cost c = mem_cost("softmax_xent", k->act, 3.0 * n * esz(k->act), 6.0 * n);
-  const fb_operand v[] = {RW(logits, (size_t)N * V * esz(k->act)), RW(loss_sum, sizeof(double)),
-                          R(targets, (size_t)N * 4)};
-  FB_KRUN(k, c, v, xent_fwd_bwd, logits, loss_sum, targets, N, V, dscale);
+  fb_op_cost c = mem_cost("softmax_xent", k->act,
+                          (3.0 * n + (double)N * (ld - V)) * esz(k->act), 6.0 * n);
+  const fb_operand v[] = {RW(logits, (size_t)N * ld * esz(k->act)),
+                          RW(loss_sum, sizeof(double)), R(targets, (size_t)N * 4)};
+  FB_KRUN(k, c, v, xent_fwd_bwd, logits, loss_sum, targets, N, V, ld, dscale);
 }
 
 fb_status fb_k_acc_f32(const fb_kctx *k, float *y, const float *x, size_t n) {

@@ -97,11 +97,13 @@ typedef struct fb_kernels {
                           const void *b, size_t n);
   /* out = a + b (out may alias a or b). */
   fb_status (*add)(FB_KARGS, void *out, const void *a, const void *b, size_t n);
-  /* Softmax cross-entropy on logits[N,V] in place: logits become dlogits * dscale
-   * (softmax - onehot) * dscale; loss_sum[0] += sum over rows of -log p[target] (fp64,
-   * rows in order). Rows whose target is -1 are ignored (zero gradient, no loss). */
+  /* Softmax cross-entropy on logits[N,V] (rows ld >= V apart) in place: logits become
+   * dlogits * dscale (softmax - onehot) * dscale; loss_sum[0] += sum over rows of
+   * -log p[target] (fp64, rows in order). Rows whose target is -1 are ignored (zero gradient,
+   * no loss). Columns [V, ld) are padding (a vocabulary padded for the GEMMs): never read,
+   * their gradient written as zero. */
   fb_status (*xent_fwd_bwd)(FB_KARGS, void *logits, double *loss_sum, const int32_t *targets,
-                            int N, int V, float dscale);
+                            int N, int V, int ld, float dscale);
 
   /* fp32 vectors: parameters, gradients, optimizer state. */
   fb_status (*acc_f32)(FB_KARGS, float *y, const float *x, size_t n);       /* y += x */
@@ -176,7 +178,7 @@ fb_status fb_k_swiglu_bwd(const fb_kctx *k, void *da, void *db, const void *dout
                           const void *b, size_t n);
 fb_status fb_k_add(const fb_kctx *k, void *out, const void *a, const void *b, size_t n);
 fb_status fb_k_xent_fwd_bwd(const fb_kctx *k, void *logits, double *loss_sum,
-                            const int32_t *targets, int N, int V, float dscale);
+                            const int32_t *targets, int N, int V, int ld, float dscale);
 fb_status fb_k_acc_f32(const fb_kctx *k, float *y, const float *x, size_t n);
 fb_status fb_k_scale_f32(const fb_kctx *k, float *y, float a, size_t n);
 fb_status fb_k_adamw(const fb_kctx *k, float *p, const float *g, float *m, float *v, size_t n,

@@ -277,7 +277,7 @@ fb_status fb_cuda_swiglu_bwd(const fb_kctx *k, void *da, void *db, const void *d
                              const void *a, const void *b, size_t n);
 fb_status fb_cuda_add(const fb_kctx *k, void *out, const void *a, const void *b, size_t n);
 fb_status fb_cuda_xent_fwd_bwd(const fb_kctx *k, void *logits, double *loss_sum,
-                               const int32_t *targets, int N, int V, float dscale);
+                               const int32_t *targets, int N, int V, int ld, float dscale);
 fb_status fb_cuda_acc_f32(const fb_kctx *k, float *y, const float *x, size_t n);
 fb_status fb_cuda_scale_f32(const fb_kctx *k, float *y, float a, size_t n);
 fb_status fb_cuda_adamw(const fb_kctx *k, float *p, const float *g, float *m, float *v, size_t n,

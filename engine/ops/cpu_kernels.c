@@ -232,19 +232,19 @@ static fb_status cpu_add(const fb_kctx *k, void *out, const void *a, const void 
   return FB_OK;
 }
 static fb_status cpu_xent(const fb_kctx *k, void *logits, double *loss_sum,
-                          const int32_t *targets, int N, int V, float dscale) {
+                          const int32_t *targets, int N, int V, int ld, float dscale) {
   for (int n = 0; n < N; n++)
     if (targets[n] < -1 || targets[n] >= V)
       return FB_ERR(FB_EUSAGE, "cross-entropy: target %d of row %d is outside [-1, %d)",
                     targets[n], n, V);
   if (k->act == FB_F64) {
-    fb_xent_fwd_bwd_f64(logits, loss_sum, targets, N, V, dscale);
+    fb_xent_fwd_bwd_f64(logits, loss_sum, targets, N, V, ld, dscale);
     return FB_OK;
   }
   if (k->act == FB_BF16)
-    return fb_xent_fwd_bwd_bf16(logits, loss_sum, targets, N, V, dscale);
+    return fb_xent_fwd_bwd_bf16(logits, loss_sum, targets, N, V, ld, dscale);
   NEED_F32(k);
-  fb_xent_fwd_bwd_f32(logits, loss_sum, targets, N, V, dscale);
+  fb_xent_fwd_bwd_f32(logits, loss_sum, targets, N, V, ld, dscale);
   return FB_OK;
 }
 /* fp32 state vectors: independent of the compute dtype. */
