@@ -48,6 +48,8 @@ typedef struct fb_run_config {
   fb_recompute recompute; /* activation checkpointing: off | full | selective | op */
   int recompute_layers;  /* checkpoint K of the model's blocks (0 = all; <= layers) */
   char mesh[32];         /* hsdp device mesh "REPLICAxSHARD" ("" = the strategy's default) */
+  int vocab_pad;         /* the head's GEMMs pad the vocabulary to a multiple of this (0 =
+                          * auto: 128 on a GPU backend, 1 elsewhere; fb_tf_logits) */
   /* resources and output */
   int threads;           /* CPU threads per process (0 = all cores) */
   int64_t mem_limit;     /* bytes per rank (0 = none on cpu; device capacity on cuda/sim) */

@@ -51,6 +51,7 @@ typedef struct shared {
   pthread_mutex_t mu;     /* guards running and ctx[].parked */
   pthread_cond_t cv;      /* signalled when a rank returns or parks */
   int running;            /* ranks started that neither returned nor parked */
+  fb_tf_logits logits;    /* the head's chunking and vocabulary padding, for every rank */
 } shared;
 
 typedef struct rank_ctx {
@@ -230,7 +231,7 @@ static fb_status rank_run(rank_ctx *ctx) {
   r.world = res->world;
   r.pdt = c->param_dtype;
   r.rdt = c->reduce_dtype;
-  r.logits = fb_run_on_gpu(c->backend, sh->hw) ? &fb_tf_logits_gpu : &fb_tf_logits_cpu;
+  r.logits = &sh->logits;
   r.dev = dev;
   r.comm = comm;
   r.compute = compute;
@@ -481,6 +482,9 @@ static fb_status resolve_auto(fb_run_config *c, const fb_model *m, bool launched
     return FB_ERR(FB_EUSAGE, "--comm: '%s' is not allowed with --backend %s (want auto, %s)",
                   c->comm, c->backend, e->caps->comms);
   if (!c->hardware[0] && !e->caps->executes) snprintf(c->hardware, sizeof c->hardware, "h100");
+  /* GPU backends pad the head's vocabulary for cuBLAS; sim predicts what it is told (the
+   * memory precheck of a cuda run passes its resolved value) */
+  if (c->vocab_pad <= 0) c->vocab_pad = e->caps->gpu ? 128 : 1;
   return FB_OK;
 }
 
@@ -779,6 +783,8 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
   sh.model = &res->model;
   sh.data = &data;
   sh.hw = &hw;
+  sh.logits = fb_run_on_gpu(c->backend, &hw) ? fb_tf_logits_gpu : fb_tf_logits_cpu;
+  sh.logits.vocab_multiple = c->vocab_pad;
   if (!strcmp(c->comm, "local"))
     FB_CHECK_GOTO(st, fb_local_group_create(c->world, c->timeout_s, &sh.group), fail);
 

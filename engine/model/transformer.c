@@ -49,7 +49,7 @@ static fb_status act_alloc(fb_tf *t, fb_buf *b, size_t elems, size_t elsz, const
 const fb_tf_logits fb_tf_logits_cpu = {.chunk_bytes = (size_t)64 << 20, .rows = 1,
                                        .vocab_multiple = 1};
 const fb_tf_logits fb_tf_logits_gpu = {.chunk_bytes = (size_t)4 << 30, .rows = 128,
-                                       .vocab_multiple = 128};
+                                       .vocab_multiple = 1};
 
 fb_status fb_tf_begin(fb_tf *t, const fb_model *m, fb_device *dev, fb_stream *s, fb_dtype act,
                       int B, int T, fb_recompute recompute, const int32_t *tokens,
