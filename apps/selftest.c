@@ -279,82 +279,166 @@ out:
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) t_free(h, all[i]);
 }
 
-/* q, k, v live inside one fused qkv buffer [B, T, (H + 2 KVH) hd], as the model lays them out. */
+/* The device bytes of t, copied to a new host block (the caller frees it). */
+static fb_status t_bytes(harness *h, const tensor *t, void **raw) {
+  size_t bytes = (t->n ? t->n : 1) * act_size(h, t->act);
+  *raw = malloc(bytes);
+  if (!*raw) return FB_ERR(FB_ENOMEM, "selftest: out of host memory");
+  return fb_copy_d2h(h->gd, h->gs, *raw, t->buf.ptr, t->n * act_size(h, t->act));
+}
+
+/* Reports whether t's device bytes equal `before` (the result of an identical earlier run). */
+static fb_status t_same_bits(harness *h, const tensor *t, const void *before, const char *name) {
+  void *now;
+  fb_status st = t_bytes(h, t, &now);
+  if (st == FB_OK) {
+    size_t n = t->n * act_size(h, t->act), diff = 0;
+    for (size_t i = 0; i < n; i++) diff += ((const char *)now)[i] != ((const char *)before)[i];
+    report(h, name, t->act ? fb_dtype_name(h->gk.act) : "fp32", (double)diff, 0.0);
+  }
+  free(now);
+  return st;
+}
+
+/* One attention problem: q, k, v inside one fused qkv buffer [B, T, (H + 2 KVH) hd], as the
+ * model lays them out, on the host (fp32 reference) and on the device. */
+typedef struct attn_case {
+  int B, T, H, KVH, hd;
+  size_t ld, nqkv, nout;
+  tensor qkv, out, lse, dout, dqkv;
+  float *cpu_scratch;
+} attn_case;
+
+/* Byte offsets of q, k, v inside a device qkv buffer. */
+static char *att_q(const attn_case *a, void *p, int which, size_t es) {
+  size_t off = which == 0 ? 0 : which == 1 ? (size_t)a->H * a->hd : (size_t)(a->H + a->KVH) * a->hd;
+  return (char *)p + off * es;
+}
+
+static fb_status attn_gpu_fwd(harness *h, attn_case *a) {
+  size_t es = act_size(h, true);
+  return h->gd->ops->kernels->attention_fwd(
+      &h->gk, a->out.buf.ptr, a->lse.buf.ptr, att_q(a, a->qkv.buf.ptr, 0, es),
+      att_q(a, a->qkv.buf.ptr, 1, es), att_q(a, a->qkv.buf.ptr, 2, es), a->B, a->T, a->H,
+      a->KVH, a->hd, (int)a->ld, (int)a->ld, NULL);
+}
+static fb_status attn_gpu_bwd(harness *h, attn_case *a) {
+  size_t es = act_size(h, true);
+  void *g = a->qkv.buf.ptr, *d = a->dqkv.buf.ptr;
+  return h->gd->ops->kernels->attention_bwd(
+      &h->gk, att_q(a, d, 0, es), att_q(a, d, 1, es), att_q(a, d, 2, es), a->dout.buf.ptr,
+      att_q(a, g, 0, es), att_q(a, g, 1, es), att_q(a, g, 2, es), a->out.buf.ptr,
+      a->lse.buf.ptr, a->B, a->T, a->H, a->KVH, a->hd, (int)a->ld, (int)a->ld, NULL);
+}
+
+/* The cpu forward's out, rounded to the activation dtype, on both sides (the backward reads
+ * it for D = dO . O). */
+static fb_status attn_share_out(harness *h, attn_case *a) {
+  size_t es = act_size(h, true);
+  void *st = malloc(a->nout * es);
+  if (!st) return FB_ERR(FB_ENOMEM, "selftest: out of host memory");
+  for (size_t i = 0; i < a->nout; i++) {
+    if (es == 2) {
+      ((uint16_t *)st)[i] = fb_f32_to_bf16(a->out.cpu[i]);
+      a->out.cpu[i] = fb_bf16_to_f32(((uint16_t *)st)[i]);
+    } else {
+      ((float *)st)[i] = a->out.cpu[i];
+    }
+  }
+  fb_status s2 = fb_copy_h2d(h->gd, h->gs, a->out.buf.ptr, st, a->nout * es);
+  free(st);
+  return s2;
+}
+
+static void check_attention_fwd(harness *h, attn_case *a, const char *tag) {
+  char nf[48], nl[48], nr[48];
+  snprintf(nf, sizeof nf, "attention_fwd%s", tag);
+  snprintf(nl, sizeof nl, "attention_fwd.lse%s", tag);
+  snprintf(nr, sizeof nr, "attention_fwd again%s", tag);
+  const float *q = a->qkv.cpu;
+  void *before = NULL;
+  TRY_H(fb_cpu_kernels.attention_fwd(&h->ck, a->out.cpu, a->lse.cpu, q, q + a->H * a->hd,
+                                     q + (a->H + a->KVH) * a->hd, a->B, a->T, a->H, a->KVH,
+                                     a->hd, (int)a->ld, (int)a->ld, a->cpu_scratch));
+  TRY_H(attn_gpu_fwd(h, a));
+  TRY_H(t_compare(h, &a->out, nf, tol_gemm(h)));
+  TRY_H(t_compare(h, &a->lse, nl, h->gk.act == FB_BF16 ? 1e-2 : 1e-5));
+  TRY_H(t_bytes(h, &a->out, &before)); /* a second run writes the same bits */
+  TRY_H(attn_gpu_fwd(h, a));
+  TRY_H(t_same_bits(h, &a->out, before, nr));
+out:
+  free(before);
+}
+
+static void check_attention_bwd(harness *h, attn_case *a, const char *tag) {
+  char nb[48], nr[48];
+  snprintf(nb, sizeof nb, "attention_bwd.dqkv%s", tag);
+  snprintf(nr, sizeof nr, "attention_bwd again%s", tag);
+  const float *q = a->qkv.cpu;
+  float *dq = a->dqkv.cpu;
+  void *before = NULL;
+  /* backward from the cpu forward results on both sides */
+  TRY_H(fb_copy_h2d(h->gd, h->gs, a->lse.buf.ptr, a->lse.cpu, a->lse.n * sizeof(float)));
+  TRY_H(attn_share_out(h, a));
+  TRY_H(fb_cpu_kernels.attention_bwd(&h->ck, dq, dq + a->H * a->hd, dq + (a->H + a->KVH) * a->hd,
+                                     a->dout.cpu, q, q + a->H * a->hd,
+                                     q + (a->H + a->KVH) * a->hd, a->out.cpu, a->lse.cpu, a->B,
+                                     a->T, a->H, a->KVH, a->hd, (int)a->ld, (int)a->ld,
+                                     a->cpu_scratch));
+  TRY_H(attn_gpu_bwd(h, a));
+  TRY_H(t_compare(h, &a->dqkv, nb, tol_gemm(h) * 2));
+  TRY_H(t_bytes(h, &a->dqkv, &before));
+  TRY_H(attn_gpu_bwd(h, a));
+  TRY_H(t_same_bits(h, &a->dqkv, before, nr));
+out:
+  free(before);
+}
+
 /* One attention shape; `tag` names it in the table. */
 static void check_attention_shape(harness *h, int B, int T, int H, int KVH, int hd,
                                   const char *tag) {
-  const int ld = (H + 2 * KVH) * hd;
-  char nf[48], nl[48], nb[48];
-  snprintf(nf, sizeof nf, "attention_fwd%s", tag);
-  snprintf(nl, sizeof nl, "attention_fwd.lse%s", tag);
-  snprintf(nb, sizeof nb, "attention_bwd.dqkv%s", tag);
-  size_t nqkv = (size_t)B * T * ld, nout = (size_t)B * T * H * hd;
-  tensor qkv, out, lse, dout, dqkv;
-  tensor *all[] = {&qkv, &out, &lse, &dout, &dqkv};
-  for (size_t i = 0; i < sizeof all / sizeof *all; i++) memset(all[i], 0, sizeof(tensor));
-  float *cpu_scratch = malloc(fb_attention_scratch_bytes(NULL, B, T, H, KVH, hd));
-  if (!cpu_scratch) {
+  attn_case a = {.B = B, .T = T, .H = H, .KVH = KVH, .hd = hd};
+  a.ld = (size_t)(H + 2 * KVH) * hd;
+  a.nqkv = (size_t)B * T * a.ld;
+  a.nout = (size_t)B * T * H * hd;
+  a.cpu_scratch = malloc(fb_attention_scratch_bytes(NULL, B, T, H, KVH, hd));
+  if (!a.cpu_scratch) {
     h->err = FB_ERR(FB_ENOMEM, "selftest: out of host memory");
     return;
   }
-  TRY_H(t_new(h, &qkv, nqkv, true, 1.5f));
-  TRY_H(t_new(h, &out, nout, true, 1));
-  TRY_H(t_new(h, &lse, (size_t)B * H * T, false, 1));
-  const float *q = qkv.cpu, *kk = qkv.cpu + H * hd, *v = qkv.cpu + (H + KVH) * hd;
-  char *gq = qkv.buf.ptr;
-  size_t es = act_size(h, true);
-  TRY_H(fb_cpu_kernels.attention_fwd(&h->ck, out.cpu, lse.cpu, q, kk, v, B, T, H, KVH, hd, ld, ld,
-                                     cpu_scratch));
-  TRY_H(h->gd->ops->kernels->attention_fwd(&h->gk, out.buf.ptr, lse.buf.ptr, gq,
-                                           gq + (size_t)H * hd * es,
-                                           gq + (size_t)(H + KVH) * hd * es, B, T, H, KVH, hd, ld,
-                                           ld, NULL));
-  TRY_H(t_compare(h, &out, nf, tol_gemm(h)));
-  TRY_H(t_compare(h, &lse, nl, h->gk.act == FB_BF16 ? 1e-2 : 1e-5));
-  /* backward from the cpu forward results on both sides */
-  TRY_H(fb_copy_h2d(h->gd, h->gs, lse.buf.ptr, lse.cpu, lse.n * sizeof(float)));
-  {
-    void *st = malloc(nout * es);
-    if (!st) {
-      h->err = FB_ERR(FB_ENOMEM, "selftest: out of host memory");
-      goto out;
-    }
-    for (size_t i = 0; i < nout; i++) {
-      if (es == 2) {
-        ((uint16_t *)st)[i] = fb_f32_to_bf16(out.cpu[i]);
-        out.cpu[i] = fb_bf16_to_f32(((uint16_t *)st)[i]);
-      } else {
-        ((float *)st)[i] = out.cpu[i];
-      }
-    }
-    fb_status s2 = fb_copy_h2d(h->gd, h->gs, out.buf.ptr, st, nout * es);
-    free(st);
-    TRY_H(s2);
-  }
-  TRY_H(t_new(h, &dout, nout, true, 1));
-  TRY_H(t_new(h, &dqkv, nqkv, true, 1)); /* overwritten: start from garbage */
-  {
-    float *dq = dqkv.cpu, *dk = dqkv.cpu + H * hd, *dv = dqkv.cpu + (H + KVH) * hd;
-    char *gdq = dqkv.buf.ptr;
-    TRY_H(fb_cpu_kernels.attention_bwd(&h->ck, dq, dk, dv, dout.cpu, q, kk, v, out.cpu, lse.cpu,
-                                       B, T, H, KVH, hd, ld, ld, cpu_scratch));
-    TRY_H(h->gd->ops->kernels->attention_bwd(&h->gk, gdq, gdq + (size_t)H * hd * es,
-                                             gdq + (size_t)(H + KVH) * hd * es, dout.buf.ptr, gq,
-                                             gq + (size_t)H * hd * es,
-                                             gq + (size_t)(H + KVH) * hd * es, out.buf.ptr,
-                                             lse.buf.ptr, B, T, H, KVH, hd, ld, ld, NULL));
-    TRY_H(t_compare(h, &dqkv, nb, tol_gemm(h) * 2));
-  }
+  TRY_H(t_new(h, &a.qkv, a.nqkv, true, 1.5f));
+  TRY_H(t_new(h, &a.out, a.nout, true, 1));
+  TRY_H(t_new(h, &a.lse, (size_t)B * H * T, false, 1));
+  TRY_H(t_new(h, &a.dout, a.nout, true, 1));
+  TRY_H(t_new(h, &a.dqkv, a.nqkv, true, 1)); /* overwritten: start from garbage */
+  check_attention_fwd(h, &a, tag);
+  if (!h->err) check_attention_bwd(h, &a, tag);
 out:
-  free(cpu_scratch);
+  free(a.cpu_scratch);
+  tensor *all[] = {&a.qkv, &a.out, &a.lse, &a.dout, &a.dqkv};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) t_free(h, all[i]);
 }
 
-/* Tiles of 32 rows: T = 33 and 70 end in partial tiles; hd 40 fills part of a lane's second
- * element; hd 128 needs more than 48 KiB of shared memory (the opt-in path); GQA 4/2, 2/1. */
+/* The shapes: bf16 runs the tensor-core kernels (tiles of 64 query and key rows, head dim
+ * padded to 64 or 128), fp32 the CUDA-core ones (tiles of 32 rows). One token; tails of
+ * partial tiles (33, 70, 130, 200); more than two 64-row tiles (130, 200, 300: the two-stage
+ * pipeline and the diagonal skip); GQA groups of 1, 2 and 4 heads; head dims 40 and 96 (padded
+ * in shared memory), 36 (rows not 16-byte aligned: the element path), 64 and 128 (over 48 KiB
+ * of shared memory: the opt-in path). */
+static const struct {
+  int B, T, H, KVH, hd;
+  const char *tag;
+} attn_shapes[] = {
+    {2, 33, 4, 2, 40, ""},          {1, 70, 2, 1, 128, " hd128"},
+    {1, 1, 2, 1, 64, " T1"},        {2, 130, 4, 1, 64, " hd64 gqa4"},
+    {1, 200, 2, 2, 96, " hd96"},    {1, 50, 2, 1, 36, " hd36"},
+    {1, 300, 4, 2, 128, " T300 hd128"},
+};
+
 static void check_attention(harness *h) {
-  check_attention_shape(h, 2, 33, 4, 2, 40, "");
-  if (!h->err) check_attention_shape(h, 1, 70, 2, 1, 128, " hd128");
+  for (size_t i = 0; i < sizeof attn_shapes / sizeof *attn_shapes && !h->err; i++)
+    check_attention_shape(h, attn_shapes[i].B, attn_shapes[i].T, attn_shapes[i].H,
+                          attn_shapes[i].KVH, attn_shapes[i].hd, attn_shapes[i].tag);
 }
 
 static void check_rope(harness *h) {

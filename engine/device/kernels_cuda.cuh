@@ -5,7 +5,7 @@
  *   kernels_cuda_embedding.cu    encoder_fwd/bwd
  *   kernels_cuda_norm.cu         layernorm_fwd/bwd, rmsnorm_fwd/bwd
  *   kernels_cuda_matmul.cu       matmul_fwd/bwd (cuBLAS)
- *   kernels_cuda_attention.cu    attention_fwd/bwd
+ *   kernels_cuda_attention.cu    attention_fwd/bwd (fp32 kernels; bf16: ..._flash.cu)
  *   kernels_cuda_rope.cu         rope_fwd/bwd
  *   kernels_cuda_elementwise.cu  gelu, swiglu, add
  *   kernels_cuda_xent.cu         xent_fwd_bwd
@@ -264,6 +264,16 @@ fb_status fb_cuda_attention_bwd(const fb_kctx *k, void *dq, void *dk, void *dv,
                                 const void *dout, const void *q, const void *kk, const void *v,
                                 const void *out, const float *lse, int B, int T, int H, int KVH,
                                 int hd, int ldq, int ldkv, void *scratch);
+/* The tensor-core kernels for bf16, hd <= 128 (kernels_cuda_attention_flash.cu); the entries
+ * above call them after their checks. The backward runs bchunk batches a launch. */
+fb_status fb_cuda_flash_attention_fwd(const fb_kctx *k, void *out, float *lse, const void *q,
+                                      const void *kk, const void *v, int B, int T, int H,
+                                      int KVH, int hd, int ldq, int ldkv);
+fb_status fb_cuda_flash_attention_bwd(const fb_kctx *k, void *dq, void *dk, void *dv,
+                                      const void *dout, const void *q, const void *kk,
+                                      const void *v, const void *out, const float *lse, int B,
+                                      int T, int H, int KVH, int hd, int ldq, int ldkv,
+                                      int bchunk);
 fb_status fb_cuda_rope_fwd(const fb_kctx *k, void *x, int B, int T, int nh, int hd, int ldx,
                            float theta);
 fb_status fb_cuda_rope_bwd(const fb_kctx *k, void *dx, int B, int T, int nh, int hd, int ldx,

@@ -1,7 +1,11 @@
-/* The cuda attention kernels (causal, grouped-query), forward and backward, behind the two
- * entry points the kernel table references: fb_cuda_attention_fwd / fb_cuda_attention_bwd.
- * A straightforward fused kernel (one warp per query or key row, online softmax), correct for
- * any T and hd <= 256, not a tuned flash kernel. Helpers and conventions: kernels_cuda.cuh. */
+/* The cuda attention entry points the kernel table references (fb_cuda_attention_fwd /
+ * fb_cuda_attention_bwd), causal grouped-query, and the fp32 kernels behind them:
+ *  - bf16 activations run the tensor-core kernels (flash_attention.cuh, launched from
+ *    kernels_cuda_attention_flash.cu) for head dims up to 128;
+ *  - fp32 activations run the kernels below: a straightforward fused kernel on CUDA cores (one
+ *    warp per query or key row, online softmax), correct for any T and hd <= 256, kept for fp32
+ *    runs that compare with the cpu bit for bit as far as fp32 allows.
+ * Helpers and conventions: kernels_cuda.cuh. */
 #include "kernels_cuda.cuh"
 
 /* ==== attention =============================================================================
@@ -410,26 +414,46 @@ static void attn_bwd_launch(const fb_kctx *k, void *dq, void *dk, void *dv, cons
                        bchunk);
 }
 
+/* The bf16 path's head-dim limit and the checks every path shares. */
+#define FLASH_MAX_HD 128
+
+static fb_status attn_prep(const fb_kctx *k, const char *op, int H, int KVH, int hd) {
+  FB_TRY(attn_check(k, op, H, KVH, hd));
+  FB_TRY(prologue(k));
+  if (k->act == FB_BF16 && hd > FLASH_MAX_HD)
+    return FB_ERR(FB_EUNSUPPORTED, "rank %d: cuda %s: bf16 attention runs head dims up to %d "
+                  "(this model has %d); --dtype fp32 runs up to %d", k->dev->rank, op,
+                  FLASH_MAX_HD, hd, 32 * ATT_MAX_NPL);
+  if (k->act != FB_BF16 && k->act != FB_F32) return bad_dtype(k, op);
+  return FB_OK;
+}
+
 fb_status fb_cuda_attention_fwd(const fb_kctx *k, void *out, float *lse, const void *q,
-                                 const void *kk, const void *v, int B, int T, int H, int KVH,
-                                 int hd, int ldq, int ldkv, void *scratch) {
-  FB_TRY(attn_check(k, "attention_fwd", H, KVH, hd));
+                                const void *kk, const void *v, int B, int T, int H, int KVH,
+                                int hd, int ldq, int ldkv, void *scratch) {
+  FB_TRY(attn_prep(k, "attention_fwd", H, KVH, hd));
   if ((int64_t)B * H * T == 0) return FB_OK;
-  DISPATCH(k, "attention_fwd", attn_fwd_launch, k, out, lse, q, kk, v, B, T, H, KVH, hd, ldq,
-           ldkv);
+  if (k->act == FB_BF16)
+    return fb_cuda_flash_attention_fwd(k, out, lse, q, kk, v, B, T, H, KVH, hd, ldq, ldkv);
+  attn_fwd_launch<float>(k, out, lse, q, kk, v, B, T, H, KVH, hd, ldq, ldkv);
+  return launch_check(k, "attention_fwd");
 }
 
 fb_status fb_cuda_attention_bwd(const fb_kctx *k, void *dq, void *dk, void *dv,
-                                 const void *dout, const void *q, const void *kk, const void *v,
-                                 const void *out, const float *lse, int B, int T, int H, int KVH,
-                                 int hd, int ldq, int ldkv, void *scratch) {
-  FB_TRY(attn_check(k, "attention_bwd", H, KVH, hd));
+                                const void *dout, const void *q, const void *kk, const void *v,
+                                const void *out, const float *lse, int B, int T, int H, int KVH,
+                                int hd, int ldq, int ldkv, void *scratch) {
+  FB_TRY(attn_prep(k, "attention_bwd", H, KVH, hd));
   if ((int64_t)B * H * T == 0) return FB_OK;
   size_t per_b = (size_t)H * (size_t)T, cap = FB_CUDA_SCRATCH_BYTES / sizeof(float);
   if (per_b > cap)
     return FB_ERR(FB_EUNSUPPORTED, "rank %d: cuda attention_bwd: H*T = %zu exceeds the kernel "
                   "scratch (%zu)", k->dev->rank, per_b, cap);
   int bchunk = (int)(cap / per_b < (size_t)B ? cap / per_b : (size_t)B);
-  DISPATCH(k, "attention_bwd", attn_bwd_launch, k, dq, dk, dv, dout, q, kk, v, out, lse, B, T, H,
-           KVH, hd, ldq, ldkv, bchunk);
+  if (k->act == FB_BF16)
+    return fb_cuda_flash_attention_bwd(k, dq, dk, dv, dout, q, kk, v, out, lse, B, T, H, KVH,
+                                       hd, ldq, ldkv, bchunk);
+  attn_bwd_launch<float>(k, dq, dk, dv, dout, q, kk, v, out, lse, B, T, H, KVH, hd, ldq, ldkv,
+                         bchunk);
+  return launch_check(k, "attention_bwd");
 }

@@ -1,0 +1,108 @@
+/* A CPU emulator for the project's CUDA kernels, so the very kernel source (a .cuh written
+ * against warp_mma.cuh) runs in the CPU test suites where no GPU exists.
+ *  - Every CUDA thread is a fiber (ucontext) with its own stack, so a kernel's locals are per
+ *    thread exactly as registers are. A block's fibers run until they reach a warp collective
+ *    (shuffle, vote, reduce, ldmatrix, mma) or __syncthreads; a collective executes when every
+ *    lane named in its mask has arrived with the same operation, a barrier when every live
+ *    thread of the block has. Anything else (a lane missing, lanes at different collectives,
+ *    all threads waiting) aborts with the block, warp and lanes named: what would hang or be
+ *    undefined on a GPU fails here.
+ *  - Fibers resume in a pseudo-random order each round (seeded per launch) and blocks run in a
+ *    chosen order, so results that depend on scheduling (a missing barrier) show as
+ *    differences between runs.
+ *  - cp.async copies are deferred to cp_async_wait: reading shared memory before the wait
+ *    reads the old contents, as on a GPU.
+ *  - The tensor-core operations follow the PTX ISA's fragment layouts (mma.m16n8k16 with
+ *    bf16 operands and fp32 accumulators, ldmatrix m8n8 x4 with and without .trans),
+ *    implemented from that text independently of the kernels. Arithmetic is IEEE fp32 (the
+ *    GPU's ex2.approx and the mma's internal accumulation order differ in the last bits).
+ * Not emulated: global-memory ordering between blocks (blocks run one after another), warp
+ * divergence inside a collective's mask, texture/constant memory, clusters. Include this
+ * header before the kernel header; link cuda_emu.cc. */
+#ifndef FB_CUDA_EMU_H
+#define FB_CUDA_EMU_H
+#define FB_CUDA_EMU 1
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <algorithm>
+#include <functional>
+
+struct dim3 {
+  unsigned x, y, z;
+  constexpr dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+
+/* What the running fiber sees as its built-in variables. */
+struct emu_builtins {
+  dim3 tid, bid, bdim, gdim;
+  unsigned char *smem;
+};
+extern emu_builtins *emu_cur;
+
+#define threadIdx (emu_cur->tid)
+#define blockIdx (emu_cur->bid)
+#define blockDim (emu_cur->bdim)
+#define gridDim (emu_cur->gdim)
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define FB_DECLARE_SMEM(name) unsigned char *name = emu_cur->smem
+using std::max;
+using std::min;
+
+void __syncthreads(void);
+void __syncwarp(unsigned mask = 0xffffffffu);
+float __shfl_xor_sync(unsigned mask, float v, int lanemask, int width = 32);
+int __shfl_xor_sync(unsigned mask, int v, int lanemask, int width = 32);
+unsigned __shfl_xor_sync(unsigned mask, unsigned v, int lanemask, int width = 32);
+float __shfl_sync(unsigned mask, float v, int src, int width = 32);
+int __shfl_sync(unsigned mask, int v, int src, int width = 32);
+unsigned __shfl_sync(unsigned mask, unsigned v, int src, int width = 32);
+float __shfl_down_sync(unsigned mask, float v, unsigned delta, int width = 32);
+unsigned __reduce_max_sync(unsigned mask, unsigned v);
+unsigned __reduce_min_sync(unsigned mask, unsigned v);
+unsigned __reduce_add_sync(unsigned mask, unsigned v);
+unsigned __ballot_sync(unsigned mask, int pred);
+int __any_sync(unsigned mask, int pred);
+int __all_sync(unsigned mask, int pred);
+/* One process thread runs every fiber, so these are plain read-modify-writes. */
+inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v) {
+  unsigned long long o = *p; *p = o + v; return o;
+}
+inline unsigned atomicAdd(unsigned *p, unsigned v) { unsigned o = *p; *p = o + v; return o; }
+inline int atomicAdd(int *p, int v) { int o = *p; *p = o + v; return o; }
+inline float atomicAdd(float *p, float v) { float o = *p; *p = o + v; return o; }
+inline unsigned atomicMax(unsigned *p, unsigned v) { unsigned o = *p; if (v > o) *p = v; return o; }
+
+/* warp_mma.cuh's primitives */
+void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
+void ldsm_x4(uint32_t (&r)[4], const void *p);
+void ldsm_x4_t(uint32_t (&r)[4], const void *p);
+void cp_async16(void *dst, const void *src, bool pred);
+void cp_async_commit(void);
+void emu_cp_async_wait(int n);
+template <int N>
+inline void cp_async_wait(void) { emu_cp_async_wait(N); }
+uint32_t pack_bf16x2(float lo, float hi);
+inline float fast_exp2(float x) { return exp2f(x); }
+
+/* The launch: `body` runs once per thread (it calls the kernel with its arguments). Blocks
+ * run one at a time in `order` (0: x fastest ascending, 1: descending, 2: shuffled by seed);
+ * the seed also shuffles the fibers' resume order. Returns after the whole grid ran. */
+struct emu_launch_opts {
+  unsigned seed;
+  int order;
+};
+void emu_launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function<void()> &body,
+                emu_launch_opts opts);
+/* Counters of the last launch, for tests that check a kernel did use the tensor cores. */
+struct emu_counts {
+  long long mma, ldsm, shfl, barriers, cp_async;
+};
+emu_counts emu_last_counts(void);
+
+#endif

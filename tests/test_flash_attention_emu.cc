@@ -1,0 +1,276 @@
+/* The tensor-core attention kernels (engine/device/flash_attention.cuh), run on the CPU by the
+ * CUDA emulator (tests/cuda_emu), against a double-precision reference of causal GQA
+ * attention on the same bf16 inputs: out, lse, dq, dk, dv, for head dims 64 and 128 and ones
+ * padded to them (36, 40, 96), GQA groups of 1, 2 and 4 heads, sequence lengths with and
+ * without tails (1, 33, 64, 65, 130, 200), q/k/v inside one fused qkv buffer or apart, the
+ * 16-byte cp.async path and the element path, and the backward split over batch chunks.
+ * Every kernel is run twice more with other block orders and fiber schedules: the results
+ * must be the same bits (no dependence on scheduling, as the strategies' bitwise equality
+ * needs). What it cannot check: the GPU's own fragment layouts (the emulator implements the
+ * PTX ISA's), timing, or races the emulator's schedules do not expose. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vector>
+
+#include "cuda_emu/cuda_emu.h"
+#include "engine/device/flash_attention.cuh"
+
+namespace {
+
+int failures = 0;
+
+uint16_t to_bf16(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+double from_bf16(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float x;
+  memcpy(&x, &u, 4);
+  return x;
+}
+
+struct rng {
+  uint64_t s;
+  double uniform() { /* splitmix64 */
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
+  }
+  double normal() { return sqrt(-2.0 * log(1.0 - uniform())) * cos(6.283185307179586 * uniform()); }
+};
+
+struct shape_case {
+  int B, T, H, KVH, hd;
+  bool fused, misalign; /* q/k/v in one buffer; shift every buffer by 2 bytes (element path) */
+  int bchunk;           /* batches per backward launch */
+};
+
+/* Views into the operands: q at qb + ((b*T + t)*ldq + h*hd + d), k/v likewise with ldkv. */
+struct tensors {
+  std::vector<uint16_t> qkv, kbuf, vbuf, dqkv, dkbuf, dvbuf, out, dout;
+  uint16_t *q, *k, *v, *dq, *dk, *dv, *o, *dO;
+  std::vector<float> lse, Dbuf;
+  int ldq, ldkv;
+};
+
+void make_tensors(const shape_case &c, tensors &t, rng &r) {
+  const int B = c.B, T = c.T, H = c.H, KVH = c.KVH, hd = c.hd, sh = c.misalign ? 1 : 0;
+  const size_t rows = (size_t)B * T;
+  if (c.fused) {
+    t.ldq = t.ldkv = (H + 2 * KVH) * hd;
+    t.qkv.assign(rows * t.ldq + sh, 0);
+    t.dqkv.assign(rows * t.ldq + sh, 0);
+    t.q = t.qkv.data() + sh;
+    t.k = t.q + H * hd;
+    t.v = t.k + KVH * hd;
+    t.dq = t.dqkv.data() + sh;
+    t.dk = t.dq + H * hd;
+    t.dv = t.dk + KVH * hd;
+  } else {
+    t.ldq = H * hd;
+    t.ldkv = KVH * hd;
+    t.qkv.assign(rows * t.ldq + sh, 0);
+    t.kbuf.assign(rows * t.ldkv + sh, 0);
+    t.vbuf.assign(rows * t.ldkv + sh, 0);
+    t.dqkv.assign(rows * t.ldq + sh, 0);
+    t.dkbuf.assign(rows * t.ldkv + sh, 0);
+    t.dvbuf.assign(rows * t.ldkv + sh, 0);
+    t.q = t.qkv.data() + sh, t.k = t.kbuf.data() + sh, t.v = t.vbuf.data() + sh;
+    t.dq = t.dqkv.data() + sh, t.dk = t.dkbuf.data() + sh, t.dv = t.dvbuf.data() + sh;
+  }
+  t.out.assign(rows * H * hd + sh, 0);
+  t.dout.assign(rows * H * hd + sh, 0);
+  t.o = t.out.data() + sh;
+  t.dO = t.dout.data() + sh;
+  for (size_t i = 0; i < rows; i++)
+    for (int d = 0; d < H * hd; d++) {
+      t.q[i * t.ldq + d] = to_bf16((float)r.normal());
+      t.dO[i * H * hd + d] = to_bf16((float)r.normal());
+    }
+  for (size_t i = 0; i < rows; i++)
+    for (int d = 0; d < KVH * hd; d++) {
+      t.k[i * t.ldkv + d] = to_bf16((float)r.normal());
+      t.v[i * t.ldkv + d] = to_bf16((float)r.normal());
+    }
+  t.lse.assign((size_t)B * H * T, 0.0f);
+  t.Dbuf.assign((size_t)c.bchunk * H * T, 0.0f);
+}
+
+/* Double-precision reference; D uses the kernel's own bf16 out, as the backward does. */
+struct reference {
+  std::vector<double> out, lse, dq, dk, dv;
+};
+void compute_reference(const shape_case &c, const tensors &t, reference &ref) {
+  const int B = c.B, T = c.T, H = c.H, KVH = c.KVH, hd = c.hd, rep = H / KVH;
+  const double sc = 1.0 / sqrt((double)hd);
+  ref.out.assign((size_t)B * T * H * hd, 0.0);
+  ref.lse.assign((size_t)B * H * T, 0.0);
+  ref.dq.assign((size_t)B * T * H * hd, 0.0);
+  ref.dk.assign((size_t)B * T * KVH * hd, 0.0);
+  ref.dv.assign((size_t)B * T * KVH * hd, 0.0);
+  std::vector<double> p((size_t)T), dp((size_t)T);
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < H; h++) {
+      const int g = h / rep;
+      for (int i = 0; i < T; i++) {
+        const uint16_t *qi = t.q + ((size_t)b * T + i) * t.ldq + h * hd;
+        double mx = -INFINITY, sum = 0.0, D = 0.0;
+        for (int j = 0; j <= i; j++) {
+          const uint16_t *kj = t.k + ((size_t)b * T + j) * t.ldkv + g * hd;
+          double s = 0.0;
+          for (int d = 0; d < hd; d++) s += from_bf16(qi[d]) * from_bf16(kj[d]);
+          p[j] = s * sc;
+          mx = fmax(mx, p[j]);
+        }
+        for (int j = 0; j <= i; j++) sum += exp(p[j] - mx);
+        ref.lse[((size_t)b * H + h) * T + i] = mx + log(sum);
+        const size_t oo = ((size_t)b * T + i) * H * hd + h * hd;
+        for (int j = 0; j <= i; j++) {
+          p[j] = exp(p[j] - mx) / sum;
+          const uint16_t *vj = t.v + ((size_t)b * T + j) * t.ldkv + g * hd;
+          for (int d = 0; d < hd; d++) ref.out[oo + d] += p[j] * from_bf16(vj[d]);
+        }
+        for (int d = 0; d < hd; d++) D += from_bf16(t.dO[oo + d]) * from_bf16(t.o[oo + d]);
+        for (int j = 0; j <= i; j++) {
+          const size_t ko = ((size_t)b * T + j) * KVH * hd + g * hd;
+          const uint16_t *vj = t.v + ((size_t)b * T + j) * t.ldkv + g * hd;
+          const uint16_t *kj = t.k + ((size_t)b * T + j) * t.ldkv + g * hd;
+          double dpij = 0.0;
+          for (int d = 0; d < hd; d++) dpij += from_bf16(t.dO[oo + d]) * from_bf16(vj[d]);
+          const double ds = p[j] * (dpij - D) * sc;
+          for (int d = 0; d < hd; d++) {
+            ref.dv[ko + d] += p[j] * from_bf16(t.dO[oo + d]);
+            ref.dq[oo + d] += ds * from_bf16(kj[d]);
+            ref.dk[ko + d] += ds * from_bf16(qi[d]);
+          }
+        }
+      }
+    }
+}
+
+/* max |got - want| over max |want|, elements addressed as (row, col) with strides. */
+double rel_err(const uint16_t *got, size_t ldg, const std::vector<double> &want, size_t ldw,
+               size_t rows, int cols) {
+  double e = 0.0, m = 1e-30;
+  for (size_t r = 0; r < rows; r++)
+    for (int d = 0; d < cols; d++) {
+      const double w = want[r * ldw + d], x = from_bf16(got[r * ldg + d]);
+      if (!(fabs(x - w) <= e)) e = isnan(x) ? INFINITY : fabs(x - w);
+      m = fmax(m, fabs(w));
+    }
+  return e / m;
+}
+
+void check(bool ok, const char *what, const shape_case &c, double v, double lim) {
+  printf("  %-4s %-36s %.3g (limit %.3g)\n", ok ? "ok" : "FAIL", what, v, lim);
+  if (!ok) {
+    failures++;
+    fprintf(stderr, "FAIL: B%d T%d H%d KVH%d hd%d%s%s: %s = %g > %g\n", c.B, c.T, c.H, c.KVH,
+            c.hd, c.fused ? " fused" : "", c.misalign ? " unaligned" : "", what, v, lim);
+  }
+}
+
+template <int HD, int W>
+void launch_fwd(const fa::args &a, emu_launch_opts o) {
+  emu_launch(dim3(a.B * a.H, fa::tiles(a.T, 16 * W)), dim3(32 * W),
+             fa::fwd_smem_bytes<HD, W>(), [&] { fa::flash_attn_fwd_k<HD, W>(a); }, o);
+}
+template <int HD, int W>
+void launch_bwd(fa::args a, int bchunk, emu_launch_opts o) {
+  for (int b0 = 0; b0 < a.B; b0 += bchunk) {
+    const int nb = a.B - b0 < bchunk ? a.B - b0 : bchunk;
+    a.b0 = b0;
+    emu_launch(dim3(nb * a.H, fa::tiles(a.T, 16 * W)), dim3(32 * W),
+               fa::dq_smem_bytes<HD, W>(), [&] { fa::flash_attn_bwd_dq_k<HD, W>(a); }, o);
+    if (emu_last_counts().mma == 0) failures++, fprintf(stderr, "FAIL: dq kernel ran no mma\n");
+    emu_launch(dim3(nb * a.KVH, fa::tiles(a.T, 16 * W)), dim3(32 * W),
+               fa::dkv_smem_bytes<HD, W>(), [&] { fa::flash_attn_bwd_dkv_k<HD, W>(a); }, o);
+  }
+}
+
+template <int HD>
+void run_case(const shape_case &c, uint64_t seed) {
+  constexpr int W = 4;
+  printf("B%d T%d H%d KVH%d hd%d (tile dim %d)%s%s, backward in chunks of %d\n", c.B, c.T,
+         c.H, c.KVH, c.hd, HD, c.fused ? ", fused qkv" : "", c.misalign ? ", unaligned" : "",
+         c.bchunk);
+  rng r{seed};
+  tensors t;
+  make_tensors(c, t, r);
+  fa::args a{};
+  a.q = t.q, a.k = t.k, a.v = t.v, a.out = t.o, a.dout = t.dO;
+  a.o = t.o, a.dq = t.dq, a.dk = t.dk, a.dv = t.dv, a.lse = t.lse.data(), a.Dbuf = t.Dbuf.data();
+  a.B = c.B, a.T = c.T, a.H = c.H, a.KVH = c.KVH, a.hd = c.hd, a.ldq = t.ldq, a.ldkv = t.ldkv;
+  a.scale = (float)(1.0 / sqrt((double)c.hd));
+  a.scale2 = a.scale * fa::LOG2E;
+  a.vec = fa::can_vec(a);
+  if (a.vec != (!c.misalign && c.hd % 8 == 0)) {
+    failures++;
+    fprintf(stderr, "FAIL: the 16-byte path is %s for hd %d%s\n", a.vec ? "on" : "off", c.hd,
+            c.misalign ? ", unaligned buffers" : "");
+  }
+  launch_fwd<HD, W>(a, emu_launch_opts{(unsigned)seed, 0});
+  const emu_counts fc = emu_last_counts();
+  check(fc.mma > 0 && fc.ldsm > 0, "forward ran on mma/ldmatrix", c, (double)fc.mma, 1);
+  reference ref;
+  compute_reference(c, t, ref);
+  const size_t rows = (size_t)c.B * c.T;
+  check(rel_err(t.o, (size_t)c.H * c.hd, ref.out, (size_t)c.H * c.hd, rows, c.H * c.hd) <= 1e-2,
+        "out: max err / max |out|", c,
+        rel_err(t.o, (size_t)c.H * c.hd, ref.out, (size_t)c.H * c.hd, rows, c.H * c.hd), 1e-2);
+  double le = 0.0;
+  for (size_t i = 0; i < ref.lse.size(); i++) {
+    const double e = fabs(t.lse[i] - ref.lse[i]) / (1.0 + fabs(ref.lse[i]));
+    le = e <= le ? le : (isnan(e) ? INFINITY : e);
+  }
+  check(le <= 2e-6, "lse: max err / (1 + |lse|)", c, le, 2e-6);
+  launch_bwd<HD, W>(a, c.bchunk, emu_launch_opts{(unsigned)seed + 1, 0});
+  const double eq = rel_err(t.dq, t.ldq, ref.dq, (size_t)c.H * c.hd, rows, c.H * c.hd);
+  const double ek = rel_err(t.dk, t.ldkv, ref.dk, (size_t)c.KVH * c.hd, rows, c.KVH * c.hd);
+  const double ev = rel_err(t.dv, t.ldkv, ref.dv, (size_t)c.KVH * c.hd, rows, c.KVH * c.hd);
+  check(eq <= 2e-2, "dq: max err / max |dq|", c, eq, 2e-2);
+  check(ek <= 2e-2, "dk: max err / max |dk|", c, ek, 2e-2);
+  check(ev <= 2e-2, "dv: max err / max |dv|", c, ev, 2e-2);
+
+  /* the same bits for other block orders and schedules */
+  const std::vector<uint16_t> out0 = t.out, dqkv0 = t.dqkv, dk0 = t.dkbuf, dv0 = t.dvbuf;
+  const std::vector<float> lse0 = t.lse;
+  for (int order = 1; order <= 2; order++) {
+    launch_fwd<HD, W>(a, emu_launch_opts{(unsigned)(seed * 7 + order), order});
+    launch_bwd<HD, W>(a, c.bchunk, emu_launch_opts{(unsigned)(seed * 13 + order), order});
+    const bool same = t.out == out0 && t.lse == lse0 && t.dqkv == dqkv0 && t.dkbuf == dk0 &&
+                      t.dvbuf == dv0;
+    check(same, order == 1 ? "same bits, blocks reversed" : "same bits, blocks shuffled", c,
+          same ? 0.0 : 1.0, 0.0);
+  }
+}
+
+} /* namespace */
+
+int main(void) {
+  const shape_case cases[] = {
+      {1, 1, 2, 1, 64, false, false, 1},   {2, 33, 4, 2, 64, true, false, 1},
+      {1, 64, 2, 2, 64, false, false, 1},  {2, 65, 4, 1, 64, true, false, 2},
+      {1, 130, 4, 2, 128, true, false, 1}, {1, 200, 2, 1, 96, false, false, 1},
+      {2, 70, 4, 4, 40, true, false, 1},   {1, 50, 2, 1, 36, false, false, 1},
+      {1, 129, 4, 2, 128, false, true, 1}, {1, 66, 2, 2, 64, true, true, 1},
+  };
+  uint64_t seed = 1;
+  for (const shape_case &c : cases) {
+    if (c.hd <= 64) run_case<64>(c, seed++);
+    else run_case<128>(c, seed++);
+  }
+  if (failures) {
+    fprintf(stderr, "test_flash_attention_emu: %d check(s) failed\n", failures);
+    return 1;
+  }
+  printf("test_flash_attention_emu: all checks passed\n");
+  return 0;
+}
