@@ -26,7 +26,7 @@
 #define SQ_PER_LANE 8
 #define SQ_CHUNK (32 * SQ_PER_LANE) /* elements a warp takes at once */
 #define SQ_WIN 8                    /* exponents one half of the window spans */
-#define SQ_MAX_BLOCKS 1056          /* 8 per SM on a 132-SM H100: the grid is grid-stride */
+#define SQ_MAX_BLOCKS 1056          /* grid-stride: at most 8 blocks per SM of an H100 */
 #define SQ_BINS 256                 /* FB_NORM_BINS: one bin per fp32 exponent */
 static_assert(48 + 2 * (SQ_WIN - 1) <= 62, "a half's shifted mant^2 must fit 62 bits");
 
@@ -121,7 +121,7 @@ __device__ __forceinline__ void sq_chunk(u64 *sb, sq_win &w, const float (&x)[SQ
 
 /* g[0, n): the aligned bulk in whole chunks, grid-stride over the warps; the head before the
  * first 16-byte boundary and the tail after the last whole chunk by the grid's last warp. */
-__global__ void __launch_bounds__(SQ_THREADS, 4)
+__global__ void __launch_bounds__(SQ_THREADS, 4) /* 4 blocks a multiprocessor: 64 registers */
 sumsq_bins_k(u64 *bins, const float *g, size_t n) {
   FB_SHARED u64 sb[2 * SQ_BINS];
   for (int i = threadIdx.x; i < 2 * SQ_BINS; i += blockDim.x) sb[i] = 0;
