@@ -39,7 +39,7 @@ typedef struct fb_run_result {
   double peak_flops;          /* per rank: the hardware profile's dense peak for the params'
                                * dtype (shared-host profiles: over the ranks on this node); 0 =
                                * no profile. Never measured: the same figure every run */
-  char peak_src[512];         /* where peak_flops comes from, for the header */
+  char peak_src[1024];        /* where peak_flops comes from, for the header */
   int64_t mem_capacity;       /* bytes per device from the hardware profile (0 without one) */
   int64_t tokens_per_step;    /* global */
   double model_flops_per_step;/* global: 3 x forward matmul FLOPs */
