@@ -307,7 +307,8 @@ static fb_status k_add(const fb_kctx *k, float *p, karena *a, const kshape *s) {
 }
 static size_t fl_xent(const kshape *s) { return ntok(s) * (size_t)s->V; }
 static fb_status k_xent(const fb_kctx *k, float *p, karena *a, const kshape *s) {
-  return fb_k_xent_fwd_bwd(k, p, &a->dsum, a->tok, (int)ntok(s), s->V, 1.0f / (float)ntok(s));
+  return fb_k_xent_fwd_bwd(k, p, &a->dsum, a->tok, (int)ntok(s), s->V, s->V,
+                           1.0f / (float)ntok(s));
 }
 static size_t fl_p2(const kshape *s) { return s->P * 2; }
 static size_t fl_p3(const kshape *s) { return s->P * 3; }

@@ -31,7 +31,8 @@
 #include "../engine/sim/cost_model.h"
 #include "calibrate_comm.h"
 #include "calibrate_device.h"
-#include "gpu_profiles.h"
+#include "../engine/sim/gpu_profile.h"
+#include "gpu_name.h"
 
 void fb_devcal_tag_key(fb_devcal *c, const char *key, double value, const char *how) {
   for (int i = 0; i < c->ntags; i++)
@@ -93,9 +94,10 @@ static fb_status open_device(fb_devcal *c) {
 
 /* --base, else the GPU's shipped profile by its name (cpu for a CPU device). */
 static fb_status load_base(fb_devcal *c) {
-  const char *why = NULL, *prof = c->o->base[0] ? c->o->base : NULL;
+  char why[160] = "";
+  const char *prof = c->o->base[0] ? c->o->base : NULL;
   if (!prof && !fb_device_caps_of(c->d)->gpu) prof = "cpu";
-  if (!prof) prof = fb_gpu_profile_for(c->gpu, 0, &why);
+  if (!prof) prof = fb_gpu_profile_for(c->gpu, 0, why, sizeof why);
   if (!prof)
     return FB_ERR(FB_EUSAGE, "--base: the GPU '%s' has no shipped profile (%s); name one with "
                   "--base PROFILE", c->gpu, why);

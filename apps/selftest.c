@@ -181,9 +181,17 @@ out:
   fb_free(h->gd, &dtok, h->gs);
 }
 
-static void check_norms(harness *h, bool rms) {
-  const int N = 37, C = 96;
-  const char *fw = rms ? "rmsnorm_fwd" : "layernorm_fwd";
+/* One shape; `tag` names it in the table. */
+static void check_norms_at(harness *h, bool rms, int N, int C, const char *tag) {
+  char nm[8][48];
+  const char *base[8] = {"layernorm_fwd", "layernorm_fwd.mean", "layernorm_fwd.rstd",
+                         "layernorm_bwd.dinp", "layernorm_bwd.dw", "layernorm_bwd.db",
+                         "rmsnorm_fwd.rstd", "rmsnorm_bwd.dinp"};
+  for (int i = 0; i < 8; i++) snprintf(nm[i], sizeof nm[i], "%s%s", base[i], tag);
+  char fwn[48], rdw[48];
+  snprintf(fwn, sizeof fwn, "%s%s", rms ? "rmsnorm_fwd" : "layernorm_fwd", tag);
+  snprintf(rdw, sizeof rdw, "rmsnorm_bwd.dw%s", tag);
+  const char *fw = fwn;
   tensor inp, w, b, out, mean, rstd, dout, dinp, dw, db;
   tensor *all[] = {&inp, &w, &b, &out, &mean, &rstd, &dout, &dinp, &dw, &db};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) memset(all[i], 0, sizeof(tensor));
@@ -202,10 +210,10 @@ static void check_norms(harness *h, bool rms) {
                                        N, C, 1e-5f));
     TRY_H(h->gd->ops->kernels->layernorm_fwd(&h->gk, out.buf.ptr, mean.buf.ptr, rstd.buf.ptr,
                                              inp.buf.ptr, w.buf.ptr, b.buf.ptr, N, C, 1e-5f));
-    TRY_H(t_compare(h, &mean, "layernorm_fwd.mean", 1e-5));
+    TRY_H(t_compare(h, &mean, nm[1], 1e-5));
   }
   TRY_H(t_compare(h, &out, fw, tol_act(h)));
-  TRY_H(t_compare(h, &rstd, rms ? "rmsnorm_fwd.rstd" : "layernorm_fwd.rstd", 1e-5));
+  TRY_H(t_compare(h, &rstd, rms ? nm[6] : nm[2], 1e-5));
   /* backward from the cpu statistics on both sides (the gpu ones were just compared) */
   TRY_H(fb_copy_h2d(h->gd, h->gs, rstd.buf.ptr, rstd.cpu, N * sizeof(float)));
   TRY_H(fb_copy_h2d(h->gd, h->gs, mean.buf.ptr, mean.cpu, N * sizeof(float)));
@@ -218,20 +226,30 @@ static void check_norms(harness *h, bool rms) {
                                      N, C));
     TRY_H(h->gd->ops->kernels->rmsnorm_bwd(&h->gk, dinp.buf.ptr, dw.buf.ptr, dout.buf.ptr,
                                            inp.buf.ptr, w.buf.ptr, rstd.buf.ptr, N, C));
-    TRY_H(t_compare(h, &dinp, "rmsnorm_bwd.dinp", tol_act(h)));
-    TRY_H(t_compare(h, &dw, "rmsnorm_bwd.dw", tol_act(h)));
+    TRY_H(t_compare(h, &dinp, nm[7], tol_act(h)));
+    TRY_H(t_compare(h, &dw, rdw, tol_act(h)));
   } else {
     TRY_H(fb_cpu_kernels.layernorm_bwd(&h->ck, dinp.cpu, dw.cpu, db.cpu, dout.cpu, inp.cpu, w.cpu,
                                        mean.cpu, rstd.cpu, N, C));
     TRY_H(h->gd->ops->kernels->layernorm_bwd(&h->gk, dinp.buf.ptr, dw.buf.ptr, db.buf.ptr,
                                              dout.buf.ptr, inp.buf.ptr, w.buf.ptr, mean.buf.ptr,
                                              rstd.buf.ptr, N, C));
-    TRY_H(t_compare(h, &dinp, "layernorm_bwd.dinp", tol_act(h)));
-    TRY_H(t_compare(h, &dw, "layernorm_bwd.dw", tol_act(h)));
-    TRY_H(t_compare(h, &db, "layernorm_bwd.db", tol_act(h)));
+    TRY_H(t_compare(h, &dinp, nm[3], tol_act(h)));
+    TRY_H(t_compare(h, &dw, nm[4], tol_act(h)));
+    TRY_H(t_compare(h, &db, nm[5], tol_act(h)));
   }
 out:
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) t_free(h, all[i]);
+}
+
+/* The one-pass backward (rows of whole 16-byte vectors): 37 rows of 96; 1100 rows of 64 (512
+ * row partitions of 2-3 rows); 300 rows of 2048 (one row each). The two-pass kernels: rows of
+ * 98 (not whole vectors). */
+static void check_norms(harness *h, bool rms) {
+  check_norms_at(h, rms, 37, 96, "");
+  if (!h->err) check_norms_at(h, rms, 1100, 64, " 1100x64");
+  if (!h->err) check_norms_at(h, rms, 300, 2048, " 300x2048");
+  if (!h->err) check_norms_at(h, rms, 37, 98, " C=98");
 }
 
 static void check_matmul(harness *h) {
@@ -439,54 +457,81 @@ out:
   t_free(h, &x);
 }
 
-static void check_elementwise(harness *h) {
-  const size_t n = 5000;
+/* Element-wise kernels on [off, off + n) of tensors of off + n values: 16-byte vectors where
+ * every operand is aligned after a scalar head, scalar tails; off shifts the head. The values
+ * before off must stay as they are on both sides. */
+static void check_elementwise_at(harness *h, size_t n, size_t off, const char *tag) {
   const fb_kernels *g = h->gd->ops->kernels, *c = &fb_cpu_kernels;
+  const size_t es = act_size(h, true), all_n = off + n;
   tensor a, b, o, d, da, db;
   tensor *all[] = {&a, &b, &o, &d, &da, &db};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) memset(all[i], 0, sizeof(tensor));
-  TRY_H(t_new(h, &a, n, true, 4));
-  TRY_H(t_new(h, &b, n, true, 2));
-  TRY_H(t_new(h, &o, n, true, 1));
-  TRY_H(t_new(h, &d, n, true, 1));
-  TRY_H(t_new(h, &da, n, true, 1));
-  TRY_H(t_new(h, &db, n, true, 1));
-  TRY_H(c->gelu_fwd(&h->ck, o.cpu, a.cpu, n));
-  TRY_H(g->gelu_fwd(&h->gk, o.buf.ptr, a.buf.ptr, n));
-  TRY_H(t_compare(h, &o, "gelu_fwd", tol_act(h)));
-  TRY_H(c->gelu_bwd(&h->ck, da.cpu, a.cpu, d.cpu, n));
-  TRY_H(g->gelu_bwd(&h->gk, da.buf.ptr, a.buf.ptr, d.buf.ptr, n));
-  TRY_H(t_compare(h, &da, "gelu_bwd", tol_act(h)));
-  TRY_H(c->swiglu_fwd(&h->ck, o.cpu, a.cpu, b.cpu, n));
-  TRY_H(g->swiglu_fwd(&h->gk, o.buf.ptr, a.buf.ptr, b.buf.ptr, n));
-  TRY_H(t_compare(h, &o, "swiglu_fwd", tol_act(h)));
-  TRY_H(c->swiglu_bwd(&h->ck, da.cpu, db.cpu, d.cpu, a.cpu, b.cpu, n));
-  TRY_H(g->swiglu_bwd(&h->gk, da.buf.ptr, db.buf.ptr, d.buf.ptr, a.buf.ptr, b.buf.ptr, n));
-  TRY_H(t_compare(h, &da, "swiglu_bwd.da", tol_act(h)));
-  TRY_H(t_compare(h, &db, "swiglu_bwd.db", tol_act(h)));
-  TRY_H(c->add(&h->ck, o.cpu, a.cpu, b.cpu, n));
-  TRY_H(g->add(&h->gk, o.buf.ptr, a.buf.ptr, b.buf.ptr, n));
-  TRY_H(t_compare(h, &o, "add", tol_act(h)));
+  TRY_H(t_new(h, &a, all_n, true, 4));
+  TRY_H(t_new(h, &b, all_n, true, 2));
+  TRY_H(t_new(h, &o, all_n, true, 1));
+  TRY_H(t_new(h, &d, all_n, true, 1));
+  TRY_H(t_new(h, &da, all_n, true, 1));
+  TRY_H(t_new(h, &db, all_n, true, 1));
+#define G(t) ((char *)(t).buf.ptr + off * es)
+#define C(t) ((t).cpu + off)
+  char nm[64];
+#define CMP(t, what)                                                                           \
+  (snprintf(nm, sizeof nm, "%s%s", what, tag), t_compare(h, &(t), nm, tol_act(h)))
+  TRY_H(c->gelu_fwd(&h->ck, C(o), C(a), n));
+  TRY_H(g->gelu_fwd(&h->gk, G(o), G(a), n));
+  TRY_H(CMP(o, "gelu_fwd"));
+  TRY_H(c->gelu_bwd(&h->ck, C(da), C(a), C(d), n));
+  TRY_H(g->gelu_bwd(&h->gk, G(da), G(a), G(d), n));
+  TRY_H(CMP(da, "gelu_bwd"));
+  TRY_H(c->swiglu_fwd(&h->ck, C(o), C(a), C(b), n));
+  TRY_H(g->swiglu_fwd(&h->gk, G(o), G(a), G(b), n));
+  TRY_H(CMP(o, "swiglu_fwd"));
+  TRY_H(c->swiglu_bwd(&h->ck, C(da), C(db), C(d), C(a), C(b), n));
+  TRY_H(g->swiglu_bwd(&h->gk, G(da), G(db), G(d), G(a), G(b), n));
+  TRY_H(CMP(da, "swiglu_bwd.da"));
+  TRY_H(CMP(db, "swiglu_bwd.db"));
+  TRY_H(c->add(&h->ck, C(o), C(a), C(b), n));
+  TRY_H(g->add(&h->gk, G(o), G(a), G(b), n));
+  TRY_H(CMP(o, "add"));
+  TRY_H(c->add(&h->ck, C(a), C(a), C(b), n)); /* out aliases an input (the residual add) */
+  TRY_H(g->add(&h->gk, G(a), G(a), G(b), n));
+  TRY_H(CMP(a, "add in place"));
+#undef CMP
+#undef C
+#undef G
 out:
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) t_free(h, all[i]);
 }
 
-static void check_xent(harness *h) {
-  const int N = 19, V = 300;
+/* whole vectors; a scalar tail; a scalar head (start off the 16-byte boundary) and a tail */
+static void check_elementwise(harness *h) {
+  check_elementwise_at(h, 5000, 0, "");
+  if (!h->err) check_elementwise_at(h, 5003, 0, " tail");
+  if (!h->err) check_elementwise_at(h, 4999, 1, " off 1");
+}
+
+/* N rows of V logits, ld apart (ld > V: a padded vocabulary, whose columns past V must come
+ * back as zeros on both sides). */
+static void check_xent_at(harness *h, int V, int ld, const char *tag) {
+  const int N = 19;
   int32_t tgt[19];
   for (int i = 0; i < N; i++) tgt[i] = i % 5 == 4 ? -1 : (i * 37) % V;
   tensor lg;
   memset(&lg, 0, sizeof lg);
   fb_buf dt = {0}, dl = {0};
   double loss_c = 0.25, loss_g = 0.25;
+  char nm[2][48];
+  snprintf(nm[0], sizeof nm[0], "xent_fwd_bwd.dlogits%s", tag);
+  snprintf(nm[1], sizeof nm[1], "xent_fwd_bwd.loss%s", tag);
   TRY_H(raw_new(h, &dt, tgt, sizeof tgt));
   TRY_H(raw_new(h, &dl, &loss_g, sizeof loss_g));
-  TRY_H(t_new(h, &lg, (size_t)N * V, true, 6));
-  TRY_H(fb_cpu_kernels.xent_fwd_bwd(&h->ck, lg.cpu, &loss_c, tgt, N, V, 1.0f / N));
-  TRY_H(h->gd->ops->kernels->xent_fwd_bwd(&h->gk, lg.buf.ptr, dl.ptr, dt.ptr, N, V, 1.0f / N));
+  TRY_H(t_new(h, &lg, (size_t)N * ld, true, 6));
+  TRY_H(fb_cpu_kernels.xent_fwd_bwd(&h->ck, lg.cpu, &loss_c, tgt, N, V, ld, 1.0f / N));
+  TRY_H(h->gd->ops->kernels->xent_fwd_bwd(&h->gk, lg.buf.ptr, dl.ptr, dt.ptr, N, V, ld,
+                                          1.0f / N));
   TRY_H(fb_copy_d2h(h->gd, h->gs, &loss_g, dl.ptr, sizeof loss_g));
-  TRY_H(t_compare(h, &lg, "xent_fwd_bwd.dlogits", tol_act(h)));
-  report(h, "xent_fwd_bwd.loss", fb_dtype_name(h->gk.act), fabs(loss_g - loss_c) / fabs(loss_c),
+  TRY_H(t_compare(h, &lg, nm[0], tol_act(h)));
+  report(h, nm[1], fb_dtype_name(h->gk.act), fabs(loss_g - loss_c) / fabs(loss_c),
          h->gk.act == FB_BF16 ? 1e-2 : 1e-5);
 out:
   t_free(h, &lg);
@@ -494,83 +539,217 @@ out:
   fb_free(h->gd, &dl, h->gs);
 }
 
-/* fp32-only entries: acc, scale, adamw, sgd, sumsq_bins, sum_f64, cast. */
-static void check_vectors(harness *h) {
-  const size_t n = 70001;
-  const fb_kernels *g = h->gd->ops->kernels, *c = &fb_cpu_kernels;
-  tensor p, gr, m, v, x;
-  tensor *all[] = {&p, &gr, &m, &v, &x};
-  for (size_t i = 0; i < sizeof all / sizeof *all; i++) memset(all[i], 0, sizeof(tensor));
-  fb_buf bins = {0}, sum = {0}, half = {0};
-  uint64_t *hb = calloc(4 * FB_NORM_BINS, sizeof *hb);
-  uint16_t *hh = malloc(n * sizeof *hh);
-  float *back = malloc(n * sizeof *back);
-  if (!hb || !hh || !back) {
+/* rows of whole 16-byte vectors (300 fp32, 300 bf16 is not: element by element); an odd width;
+ * a width padded to a multiple of 128 (vectors, and zeros in the padding) */
+static void check_xent(harness *h) {
+  check_xent_at(h, 300, 300, "");
+  if (!h->err) check_xent_at(h, 301, 301, " V=301");
+  if (!h->err) check_xent_at(h, 301, 384, " V=301 ld=384");
+  if (!h->err) check_xent_at(h, 2001, 2048, " V=2001 ld=2048");
+}
+
+/* Reads n floats of a gpu buffer at element off into host (n values). */
+static fb_status read_f32(harness *h, const fb_buf *b, size_t off, size_t n, float *host) {
+  return fb_copy_d2h(h->gd, h->gs, host, (const float *)b->ptr + off, n * sizeof *host);
+}
+
+/* adamw_cast on [off, off + n): p, m, v as adamw's, the output the rounding of the updated p.
+ * On the gpu, against the gpu's own adamw from the same state, bit for bit: strategies that
+ * update with and without the copy must keep equal parameters. */
+static void check_adamw_cast(harness *h, tensor *p, tensor *gr, tensor *m, tensor *v, size_t n,
+                             size_t off, const fb_adamw_args *aa, const char *tag) {
+  const fb_kernels *g = h->gd->ops->kernels;
+  fb_buf half = {0}, p2 = {0}, m2 = {0}, v2 = {0};
+  const size_t all_n = off + n;
+  float *a = malloc(all_n * sizeof *a), *b = malloc(all_n * sizeof *b);
+  uint16_t *hh = malloc(all_n * sizeof *hh);
+  char nm[64];
+  if (!a || !b || !hh) {
     h->err = FB_ERR(FB_ENOMEM, "selftest: out of host memory");
     goto out;
   }
-  TRY_H(t_new(h, &p, n, false, 1));
-  TRY_H(t_new(h, &gr, n, false, 1));
-  TRY_H(t_new(h, &m, n, false, 0.1f));
-  TRY_H(t_new(h, &v, n, false, 0.01f));
-  for (size_t i = 0; i < n; i++) v.cpu[i] = fabsf(v.cpu[i]);
-  TRY_H(fb_copy_h2d(h->gd, h->gs, v.buf.ptr, v.cpu, n * sizeof(float)));
-  TRY_H(t_new(h, &x, n, false, 3));
-  TRY_H(c->acc_f32(&h->ck, x.cpu, gr.cpu, n));
-  TRY_H(g->acc_f32(&h->gk, x.buf.ptr, gr.buf.ptr, n));
-  TRY_H(t_compare(h, &x, "acc_f32", 1e-7));
-  TRY_H(c->scale_f32(&h->ck, x.cpu, 0.37f, n));
-  TRY_H(g->scale_f32(&h->gk, x.buf.ptr, 0.37f, n));
-  TRY_H(t_compare(h, &x, "scale_f32", 1e-7));
+  fb_buf *copies[] = {&p2, &m2, &v2};
+  tensor *src[] = {p, m, v};
+  for (int i = 0; i < 3; i++) {
+    TRY_H(fb_alloc(h->gd, all_n * 4, FB_MEM_TEMP, "selftest", copies[i]));
+    TRY_H(fb_copy_d2d(h->gd, h->gs, copies[i]->ptr, src[i]->buf.ptr, all_n * 4));
+  }
+  TRY_H(fb_alloc(h->gd, all_n * 2, FB_MEM_TEMP, "selftest", &half));
+  TRY_H(g->adamw(&h->gk, (float *)p2.ptr + off, (const float *)gr->buf.ptr + off,
+                 (float *)m2.ptr + off, (float *)v2.ptr + off, n, aa));
+  TRY_H(g->adamw_cast(&h->gk, (float *)p->buf.ptr + off, (const float *)gr->buf.ptr + off,
+                      (float *)m->buf.ptr + off, (float *)v->buf.ptr + off,
+                      (uint16_t *)half.ptr + off, FB_BF16, n, aa));
+  size_t bad = 0;
+  for (int i = 0; i < 3; i++) {
+    TRY_H(read_f32(h, copies[i], off, n, a));
+    TRY_H(read_f32(h, &src[i]->buf, off, n, b));
+    bad += memcmp(a, b, n * sizeof *a) != 0;
+  }
+  snprintf(nm, sizeof nm, "adamw_cast = adamw%s", tag);
+  report(h, nm, "fp32", (double)bad, 0.0);
+  TRY_H(fb_copy_d2h(h->gd, h->gs, hh, (uint16_t *)half.ptr + off, n * 2));
+  bad = 0;
+  for (size_t i = 0; i < n; i++) bad += hh[i] != fb_f32_to_bf16(b[i]);
+  snprintf(nm, sizeof nm, "adamw_cast.out%s", tag);
+  report(h, nm, "bf16", (double)bad, 0.0);
+out:
+  fb_free(h->gd, &half, h->gs);
+  fb_free(h->gd, &p2, h->gs);
+  fb_free(h->gd, &m2, h->gs);
+  fb_free(h->gd, &v2, h->gs);
+  free(a);
+  free(b);
+  free(hh);
+}
+
+/* fp32-only entries on [off, off + n) of vectors of off + n values: acc, scale, adamw,
+ * adamw_cast, sgd, sum_f64, cast (16-byte vectors, scalar heads and tails). */
+static void check_vectors_at(harness *h, size_t n, size_t off, const char *tag) {
+  const fb_kernels *g = h->gd->ops->kernels, *c = &fb_cpu_kernels;
+  const size_t all_n = off + n;
+  tensor p, gr, m, v, x;
+  tensor *all[] = {&p, &gr, &m, &v, &x};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) memset(all[i], 0, sizeof(tensor));
+  fb_buf sum = {0}, half = {0};
+  uint16_t *hh = malloc(n * sizeof *hh);
+  float *back = malloc(n * sizeof *back);
+  char nm[64];
+  if (!hh || !back) {
+    h->err = FB_ERR(FB_ENOMEM, "selftest: out of host memory");
+    goto out;
+  }
+  TRY_H(t_new(h, &p, all_n, false, 1));
+  TRY_H(t_new(h, &gr, all_n, false, 1));
+  TRY_H(t_new(h, &m, all_n, false, 0.1f));
+  TRY_H(t_new(h, &v, all_n, false, 0.01f));
+  for (size_t i = 0; i < all_n; i++) v.cpu[i] = fabsf(v.cpu[i]);
+  TRY_H(fb_copy_h2d(h->gd, h->gs, v.buf.ptr, v.cpu, all_n * sizeof(float)));
+  TRY_H(t_new(h, &x, all_n, false, 3));
+#define G(t) ((float *)(t).buf.ptr + off)
+#define C(t) ((t).cpu + off)
+#define CMP(t, what, tol) (snprintf(nm, sizeof nm, "%s%s", what, tag), t_compare(h, &(t), nm, tol))
+  TRY_H(c->acc_f32(&h->ck, C(x), C(gr), n));
+  TRY_H(g->acc_f32(&h->gk, G(x), G(gr), n));
+  TRY_H(CMP(x, "acc_f32", 1e-7));
+  TRY_H(c->scale_f32(&h->ck, C(x), 0.37f, n));
+  TRY_H(g->scale_f32(&h->gk, G(x), 0.37f, n));
+  TRY_H(CMP(x, "scale_f32", 1e-7));
   fb_adamw_args aa = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
                       .weight_decay = 0.1f, .bias_corr1 = 0.19f, .bias_corr2 = 0.0975f,
                       .grad_scale = 0.8f};
-  TRY_H(c->adamw(&h->ck, p.cpu, gr.cpu, m.cpu, v.cpu, n, &aa));
-  TRY_H(g->adamw(&h->gk, p.buf.ptr, gr.buf.ptr, m.buf.ptr, v.buf.ptr, n, &aa));
-  TRY_H(t_compare(h, &p, "adamw.p", 1e-6));
-  TRY_H(t_compare(h, &m, "adamw.m", 1e-6));
-  TRY_H(t_compare(h, &v, "adamw.v", 1e-6));
+  TRY_H(c->adamw(&h->ck, C(p), C(gr), C(m), C(v), n, &aa));
+  TRY_H(g->adamw(&h->gk, G(p), G(gr), G(m), G(v), n, &aa));
+  TRY_H(CMP(p, "adamw.p", 1e-6));
+  TRY_H(CMP(m, "adamw.m", 1e-6));
+  TRY_H(CMP(v, "adamw.v", 1e-6));
+  check_adamw_cast(h, &p, &gr, &m, &v, n, off, &aa, tag);
+  if (h->err) goto out;
+  TRY_H(c->adamw(&h->ck, C(p), C(gr), C(m), C(v), n, &aa)); /* what adamw_cast did */
   fb_sgd_args sa = {.lr = 1e-2f, .momentum = 0.9f, .weight_decay = 0.01f, .grad_scale = 1.0f};
-  TRY_H(c->sgd(&h->ck, p.cpu, gr.cpu, m.cpu, n, &sa));
-  TRY_H(g->sgd(&h->gk, p.buf.ptr, gr.buf.ptr, m.buf.ptr, n, &sa));
-  TRY_H(t_compare(h, &p, "sgd.p", 1e-6));
-  TRY_H(t_compare(h, &m, "sgd.mom", 1e-6));
-  /* exact norm: the bins must hold the same exact sum (the cpu folds runs into one bin) */
+  TRY_H(c->sgd(&h->ck, C(p), C(gr), C(m), n, &sa));
+  TRY_H(g->sgd(&h->gk, G(p), G(gr), G(m), n, &sa));
+  TRY_H(CMP(p, "sgd.p", 1e-6));
+  TRY_H(CMP(m, "sgd.mom", 1e-6));
+  sa.momentum = 0.0f;
+  TRY_H(c->sgd(&h->ck, C(p), C(gr), NULL, n, &sa));
+  TRY_H(g->sgd(&h->gk, G(p), G(gr), NULL, n, &sa));
+  TRY_H(CMP(p, "sgd.p no momentum", 1e-6));
+#undef CMP
+  double sc = 1.5, sg = 1.5;
+  TRY_H(raw_new(h, &sum, &sg, sizeof sg));
+  TRY_H(c->sum_f64(&h->ck, &sc, C(gr), n));
+  TRY_H(g->sum_f64(&h->gk, sum.ptr, G(gr), n));
+  TRY_H(fb_copy_d2h(h->gd, h->gs, &sg, sum.ptr, sizeof sg));
+  snprintf(nm, sizeof nm, "sum_f64%s", tag);
+  report(h, nm, "fp64", fabs(sg - sc) / fmax(fabs(sc), 1e-300), 1e-12);
+  /* casts: fp32 -> bf16 must match the shared rounding bit for bit; and back exactly */
+  TRY_H(fb_alloc(h->gd, all_n * 2, FB_MEM_TEMP, "selftest", &half));
+  uint16_t *gh = (uint16_t *)half.ptr + off;
+  TRY_H(g->cast(&h->gk, gh, FB_BF16, G(gr), FB_F32, n));
+  TRY_H(fb_copy_d2h(h->gd, h->gs, hh, gh, n * 2));
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i++) bad += hh[i] != fb_f32_to_bf16(gr.cpu[off + i]);
+  snprintf(nm, sizeof nm, "cast f32->bf16%s", tag);
+  report(h, nm, "bf16", (double)bad, 0.0);
+  TRY_H(g->cast(&h->gk, G(x), FB_F32, gh, FB_BF16, n));
+  TRY_H(fb_copy_d2h(h->gd, h->gs, back, G(x), n * sizeof(float)));
+  bad = 0;
+  for (size_t i = 0; i < n; i++) bad += back[i] != fb_bf16_to_f32(hh[i]);
+  snprintf(nm, sizeof nm, "cast bf16->f32%s", tag);
+  report(h, nm, "fp32", (double)bad, 0.0);
+#undef C
+#undef G
+out:
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) t_free(h, all[i]);
+  fb_free(h->gd, &sum, h->gs);
+  fb_free(h->gd, &half, h->gs);
+  free(hh);
+  free(back);
+}
+
+/* a tail (70001 = 4 * 17500 + 1); a scalar head at 1 and 3 elements past the boundary; fewer
+ * values than one vector */
+static void check_vectors(harness *h) {
+  check_vectors_at(h, 70001, 0, "");
+  if (!h->err) check_vectors_at(h, 70000, 1, " off 1");
+  if (!h->err) check_vectors_at(h, 1001, 3, " off 3");
+  if (!h->err) check_vectors_at(h, 3, 1, " n=3");
+}
+
+/* The exact norm's bins for x[off, off + n) (x holds off + n values): the gpu's and the cpu's
+ * bins must hold the same exact sum (fb_norm_bins_exact; the cpu folds runs into one bin, the
+ * gpu a warp's window) and the same non-finite bin 255, word for word. */
+static void sumsq_case(harness *h, const char *tag, const float *x, size_t off, size_t n) {
+  fb_buf bins = {0}, gx = {0};
+  uint64_t hb[4 * FB_NORM_BINS];
+  memset(hb, 0, sizeof hb);
+  TRY_H(raw_new(h, &gx, x, (off + n) * sizeof *x));
   TRY_H(raw_new(h, &bins, hb, 2 * FB_NORM_BINS * sizeof *hb));
-  TRY_H(c->sumsq_bins(&h->ck, hb, gr.cpu, n));
-  TRY_H(g->sumsq_bins(&h->gk, bins.ptr, gr.buf.ptr, n));
+  TRY_H(fb_cpu_kernels.sumsq_bins(&h->ck, hb, x + off, n));
+  TRY_H(h->gd->ops->kernels->sumsq_bins(&h->gk, bins.ptr, (const float *)gx.ptr + off, n));
   TRY_H(fb_copy_d2h(h->gd, h->gs, hb + 2 * FB_NORM_BINS, bins.ptr,
                     2 * FB_NORM_BINS * sizeof *hb));
   uint64_t exact_c[FB_NORM_LIMBS], exact_g[FB_NORM_LIMBS];
   fb_norm_bins_exact(hb, exact_c);
   fb_norm_bins_exact(hb + 2 * FB_NORM_BINS, exact_g);
-  report(h, "sumsq_bins", "fp32", memcmp(exact_c, exact_g, sizeof exact_c) ? 1.0 : 0.0, 0.0);
-  double sc = 1.5, sg = 1.5;
-  TRY_H(raw_new(h, &sum, &sg, sizeof sg));
-  TRY_H(c->sum_f64(&h->ck, &sc, gr.cpu, n));
-  TRY_H(g->sum_f64(&h->gk, sum.ptr, gr.buf.ptr, n));
-  TRY_H(fb_copy_d2h(h->gd, h->gs, &sg, sum.ptr, sizeof sg));
-  report(h, "sum_f64", "fp64", fabs(sg - sc) / fmax(fabs(sc), 1e-300), 1e-12);
-  /* casts: fp32 -> bf16 must match the shared rounding bit for bit; and back exactly */
-  TRY_H(fb_alloc(h->gd, n * 2, FB_MEM_TEMP, "selftest", &half));
-  TRY_H(g->cast(&h->gk, half.ptr, FB_BF16, gr.buf.ptr, FB_F32, n));
-  TRY_H(fb_copy_d2h(h->gd, h->gs, hh, half.ptr, n * 2));
-  size_t bad = 0;
-  for (size_t i = 0; i < n; i++) bad += hh[i] != fb_f32_to_bf16(gr.cpu[i]);
-  report(h, "cast f32->bf16", "bf16", (double)bad, 0.0);
-  TRY_H(g->cast(&h->gk, x.buf.ptr, FB_F32, half.ptr, FB_BF16, n));
-  TRY_H(fb_copy_d2h(h->gd, h->gs, back, x.buf.ptr, n * sizeof(float)));
-  bad = 0;
-  for (size_t i = 0; i < n; i++) bad += back[i] != fb_bf16_to_f32(hh[i]);
-  report(h, "cast bf16->f32", "fp32", (double)bad, 0.0);
+  const uint64_t *nc = hb + 2 * 255, *ng = hb + 2 * FB_NORM_BINS + 2 * 255;
+  char name[48];
+  snprintf(name, sizeof name, "sumsq_bins %s", tag);
+  report(h, name, "fp32",
+         memcmp(exact_c, exact_g, sizeof exact_c) || nc[0] != ng[0] || nc[1] != ng[1] ? 1.0 : 0.0,
+         0.0);
 out:
-  for (size_t i = 0; i < sizeof all / sizeof *all; i++) t_free(h, all[i]);
   fb_free(h->gd, &bins, h->gs);
-  fb_free(h->gd, &sum, h->gs);
-  fb_free(h->gd, &half, h->gs);
-  free(hb);
-  free(hh);
-  free(back);
+  fb_free(h->gd, &gx, h->gs);
+}
+
+/* The exact norm's cases: whole warp chunks (256 values) and a tail; a start off the 16-byte
+ * boundary (the scalar head); fewer values than a chunk; exponents over the whole range with
+ * zeros and denormals (elements under a warp's window, windows that move); Inf and NaN. */
+static void check_sumsq(harness *h) {
+  const size_t n = 100003;
+  float *x = malloc(n * sizeof *x);
+  if (!x) {
+    h->err = FB_ERR(FB_ENOMEM, "selftest: out of host memory");
+    return;
+  }
+  for (size_t i = 0; i < n; i++) x[i] = rnd(h);
+  sumsq_case(h, "uniform", x, 0, 70001);
+  if (!h->err) sumsq_case(h, "off 1", x, 1, 70001);
+  if (!h->err) sumsq_case(h, "n=300 off 3", x, 3, 300);
+  if (!h->err) sumsq_case(h, "n=2 off 2", x, 2, 2);
+  for (size_t i = 0; i < n; i++) {
+    int e = (int)(fabsf(rnd(h)) * 171.0f) - 130; /* 2^-130 .. 2^40 */
+    x[i] = i % 7 == 0 ? 0.0f : i % 97 == 0 ? 1e-42f * (float)(i % 3) : ldexpf(rnd(h), e);
+  }
+  if (!h->err) sumsq_case(h, "wide", x, 0, n);
+  if (!h->err) sumsq_case(h, "wide off 1", x, 1, n - 1);
+  for (size_t i = 0; i < 5000; i++) x[i] = rnd(h);
+  x[1000] = INFINITY;
+  x[3001] = NAN;
+  if (!h->err) sumsq_case(h, "inf nan", x, 0, 5000);
+  free(x);
 }
 
 static int kernel_checks(harness *h) {
@@ -590,6 +769,7 @@ static int kernel_checks(harness *h) {
   }
   h->gk.act = FB_F32;
   if (h->err == FB_OK) check_vectors(h);
+  if (h->err == FB_OK) check_sumsq(h);
   if (h->err == FB_OK) {
     fb_status st = fb_stream_sync(h->gd, h->gs);
     if (st != FB_OK) h->err = st;

@@ -13,7 +13,8 @@
 #include "../engine/device/device.h"
 #include "../engine/exec/runner.h"
 #include "../strategies/strategy.h"
-#include "gpu_profiles.h"
+#include "../engine/sim/gpu_profile.h"
+#include "gpu_name.h"
 #include "validate_dataset.h"
 
 typedef struct op_row {
@@ -99,12 +100,12 @@ static fb_status choose_backends(fb_run_config *c, char *gpu, size_t ngpu) {
   snprintf(gpu, ngpu, "%s", c->backend);
   if (c->hardware[0]) return FB_OK;
   if (!e->caps->gpu) return snprintf(c->hardware, sizeof c->hardware, "cpu"), FB_OK;
-  const char *none = NULL;
   fb_gpu_name(gpu, ngpu);
-  const char *prof = fb_gpu_profile_for(gpu, 0, &none);
+  const char *prof = fb_gpu_profile_for(gpu, 0, why, sizeof why);
   if (!prof)
-    return FB_ERR(FB_EUSAGE, "--hardware: the GPU '%s' has no shipped profile; give one (the "
-                  "file `fsdpbench calibrate --backend %s --out FILE` wrote)", gpu, c->backend);
+    return FB_ERR(FB_EUSAGE, "--hardware: the GPU '%s' has no shipped profile (%s); give one "
+                  "(the file `fsdpbench calibrate --backend %s --out FILE` wrote)", gpu, why,
+                  c->backend);
   snprintf(c->hardware, sizeof c->hardware, "%s", prof);
   return FB_OK;
 }

@@ -10,7 +10,8 @@
 
 #include "../engine/device/kernels.h"
 #include "../engine/sim/cost_model.h"
-#include "gpu_profiles.h"
+#include "../engine/sim/gpu_profile.h"
+#include "gpu_name.h"
 #include "validate_rows.h"
 
 bool ds_has(const char *s, const char *sub) {
@@ -45,8 +46,8 @@ fb_status ds_write_profile(const ds_ctx *x, const char *name, const char *base,
   return FB_OK;
 }
 
-const char *ds_row_profile(const ds_ctx *x, const char *gpu, int mem_gb, const char **why) {
-  return x->hardware ? x->hardware : fb_gpu_profile_for(gpu, mem_gb, why);
+const char *ds_row_profile(const ds_ctx *x, const char *gpu, int mem_gb, char *why, size_t n) {
+  return x->hardware ? x->hardware : fb_gpu_profile_for(gpu, mem_gb, why, n);
 }
 
 static fb_status load_profile(const char *prof, ds_result *o, fb_hardware *hw) {
@@ -58,7 +59,8 @@ static fb_status load_profile(const char *prof, ds_result *o, fb_hardware *hw) {
  * The library is the row's: XLA's table measured XLA's own GEMMs (split-K, kernel time alone),
  * priced by the GPU's `-xla` profile; every other row is PyTorch's cuBLAS, the GPU's profile. */
 static fb_status gemm_profile(const ds_ctx *x, int r, ds_result *o, fb_hardware *hw) {
-  const char *why = NULL, *prof = ds_row_profile(x, ds_col(x, r, "gpu"), 0, &why);
+  char why[160];
+  const char *prof = ds_row_profile(x, ds_col(x, r, "gpu"), 0, why, sizeof why);
   if (!prof) return ds_skip(o, "%s", why), FB_EUNSUPPORTED;
   if (x->hardware || !ds_has(ds_col(x, r, "software"), "XLA")) return load_profile(prof, o, hw);
   char lib[32];
@@ -129,7 +131,8 @@ fb_status ds_attention_row(ds_ctx *x, int r, ds_result *o) {
   if (!(o->published > 0)) return ds_skip(o, "%s", "no figure (the source printed OOM)"), FB_OK;
   const bool bwd = !strcmp(pass, "fwd+bwd");
   if (!bwd && strcmp(pass, "fwd")) return ds_skip(o, "pass '%s' not modelled", pass), FB_OK;
-  const char *why = NULL, *prof = ds_row_profile(x, ds_col(x, r, "gpu"), 0, &why);
+  char why[160];
+  const char *prof = ds_row_profile(x, ds_col(x, r, "gpu"), 0, why, sizeof why);
   if (!prof) return ds_skip(o, "%s", why), FB_OK;
   fb_hardware hw;
   FB_TRY(load_profile(prof, o, &hw));
@@ -160,7 +163,8 @@ fb_status ds_collective_row(ds_ctx *x, int r, ds_result *o) {
   if (strcmp(coll, "all_reduce")) return ds_skip(o, "collective '%s' not compared", coll), FB_OK;
   if (!(n >= 2 && nodes >= 1 && bytes > 0 && o->published > 0))
     return ds_skip(o, "%s", "an anchor without message size, rank count or single busbw"), FB_OK;
-  const char *why = NULL, *prof = ds_row_profile(x, ds_col(x, r, "gpu"), 0, &why);
+  char why[160];
+  const char *prof = ds_row_profile(x, ds_col(x, r, "gpu"), 0, why, sizeof why);
   if (!prof) return ds_skip(o, "%s", why), FB_OK;
   fb_hardware hw;
   FB_TRY(load_profile(prof, o, &hw));

@@ -51,7 +51,7 @@ const char *ds_col(const ds_ctx *x, int r, const char *name);
 void ds_skip(ds_result *o, const char *fmt, const char *arg);
 /* The row's profile: --hardware when given, else the one for its GPU name and memory; NULL
  * with *why when there is none. */
-const char *ds_row_profile(const ds_ctx *x, const char *gpu, int mem_gb, const char **why);
+const char *ds_row_profile(const ds_ctx *x, const char *gpu, int mem_gb, char *why, size_t n);
 /* Writes `extends: BASE` plus `lines` (key: value lines) as DIR/NAME.yaml into `path`. */
 fb_status ds_write_profile(const ds_ctx *x, const char *name, const char *base,
                            const char *lines, char *path, size_t npath);

@@ -16,7 +16,8 @@
 #include "../engine/config/config.h"
 #include "../engine/exec/runner.h"
 #include "report.h"
-#include "gpu_profiles.h"
+#include "../engine/sim/gpu_profile.h"
+#include "gpu_name.h"
 #include "validate_rows.h"
 
 /* One row's columns. */
@@ -413,7 +414,8 @@ fb_status ds_train_row(ds_ctx *x, int r, ds_result *o) {
   mark_floor(&t, o);
   train_plan p = {.recompute = "off"};
   if (!plan_sharding(&t, &p, o) || !plan_precision(&t, &p, o)) return FB_OK;
-  const char *why = NULL, *prof = ds_row_profile(x, t.gpu, isnan(t.mem) ? 0 : (int)t.mem, &why);
+  char why[160];
+  const char *prof = ds_row_profile(x, t.gpu, isnan(t.mem) ? 0 : (int)t.mem, why, sizeof why);
   if (!prof) return ds_skip(o, "%s", why), FB_OK;
   snprintf(o->gpu, sizeof o->gpu, "%s", prof);
   fb_hardware hw;

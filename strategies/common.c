@@ -56,38 +56,66 @@ void fb_optim_free(fb_rank *r, fb_optim_state *o) {
   fb_free(r->dev, &o->v, NULL);
 }
 
-fb_status fb_optim_update(fb_rank *r, int u, int64_t start, int64_t n, float *p, const float *g,
-                          fb_optim_state *o, int64_t o_off) {
+/* The update of one parameter's range [a, b) of unit u's range that starts at `start`; with
+ * copy (AdamW only), the updated values in the compute dtype too, in the same pass. */
+static fb_status update_param(fb_rank *r, const fb_param *pp, int64_t start, int64_t a, int64_t b,
+                              float *p, const float *g, float *m, float *v, void *copy,
+                              fb_kctx *k) {
   const fb_run_config *c = r->cfg;
-  const fb_unit *un = &r->model->units[u];
-  const bool adamw = !strcmp(c->optimizer, "adamw");
   const int t = r->step + 1;
+  const int64_t off = a - start;
+  const size_t len = (size_t)(b - a);
+  const float wd = pp->decay ? (float)c->weight_decay : 0.0f;
+  if (!strcmp(c->optimizer, "adamw")) {
+    fb_adamw_args args = {.lr = r->lr, .beta1 = (float)c->beta1, .beta2 = (float)c->beta2,
+                          .eps = (float)c->eps, .weight_decay = wd,
+                          .bias_corr1 = (float)(1.0 - pow(c->beta1, t)),
+                          .bias_corr2 = (float)(1.0 - pow(c->beta2, t)),
+                          .grad_scale = r->clip_coef};
+    if (copy)
+      return fb_k_adamw_cast(k, p + off, g + off, m + off, v + off,
+                             (char *)copy + (size_t)off * fb_psz(r), r->pdt, len, &args);
+    return fb_k_adamw(k, p + off, g + off, m + off, v + off, len, &args);
+  }
+  fb_sgd_args args = {.lr = r->lr, .momentum = (float)c->momentum, .weight_decay = wd,
+                      .grad_scale = r->clip_coef};
+  return fb_k_sgd(k, p + off, g + off, m + off, len, &args);
+}
+
+fb_status fb_optim_update_to(fb_rank *r, int u, int64_t start, int64_t n, float *p,
+                             const float *g, fb_optim_state *o, int64_t o_off, void *copy,
+                             bool zero_gaps) {
+  const fb_unit *un = &r->model->units[u];
   fb_kctx k = fb_rank_kctx(r, r->compute, u);
   float *m = o->m.ptr ? (float *)o->m.ptr + o_off : NULL;
   float *v = o->v.ptr ? (float *)o->v.ptr + o_off : NULL;
   const int64_t end = start + n;
+  if (copy && (r->pdt == FB_F32 || strcmp(r->cfg->optimizer, "adamw"))) {
+    /* no fused update: the update, then the copy of the whole range (gaps included) */
+    FB_TRY(fb_optim_update_to(r, u, start, n, p, g, o, o_off, NULL, false));
+    return fb_to_pdt(r, u, copy, p, n);
+  }
+  int64_t done = start; /* the copy's elements below it are written */
   for (int i = un->first; i < un->first + un->count; i++) {
     const fb_param *pp = &r->model->params[i];
     int64_t a = pp->offset > start ? pp->offset : start;
     int64_t b = pp->offset + pp->numel < end ? pp->offset + pp->numel : end;
     if (a >= b) continue;
-    const int64_t off = a - start;
-    const size_t len = (size_t)(b - a);
-    const float wd = pp->decay ? (float)c->weight_decay : 0.0f;
-    if (adamw) {
-      fb_adamw_args args = {.lr = r->lr, .beta1 = (float)c->beta1, .beta2 = (float)c->beta2,
-                            .eps = (float)c->eps, .weight_decay = wd,
-                            .bias_corr1 = (float)(1.0 - pow(c->beta1, t)),
-                            .bias_corr2 = (float)(1.0 - pow(c->beta2, t)),
-                            .grad_scale = r->clip_coef};
-      FB_TRY(fb_k_adamw(&k, p + off, g + off, m + off, v + off, len, &args));
-    } else {
-      fb_sgd_args args = {.lr = r->lr, .momentum = (float)c->momentum, .weight_decay = wd,
-                          .grad_scale = r->clip_coef};
-      FB_TRY(fb_k_sgd(&k, p + off, g + off, m + off, len, &args));
-    }
+    if (copy && zero_gaps && a > done)
+      FB_TRY(fb_k_memset0(&k, "zero_gaps", (char *)copy + (size_t)(done - start) * fb_psz(r),
+                          (size_t)(a - done) * fb_psz(r)));
+    FB_TRY(update_param(r, pp, start, a, b, p, g, m, v, copy, &k));
+    done = b;
   }
+  if (copy && zero_gaps && end > done)
+    FB_TRY(fb_k_memset0(&k, "zero_gaps", (char *)copy + (size_t)(done - start) * fb_psz(r),
+                        (size_t)(end - done) * fb_psz(r)));
   return FB_OK;
+}
+
+fb_status fb_optim_update(fb_rank *r, int u, int64_t start, int64_t n, float *p, const float *g,
+                          fb_optim_state *o, int64_t o_off) {
+  return fb_optim_update_to(r, u, start, n, p, g, o, o_off, NULL, false);
 }
 
 fb_status fb_norm_begin(fb_rank *r) {
@@ -191,11 +219,15 @@ void fb_slice_free(fb_rank *r, fb_slice *sl) {
   fb_optim_free(r, &sl->optim);
 }
 
-fb_status fb_slices_step(fb_rank *r, fb_slice *(*slice_of)(fb_rank *r, int unit)) {
+fb_status fb_slices_norm(fb_rank *r, fb_slice *(*slice_of)(fb_rank *r, int unit)) {
   FB_TRY(fb_norm_begin(r));
   for (int i = 0; i < r->model->nunits; i++)
     FB_TRY(fb_norm_add(r, slice_of(r, i)->g.ptr, slice_of(r, i)->shard));
-  FB_TRY(fb_norm_finish(r, true));
+  return fb_norm_finish(r, true);
+}
+
+fb_status fb_slices_step(fb_rank *r, fb_slice *(*slice_of)(fb_rank *r, int unit)) {
+  FB_TRY(fb_slices_norm(r, slice_of));
   for (int i = 0; i < r->model->nunits; i++) {
     fb_slice *sl = slice_of(r, i);
     FB_TRY(fb_optim_update(r, i, (int64_t)r->rank * sl->shard, sl->shard, sl->p.ptr, sl->g.ptr,

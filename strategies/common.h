@@ -31,6 +31,14 @@ void fb_optim_free(fb_rank *r, fb_optim_state *o);
  * gaps and padding are left untouched (they stay zero). */
 fb_status fb_optim_update(fb_rank *r, int u, int64_t start, int64_t n, float *p, const float *g,
                           fb_optim_state *o, int64_t o_off);
+/* The same, and copy[0, n) (r->pdt, element 0 at `start` like p) = the updated parameters in
+ * the compute dtype: under AdamW in mixed precision written by the update itself (adamw_cast,
+ * no cast pass), its gaps zeroed when zero_gaps (a fresh buffer) and left alone otherwise
+ * (they are zero already); else the update followed by fb_to_pdt of the whole range. The bits
+ * are those of fb_optim_update followed by fb_to_pdt either way. */
+fb_status fb_optim_update_to(fb_rank *r, int u, int64_t start, int64_t n, float *p,
+                             const float *g, fb_optim_state *o, int64_t o_off, void *copy,
+                             bool zero_gaps);
 
 /* Exact gradient norm: begin, add every locally owned gradient range, finish. When
  * `sharded`, the bins are all-reduced (exact integer sums) on the comm stream. Sets
@@ -60,6 +68,8 @@ void fb_slice_free(fb_rank *r, fb_slice *sl);
 /* The optimizer step over every unit's slice: exact global norm (bins all-reduced), clipping,
  * then the update of each slice's range [rank*shard, +shard) of its unit. */
 fb_status fb_slices_step(fb_rank *r, fb_slice *(*slice_of)(fb_rank *r, int unit));
+/* Its first half: the exact global norm over the slices and the clipping coefficient. */
+fb_status fb_slices_norm(fb_rank *r, fb_slice *(*slice_of)(fb_rank *r, int unit));
 
 /* Host copy of a device range (waits for the compute stream). */
 fb_status fb_read_range(fb_rank *r, const void *src, int64_t n, float *host);

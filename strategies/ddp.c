@@ -201,10 +201,10 @@ static fb_status ddp_step(fb_rank *r) {
   FB_TRY(fb_norm_add(r, s->grads.ptr, (int64_t)(s->grads.bytes / 4)));
   FB_TRY(fb_norm_finish(r, false));
   for (int u = 0; u < r->model->nunits; u++) {
-    FB_TRY(fb_optim_update(r, u, 0, r->model->units[u].numel, s->params[u].ptr,
-                           (float *)s->grads.ptr + s->goff[u], &s->optim[u], 0));
-    if (r->pdt != FB_F32)
-      FB_TRY(fb_to_pdt(r, u, s->pcopy[u].ptr, s->params[u].ptr, r->model->units[u].numel));
+    /* mixed precision: the update writes the compute copy too (its gaps stay zero) */
+    FB_TRY(fb_optim_update_to(r, u, 0, r->model->units[u].numel, s->params[u].ptr,
+                              (float *)s->grads.ptr + s->goff[u], &s->optim[u], 0,
+                              r->pdt != FB_F32 ? s->pcopy[u].ptr : NULL, false));
   }
   if (r->pdt == FB_F32) fb_free(r->dev, &s->micro, r->compute); /* mixed: kept for the run */
   return FB_OK;

@@ -142,16 +142,22 @@ fb_status fb_zero_reduce(fb_rank *r, int u) {
   return FB_OK;
 }
 
-/* All-gathers unit u's updated slice (cast to the compute dtype first under mixed precision)
- * into every rank's full parameters, once the compute stream is done with them. */
-static fb_status zero_gather(fb_rank *r, int u, fb_zunit *x) {
+/* All-gathers unit u's slice into every rank's full parameters, once the compute stream is
+ * done with them. Under mixed precision the slice is sent in the compute dtype: cast first,
+ * or, with `update`, the step's update of the slice writes that copy itself (adamw_cast). */
+static fb_status zero_gather(fb_rank *r, int u, fb_zunit *x, bool update) {
   void *send = x->sl.p.ptr;
+  const int64_t start = (int64_t)r->rank * x->sl.shard;
   if (r->pdt != FB_F32) {
     FB_TRY(fb_alloc(r->dev, (size_t)x->sl.shard * fb_psz(r), FB_MEM_COMM, "params.cast",
                     &x->p_cast));
-    FB_TRY(fb_to_pdt(r, u, x->p_cast.ptr, x->sl.p.ptr, x->sl.shard));
     send = x->p_cast.ptr;
   }
+  if (update)
+    FB_TRY(fb_optim_update_to(r, u, start, x->sl.shard, x->sl.p.ptr, x->sl.g.ptr,
+                              &x->sl.optim, 0, r->pdt != FB_F32 ? x->p_cast.ptr : NULL, true));
+  else if (r->pdt != FB_F32)
+    FB_TRY(fb_to_pdt(r, u, x->p_cast.ptr, x->sl.p.ptr, x->sl.shard));
   FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute));
   FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
   FB_TRY(fb_all_gather(r->comm, r->commst, u, send, x->full.ptr, (size_t)x->sl.shard, r->pdt));
@@ -167,8 +173,8 @@ fb_status fb_zero_step(fb_rank *r) {
   fb_zero_state *s = r->st;
   FB_TRY(fb_zero_fold_all(r));
   /* the shards need no zeroing: the next step's first reductions overwrite them */
-  FB_TRY(fb_slices_step(r, zero_slice));
-  for (int i = 0; i < r->model->nunits; i++) FB_TRY(zero_gather(r, i, &s->u[i]));
+  FB_TRY(fb_slices_norm(r, zero_slice));
+  for (int i = 0; i < r->model->nunits; i++) FB_TRY(zero_gather(r, i, &s->u[i], true));
   return FB_OK;
 }
 
@@ -180,7 +186,7 @@ fb_status fb_zero_state_ranges(fb_rank *r, bool save, fb_state_range **out, int 
 /* After a checkpoint load: the replicas from the loaded slices, as after a step. */
 fb_status fb_zero_state_loaded(fb_rank *r) {
   fb_zero_state *s = r->st;
-  for (int i = 0; i < r->model->nunits; i++) FB_TRY(zero_gather(r, i, &s->u[i]));
+  for (int i = 0; i < r->model->nunits; i++) FB_TRY(zero_gather(r, i, &s->u[i], false));
   FB_TRY(fb_stream_sync(r->dev, r->commst));
   for (int i = 0; i < r->model->nunits; i++) s->u[i].gathering = false;
   return FB_OK;

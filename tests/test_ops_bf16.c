@@ -388,12 +388,12 @@ static void suite_xent_shape(int check, int rows, int vocab, const char *tag) {
   int32_t *tgt = malloc((size_t)rows * 4);
   for (int i = 0; i < rows; i++) tgt[i] = i % 9 == 4 ? -1 : (int32_t)(next_u64() % vocab);
   double loss = 0.25;
-  CHECK_OK(KT->xent_fwd_bwd(&KB, l, &loss, tgt, rows, vocab, 1.0f / rows));
+  CHECK_OK(KT->xent_fwd_bwd(&KB, l, &loss, tgt, rows, vocab, vocab, 1.0f / rows));
   hash_out(h, l, n * 2), hash_out(h, &loss, sizeof loss);
   if (check) {
     float *l32 = widen(l0, n);
     double loss32 = 0.25;
-    CHECK_OK(KT->xent_fwd_bwd(&KF, l32, &loss32, tgt, rows, vocab, 1.0f / rows));
+    CHECK_OK(KT->xent_fwd_bwd(&KF, l32, &loss32, tgt, rows, vocab, vocab, 1.0f / rows));
     char what[96];
     snprintf(what, sizeof what, "xent %s dlogits", tag);
     near(what, l, l32, n);

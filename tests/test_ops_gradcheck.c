@@ -376,14 +376,14 @@ static double xent_loss(void *p) {
   xent_ctx *c = p;
   double y[XN * XV], loss = 0;
   memcpy(y, c->x, sizeof y);
-  fb_xent_fwd_bwd_f64(y, &loss, c->tgt, XN, XV, 1.0);
+  fb_xent_fwd_bwd_f64(y, &loss, c->tgt, XN, XV, XV, 1.0);
   return loss;
 }
 static void test_xent(void) {
   xent_ctx c = {drand_vec(XN * XV, 3), {3, -1, 0, 10, 3}}; /* row 1 ignored */
   double y[XN * XV], loss = 1.25;
   memcpy(y, c.x, sizeof y);
-  fb_xent_fwd_bwd_f64(y, &loss, c.tgt, XN, XV, 1.0);
+  fb_xent_fwd_bwd_f64(y, &loss, c.tgt, XN, XV, XV, 1.0);
   check_grad("xent", "logits", xent_loss, &c, c.x, XN * XV, y, 0.0);
   int zero = 1;
   for (int j = 0; j < XV; j++) zero &= y[XV + j] == 0.0;
@@ -401,12 +401,12 @@ static void test_xent(void) {
   /* dscale multiplies the gradient */
   double y2[XN * XV], loss2 = 0;
   memcpy(y2, c.x, sizeof y2);
-  fb_xent_fwd_bwd_f64(y2, &loss2, c.tgt, XN, XV, 0.25);
+  fb_xent_fwd_bwd_f64(y2, &loss2, c.tgt, XN, XV, XV, 0.25);
   for (int i = 0; i < XN * XV; i++) y[i] *= 0.25;
   CHECK(rel_err(y2, y, XN * XV) < 1e-15, "xent: dscale does not scale the gradient");
   float *x32 = to_f32(c.x, XN * XV);
   double l32 = 0;
-  fb_xent_fwd_bwd_f32(x32, &l32, c.tgt, XN, XV, 0.25f);
+  fb_xent_fwd_bwd_f32(x32, &l32, c.tgt, XN, XV, XV, 0.25f);
   CHECK_CLOSE(l32, loss2, F32_TOL, 0);
   check_f32("xent", "dlogits", x32, y2, XN * XV);
   free(c.x), free(x32);

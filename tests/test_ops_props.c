@@ -260,7 +260,7 @@ static void run_xent(outbuf *o, int *n) {
   float *l = out_alloc(o, n, (size_t)PN * PV);
   double *loss = (double *)out_alloc(o, n, 2);
   memcpy(l, g_z, (size_t)PN * PV * sizeof *l);
-  CHECK_OK(KT->xent_fwd_bwd(&K, l, loss, g_tgt, PN, PV, 1.0f / PN));
+  CHECK_OK(KT->xent_fwd_bwd(&K, l, loss, g_tgt, PN, PV, PV, 1.0f / PN));
 }
 static void run_optim(outbuf *o, int *n) {
   float *p = out_alloc(o, n, PE), *m = out_alloc(o, n, PE), *v = out_alloc(o, n, PE);
@@ -476,7 +476,7 @@ static void test_exp_and_dtype(void) {
   CHECK(strstr(fb_error_msg(), fb_dtype_name(FB_I32)) != NULL, "message: %s", fb_error_msg());
   int32_t bad = 7;
   double loss = 0;
-  CHECK(KT->xent_fwd_bwd(&K, x, &loss, &bad, 1, 4, 1.0f) == FB_EUSAGE,
+  CHECK(KT->xent_fwd_bwd(&K, x, &loss, &bad, 1, 4, 4, 1.0f) == FB_EUSAGE,
         "an out-of-range target is refused");
   /* every table entry is set */
   const void *const *slot = (const void *const *)KT;

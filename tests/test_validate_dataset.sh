@@ -115,7 +115,7 @@ t,GH200-SXM,bf16,,1024,15360,4096,best,828.6,989,x,x
 EOF
 out=$("$FSDPBENCH" validate --dataset "$tmp/gemm.csv" 2>&1) || bad "gemm.csv: $out"
 grep -qE '^op-set: 1 rows, .*within 15%: 1/1$' <<<"$out" || bad "gemm op-set: $out"
-grep -q "GH200 (Grace Hopper) has no profile" <<<"$out" || bad "GH200 reason: $out"
+grep -q "a Grace Hopper GH200: no profile describes it" <<<"$out" || bad "GH200 reason: $out"
 
 # collectives: NCCL's model on 8 A100 at 1 GiB (nccl-tests ~229 GB/s busbw)
 cat >"$tmp/coll.csv" <<'EOF'

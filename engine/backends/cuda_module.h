@@ -39,6 +39,9 @@ typedef struct fb_cuda_module {
   bool (*present)(char *why, size_t n);      /* runtime works and a GPU is visible */
   int64_t (*capacity)(int ranks_here);       /* see fb_cuda_capacity; -1 unknown */
   int (*gpu_count)(void);                    /* visible GPUs, 0 when none or no driver */
+  /* the name of visible GPU `ordinal` ("NVIDIA H100 80GB HBM3") into buf; false (buf "")
+   * when it cannot be read */
+  bool (*gpu_name)(int ordinal, char *buf, size_t n);
   /* the nccl communicator (comm_nccl.c) */
   const struct fb_comm_ops *nccl_ops;
   fb_status (*nccl_create)(fb_device *dev, double timeout_s, struct fb_comm **out);

@@ -39,6 +39,15 @@ static int64_t cuda_capacity(int ranks_here) {
   const fb_cuda_module *m = fb_cuda_module_load(NULL, 0);
   return m ? m->capacity(ranks_here) : -1;
 }
+static int cuda_devices_here(void) {
+  const fb_cuda_module *m = fb_cuda_driver_present(NULL, 0) ? fb_cuda_module_load(NULL, 0) : NULL;
+  return m ? m->gpu_count() : 0;
+}
+static bool cuda_device_name(char *buf, size_t n) {
+  const fb_cuda_module *m = fb_cuda_driver_present(NULL, 0) ? fb_cuda_module_load(NULL, 0) : NULL;
+  if (n) buf[0] = '\0';
+  return m && m->gpu_count() > 0 && m->gpu_name(0, buf, n);
+}
 static const fb_device_ops *cuda_ops(bool load) {
   const fb_cuda_module *m = load ? fb_cuda_module_load(NULL, 0) : fb_cuda_module_loaded();
   return m ? m->device_ops : NULL;
@@ -55,7 +64,8 @@ static const fb_device_entry registry[] = {
 #ifdef FB_HAVE_CUDA
     {.name = "cuda", .help = "NVIDIA GPUs: CUDA kernels, cuBLAS, NCCL",
      .resolve = cuda_ops, .caps = &cuda_caps, .available = cuda_available,
-     .capacity = cuda_capacity},
+     .capacity = cuda_capacity, .devices_here = cuda_devices_here,
+     .device_name = cuda_device_name},
 #endif
     {.name = "sim", .help = "no data: every op priced by the cost model of a hardware profile",
      .ops = &fb_sim_device_ops, .caps = &sim_caps},

@@ -28,6 +28,11 @@ typedef struct fb_device_entry {
    * less the CUDA context, cuBLAS workspaces and NCCL buffers it will need; the host's
    * available memory on cpu. NULL = no limit known. */
   int64_t (*capacity)(int ranks_here);
+  /* How many devices this machine offers ranks, one each (cuda: the visible GPUs; 0 when none
+   * can be counted), and the name of the first (`--hardware` is chosen from it when not given).
+   * NULL: ranks share the host, any number of them. */
+  int (*devices_here)(void);
+  bool (*device_name)(char *buf, size_t n);
 } fb_device_entry;
 
 /* Registry: "cpu", "cpu-opaque", "cuda", "sim". NULL when the name is unknown or not built,

@@ -192,6 +192,8 @@ bool fb_comm_launched(const char *name) {
   return name && (!strcmp(name, "mpi") || !strcmp(name, "nccl"));
 }
 
+bool fb_comm_own_device(const char *name) { return name && !strcmp(name, "nccl"); }
+
 fb_status fb_comm_group_start(fb_comm *c) {
   return c->ops->group_start ? c->ops->group_start(c) : FB_OK;
 }

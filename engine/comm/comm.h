@@ -141,6 +141,9 @@ fb_status fb_comm_unrecorded(fb_comm *c, fb_stream *s, fb_coll op, const void *s
                              size_t count, fb_dtype t, int root);
 /* Whether communicator `name` runs one process per rank started by a launcher (mpi, nccl). */
 bool fb_comm_launched(const char *name);
+/* Whether communicator `name` needs a device of its own for every rank (nccl: NCCL cannot put
+ * two ranks on one GPU). */
+bool fb_comm_own_device(const char *name);
 /* Brackets a batch of collectives that launch together (no-ops where unsupported). */
 fb_status fb_comm_group_start(fb_comm *c);
 fb_status fb_comm_group_end(fb_comm *c);

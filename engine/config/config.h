@@ -52,6 +52,8 @@ typedef struct fb_run_config {
   int recompute_passes;  /* times a fully checkpointed block's forward reruns in backward (1;
                             2 = two nested checkpoint wrappers) */
   char mesh[32];         /* hsdp device mesh "REPLICAxSHARD" ("" = the strategy's default) */
+  int vocab_pad;         /* the head's GEMMs pad the vocabulary to a multiple of this (0 =
+                          * auto: 128 on a GPU backend, 1 elsewhere; fb_tf_logits) */
   /* resources and output */
   int threads;           /* CPU threads per process (0 = all cores) */
   int64_t mem_limit;     /* bytes per rank (0 = none on cpu; device capacity on cuda/sim) */

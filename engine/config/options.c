@@ -123,6 +123,13 @@ static const fb_option options[] = {
      .help = "hsdp device mesh: REPLICA x SHARD ranks (REPLICA*SHARD = world), parameters "
              "sharded over SHARD consecutive ranks and replicated REPLICA times"},
 
+    {.name = "vocab-pad", .group = G_STRAT, .kind = FB_OPT_INT, FIELD(vocab_pad), .metavar = "N",
+     .min = 0, .max = 1 << 16, .dflt = "0 = auto: 128 on cuda, 1 elsewhere",
+     .help = "the head's GEMMs run on the vocabulary padded to a multiple of N (cuBLAS keeps its "
+             "fast kernels: GPT-2's 50257 -> 50304); compute only: parameters, the loss and the "
+             "gradients are those of the unpadded head. 1 = no padding. sim predicts the "
+             "unpadded head unless given N"},
+
     {.name = "threads", .group = G_OUT, .kind = FB_OPT_INT, FIELD(threads), .metavar = "N",
      .min = 0, .max = 4096, .dflt = "0 = auto",
      .help = "CPU threads per process, split over its ranks; auto: each rank gets the cores this "

@@ -235,13 +235,16 @@ fb_status fb_k_add(const fb_kctx *k, void *out, const void *a, const void *b, si
   FB_KRUN(k, c, v, add, out, a, b, n);
 }
 
+/* The padding columns [V, ld) are written (zeros), not read. */
 fb_status fb_k_xent_fwd_bwd(const fb_kctx *k, void *logits, double *loss_sum,
-                            const int32_t *targets, int N, int V, float dscale) {
+                            const int32_t *targets, int N, int V, int ld, float dscale) {
+  assert(ld >= V);
   double n = (double)N * V;
-  fb_op_cost c = mem_cost("softmax_xent", k->act, 3.0 * n * esz(k->act), 6.0 * n);
-  const fb_operand v[] = {RW(logits, (size_t)N * V * esz(k->act)), RW(loss_sum, sizeof(double)),
-                          R(targets, (size_t)N * 4)};
-  FB_KRUN(k, c, v, xent_fwd_bwd, logits, loss_sum, targets, N, V, dscale);
+  fb_op_cost c = mem_cost("softmax_xent", k->act,
+                          (3.0 * n + (double)N * (ld - V)) * esz(k->act), 6.0 * n);
+  const fb_operand v[] = {RW(logits, (size_t)N * ld * esz(k->act)),
+                          RW(loss_sum, sizeof(double)), R(targets, (size_t)N * 4)};
+  FB_KRUN(k, c, v, xent_fwd_bwd, logits, loss_sum, targets, N, V, ld, dscale);
 }
 
 fb_status fb_k_acc_f32(const fb_kctx *k, float *y, const float *x, size_t n) {
@@ -262,6 +265,17 @@ fb_status fb_k_adamw(const fb_kctx *k, float *p, const float *g, float *m, float
   c.kind = FB_OP_OPTIM;
   const fb_operand opnd[] = {RW(p, n * 4), R(g, n * 4), RW(m, n * 4), RW(v, n * 4)};
   FB_KRUN(k, c, opnd, adamw, p, g, m, v, n, a);
+}
+
+/* Recorded as "adamw" (the kernel the profiles price, kernel_gbs.adamw) with the copy's bytes:
+ * the fused update moves 28 + esz(out_dt) bytes a parameter, where adamw and a cast moved 34. */
+fb_status fb_k_adamw_cast(const fb_kctx *k, float *p, const float *g, float *m, float *v,
+                          void *out, fb_dtype out_dt, size_t n, const fb_adamw_args *a) {
+  fb_op_cost c = mem_cost("adamw", FB_F32, (28.0 + (double)esz(out_dt)) * n, 14.0 * n);
+  c.kind = FB_OP_OPTIM;
+  const fb_operand opnd[] = {RW(p, n * 4), R(g, n * 4), RW(m, n * 4), RW(v, n * 4),
+                             W(out, n * esz(out_dt))};
+  FB_KRUN(k, c, opnd, adamw_cast, p, g, m, v, out, out_dt, n, a);
 }
 
 fb_status fb_k_sgd(const fb_kctx *k, float *p, const float *g, float *mom, size_t n,

@@ -97,24 +97,32 @@ typedef struct fb_kernels {
                           const void *b, size_t n);
   /* out = a + b (out may alias a or b). */
   fb_status (*add)(FB_KARGS, void *out, const void *a, const void *b, size_t n);
-  /* Softmax cross-entropy on logits[N,V] in place: logits become dlogits * dscale
-   * (softmax - onehot) * dscale; loss_sum[0] += sum over rows of -log p[target] (fp64,
-   * rows in order). Rows whose target is -1 are ignored (zero gradient, no loss). */
+  /* Softmax cross-entropy on logits[N,V] (rows ld >= V apart) in place: logits become
+   * dlogits * dscale (softmax - onehot) * dscale; loss_sum[0] += sum over rows of
+   * -log p[target] (fp64, rows in order). Rows whose target is -1 are ignored (zero gradient,
+   * no loss). Columns [V, ld) are padding (a vocabulary padded for the GEMMs): never read,
+   * their gradient written as zero. */
   fb_status (*xent_fwd_bwd)(FB_KARGS, void *logits, double *loss_sum, const int32_t *targets,
-                            int N, int V, float dscale);
+                            int N, int V, int ld, float dscale);
 
   /* fp32 vectors: parameters, gradients, optimizer state. */
   fb_status (*acc_f32)(FB_KARGS, float *y, const float *x, size_t n);       /* y += x */
   fb_status (*scale_f32)(FB_KARGS, float *y, float a, size_t n);            /* y *= a */
   fb_status (*adamw)(FB_KARGS, float *p, const float *g, float *m, float *v, size_t n,
                      const fb_adamw_args *a);
+  /* adamw, and out[0, n) (out_dt: bf16 or fp32) = the updated p rounded to out_dt (round to
+   * nearest even, cast's rounding): the same bits as adamw followed by cast, in one pass (a
+   * mixed-precision run's working copy, written by the optimizer). */
+  fb_status (*adamw_cast)(FB_KARGS, float *p, const float *g, float *m, float *v, void *out,
+                          fb_dtype out_dt, size_t n, const fb_adamw_args *a);
   fb_status (*sgd)(FB_KARGS, float *p, const float *g, float *mom, size_t n,
                    const fb_sgd_args *a);
   /* Exact sum of squares: for each nonzero g, with g = mant * 2^(e-150) (mant < 2^24), adds
    * mant^2 * 4^(e - e') to a bin e' <= e: bins[2e'] += its low 32 bits, bins[2e'+1] += the
    * rest, under 2^32 to each word per element (the cpu folds runs of elements into one bin,
-   * the cuda kernel puts each in its own, e' = e). The bins' exact sum is order-free, so the
-   * global norm is bit-identical however the gradient is sharded. See fb_norm_from_bins. */
+   * the cuda kernel a warp's window of 2 x 8 exponents into two). The bins' exact sum is
+   * order-free, so the global norm is bit-identical however the gradient is sharded. See
+   * fb_norm_from_bins. */
   fb_status (*sumsq_bins)(FB_KARGS, uint64_t *bins, const float *g, size_t n);
   /* out[0] += sum of x in index order, accumulated in fp64. */
   fb_status (*sum_f64)(FB_KARGS, double *out, const float *x, size_t n);
@@ -175,11 +183,13 @@ fb_status fb_k_swiglu_bwd(const fb_kctx *k, void *da, void *db, const void *dout
                           const void *b, size_t n);
 fb_status fb_k_add(const fb_kctx *k, void *out, const void *a, const void *b, size_t n);
 fb_status fb_k_xent_fwd_bwd(const fb_kctx *k, void *logits, double *loss_sum,
-                            const int32_t *targets, int N, int V, float dscale);
+                            const int32_t *targets, int N, int V, int ld, float dscale);
 fb_status fb_k_acc_f32(const fb_kctx *k, float *y, const float *x, size_t n);
 fb_status fb_k_scale_f32(const fb_kctx *k, float *y, float a, size_t n);
 fb_status fb_k_adamw(const fb_kctx *k, float *p, const float *g, float *m, float *v, size_t n,
                      const fb_adamw_args *a);
+fb_status fb_k_adamw_cast(const fb_kctx *k, float *p, const float *g, float *m, float *v,
+                          void *out, fb_dtype out_dt, size_t n, const fb_adamw_args *a);
 fb_status fb_k_sgd(const fb_kctx *k, float *p, const float *g, float *mom, size_t n,
                    const fb_sgd_args *a);
 fb_status fb_k_sumsq_bins(const fb_kctx *k, uint64_t *bins, const float *g, size_t n);

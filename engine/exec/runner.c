@@ -33,6 +33,7 @@
 #include "executor.h"
 #include "fault.h"
 #include "../backends/registry.h"
+#include "../sim/gpu_profile.h"
 
 typedef struct shared {
   const fb_run_config *cfg;
@@ -52,6 +53,7 @@ typedef struct shared {
   pthread_mutex_t mu;     /* guards running and ctx[].parked */
   pthread_cond_t cv;      /* signalled when a rank returns or parks */
   int running;            /* ranks started that neither returned nor parked */
+  fb_tf_logits logits;    /* the head's chunking and vocabulary padding, for every rank */
 } shared;
 
 typedef struct rank_ctx {
@@ -231,7 +233,7 @@ static fb_status rank_run(rank_ctx *ctx) {
   r.world = res->world;
   r.pdt = c->param_dtype;
   r.rdt = c->reduce_dtype;
-  r.logits = fb_run_on_gpu(c->backend, sh->hw) ? &fb_tf_logits_gpu : &fb_tf_logits_cpu;
+  r.logits = &sh->logits;
   r.dev = dev;
   r.comm = comm;
   r.compute = compute;
@@ -482,6 +484,9 @@ static fb_status resolve_auto(fb_run_config *c, const fb_model *m, bool launched
     return FB_ERR(FB_EUSAGE, "--comm: '%s' is not allowed with --backend %s (want auto, %s)",
                   c->comm, c->backend, e->caps->comms);
   if (!c->hardware[0] && !e->caps->executes) snprintf(c->hardware, sizeof c->hardware, "h100");
+  /* GPU backends pad the head's vocabulary for cuBLAS; sim predicts what it is told (the
+   * memory precheck of a cuda run passes its resolved value) */
+  if (c->vocab_pad <= 0) c->vocab_pad = e->caps->gpu ? 128 : 1;
   return FB_OK;
 }
 
@@ -547,21 +552,50 @@ fb_dtype fb_resolve_param_dtype(fb_dtype t, const char *backend, const fb_hardwa
   return fb_run_on_gpu(backend, hw) ? FB_BF16 : FB_F32;
 }
 
+/* The profile a GPU backend's run takes when --hardware is not given: the one for the GPU's
+ * name (gpu_profile.h), loaded into own; NULL when there is none, with what was found in
+ * res->peak_src. `chosen` gets " (chosen for GPU '...': an H100 SXM 80 GB)". */
+static const fb_hardware *gpu_profile(const fb_device_entry *dev, fb_hardware *own,
+                                      const char **name, char *chosen, size_t n,
+                                      fb_run_result *res) {
+  char gpu[256] = "", why[160] = "";
+  if (!dev->device_name || !dev->device_name(gpu, sizeof gpu)) {
+    snprintf(res->peak_src, sizeof res->peak_src, "none (the GPU's name cannot be read: pass "
+             "--hardware NAME for a %% of peak)");
+    return NULL;
+  }
+  const char *prof = fb_gpu_profile_for(gpu, 0, why, sizeof why);
+  if (!prof || fb_hardware_load(prof, own) != FB_OK) {
+    snprintf(res->peak_src, sizeof res->peak_src, "none (GPU '%s': %s; pass --hardware NAME "
+             "for a %% of peak)", gpu, prof ? "its profile does not load" : why);
+    return NULL;
+  }
+  *name = prof;
+  snprintf(chosen, n, " (chosen for GPU '%s': %s)", gpu, why);
+  return own;
+}
+
 /* The denominator of "% of peak" on executed runs: the hardware profile's dense peak for the
- * params' dtype (--hardware, else models/hardware/cpu.yaml on a CPU backend), per rank: a
- * profile whose ranks share one machine (shared_host) divides it over the ranks on this node.
- * Read, never measured, so it is the same figure every run; 0 without a profile (the step line
- * then prints no percentage). */
+ * params' dtype (--hardware, else the profile of the GPU's name on a GPU backend, else
+ * models/hardware/cpu.yaml on a CPU backend), per rank: a profile whose ranks share one machine
+ * (shared_host) divides it over the ranks on this node. Read, never measured, so it is the same
+ * figure every run; 0 without a profile (the step line then prints no percentage, and the
+ * header says why). */
 static void profile_peak(const fb_run_config *c, const fb_hardware *hw, const fb_device_entry *dev,
                          int node_ranks, fb_run_result *res) {
   fb_hardware own;
   const fb_hardware *p = c->hardware[0] ? hw : NULL;
   const char *name = c->hardware;
-  if (!p && !dev->caps->gpu && fb_hardware_load("cpu", &own) == FB_OK) p = &own, name = "cpu";
+  char chosen[400] = "";
+  snprintf(res->peak_src, sizeof res->peak_src, "none (no hardware profile: pass --hardware "
+           "NAME for a %% of peak)");
+  if (!p && dev->caps->gpu) p = gpu_profile(dev, &own, &name, chosen, sizeof chosen, res);
+  else if (!p && fb_hardware_load("cpu", &own) == FB_OK) p = &own, name = "cpu";
   res->peak_flops = 0;
-  if (!p || fb_hardware_peak(p, c->param_dtype) <= 0) {
-    snprintf(res->peak_src, sizeof res->peak_src, "none (no hardware profile: pass --hardware "
-             "NAME for a %% of peak)");
+  if (!p) return;
+  if (fb_hardware_peak(p, c->param_dtype) <= 0) {
+    snprintf(res->peak_src, sizeof res->peak_src, "none (profile %s states no %s peak: pass "
+             "--hardware NAME for a %% of peak)", name, fb_dtype_name(c->param_dtype));
     return;
   }
   const double whole = fb_hardware_peak(p, c->param_dtype);
@@ -573,8 +607,8 @@ static void profile_peak(const fb_run_config *c, const fb_hardware *hw, const fb
   if (share > 1)
     snprintf(split, sizeof split, " (%lld GF/s shared by %d ranks on this machine)",
              llround(whole / 1e9), share);
-  snprintf(res->peak_src, sizeof res->peak_src, "%lld GF/s %s per rank from %s%s",
-           llround(res->peak_flops / 1e9), fb_dtype_name(c->param_dtype), file, split);
+  snprintf(res->peak_src, sizeof res->peak_src, "%lld GF/s %s per rank from %s%s%s",
+           llround(res->peak_flops / 1e9), fb_dtype_name(c->param_dtype), file, split, chosen);
 }
 
 /* One line, once per process, when the ranks on this node outnumber its CPUs: on stderr for
@@ -599,6 +633,25 @@ static fb_status torchrun_on_threads(const fb_launch *l, const fb_device_entry *
                 "of one process (or MPI processes, which torchrun cannot start): run `fsdpbench "
                 "--world %d ...` once, or `mpirun -np %d fsdpbench --comm mpi ...`", l->world,
                 c->backend, l->world, l->world);
+}
+
+int fb_auto_world(bool one_rank, bool executes, int devices_here, int profile_devices) {
+  if (one_rank) return 1;
+  if (!executes) return profile_devices > 0 ? profile_devices : 8;
+  return devices_here > 0 ? devices_here : 2;
+}
+
+fb_status fb_check_own_devices(int world, const char *comm, int devices_here) {
+  if (world < 2 || !fb_comm_own_device(comm) || devices_here <= 0 || world <= devices_here)
+    return FB_OK;
+  return FB_ERR(FB_EUSAGE, "--world %d with --comm %s: %s needs one GPU per rank and %d %s "
+                "visible (it cannot put two ranks on one GPU): use --world %d, --comm local "
+                "(ranks share a GPU through host memory), or a launcher with one process per GPU",
+                world, comm, comm, devices_here, devices_here == 1 ? "is" : "are", devices_here);
+}
+
+static int devices_here(const fb_device_entry *dent) {
+  return dent->devices_here ? dent->devices_here() : 0;
 }
 
 int fb_auto_batch(int world) {
@@ -653,12 +706,10 @@ static fb_status plan_world(fb_run_config *c, run_plan *p) {
   int mesh_r = 0, mesh_s = 0; /* --mesh RxS without --world: R*S ranks (checked below) */
   if (fb_config_mesh(c, c->world, &mesh_r, &mesh_s) == FB_OK && c->world <= 0 && mesh_r > 0)
     c->world = mesh_r * mesh_s;
-  if (c->world <= 0) {
-    if (fb_strategy_lookup(c->strategy)->one_rank) c->world = 1;
-    else if (!dent->caps->executes)
-      c->world = p->hw.devices_per_node > 0 ? p->hw.devices_per_node : 8;
-    else c->world = 2;
-  }
+  if (c->world <= 0)
+    c->world = fb_auto_world(fb_strategy_lookup(c->strategy)->one_rank, dent->caps->executes,
+                             dent->caps->executes ? devices_here(dent) : 0,
+                             p->hw.devices_per_node);
   /* the ranks sharing this node's CPUs: one process each under a launcher, else this
    * process's ranks (threads). --threads (per process, split over its ranks) wins; resolved,
    * it is the process's total: per rank times its ranks */
@@ -677,7 +728,10 @@ static fb_status plan_world(fb_run_config *c, run_plan *p) {
   if (multi_process && world_asked > 0 && world_asked != L->world)
     return FB_ERR(FB_EUSAGE, "--world: %d but the launcher (%s) started %d processes",
                   world_asked, L->name, L->world);
-  return torchrun_on_threads(L, dent, c);
+  FB_TRY(torchrun_on_threads(L, dent, c));
+  if (!multi_process && dent->caps->executes) /* ranks as threads of this process */
+    FB_TRY(fb_check_own_devices(c->world, c->comm, devices_here(dent)));
+  return FB_OK;
 }
 
 /* What depends on the world, checked now that it is known: the mesh, the batch split, the
@@ -885,6 +939,8 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
   sh.model = &res->model;
   sh.data = &data;
   sh.hw = &p->hw;
+  sh.logits = fb_run_on_gpu(c->backend, &p->hw) ? fb_tf_logits_gpu : fb_tf_logits_cpu;
+  sh.logits.vocab_multiple = c->vocab_pad;
   FB_CHECK_GOTO(st, ranks_alloc(c, &sh, res, &ctx, &th), fail);
 
   st = run_ranks(&sh, ctx, th, p, &parked);

@@ -39,7 +39,7 @@ typedef struct fb_run_result {
   double peak_flops;          /* per rank: the hardware profile's dense peak for the params'
                                * dtype (shared-host profiles: over the ranks on this node); 0 =
                                * no profile. Never measured: the same figure every run */
-  char peak_src[512];         /* where peak_flops comes from, for the header */
+  char peak_src[1024];        /* where peak_flops comes from, for the header */
   int64_t mem_capacity;       /* bytes per device from the hardware profile (0 without one) */
   int64_t tokens_per_step;    /* global */
   double model_flops_per_step;/* global: 3 x forward matmul FLOPs */
@@ -55,6 +55,14 @@ fb_status fb_run(const fb_run_config *cfg, fb_run_result *res);
 /* The global batch a run takes when --batch is not given: one sequence per rank, at least 8
  * (rounded up to a multiple of the world). */
 int fb_auto_batch(int world);
+/* --world auto: 1 for a one-rank strategy; on sim the profile's devices per node (8 without
+ * one); on an executing backend one rank per device it has here (cuda: the visible GPUs, so 1 on
+ * a one-GPU machine), else (none counted, a CPU backend) 2. */
+int fb_auto_world(bool one_rank, bool executes, int devices_here, int profile_devices);
+/* Ranks that are threads of one process on a communicator that needs a device each (nccl):
+ * FB_EUSAGE, one line naming --world, --comm and what to use instead, when they outnumber the
+ * devices here (devices_here > 0); FB_OK otherwise. Checked before any rank starts. */
+fb_status fb_check_own_devices(int world, const char *comm, int devices_here);
 /* What --param-dtype auto means for a backend and its hardware profile: bf16 (with fp32
  * masters) on cuda and on sim with a GPU profile, fp32 on the cpu backend and cpu profiles.
  * Any other dtype is returned as it is. */

@@ -46,8 +46,10 @@ static fb_status act_alloc(fb_tf *t, fb_buf *b, size_t elems, size_t elsz, const
   return fb_alloc(t->dev, elems * elsz, ACT, label, b);
 }
 
-const fb_tf_logits fb_tf_logits_cpu = {.chunk_bytes = (size_t)64 << 20, .rows = 1};
-const fb_tf_logits fb_tf_logits_gpu = {.chunk_bytes = (size_t)4 << 30, .rows = 128};
+const fb_tf_logits fb_tf_logits_cpu = {.chunk_bytes = (size_t)64 << 20, .rows = 1,
+                                       .vocab_multiple = 1};
+const fb_tf_logits fb_tf_logits_gpu = {.chunk_bytes = (size_t)4 << 30, .rows = 128,
+                                       .vocab_multiple = 1};
 
 fb_status fb_tf_begin(fb_tf *t, const fb_model *m, fb_device *dev, fb_stream *s, fb_dtype act,
                       int B, int T, fb_recompute recompute, const int32_t *tokens,
@@ -316,20 +318,80 @@ static size_t dscratch_elems(const fb_tf *t) {
   return N * (C + C + C + C + 2 * kvd + 3 * F);
 }
 
+/* The head's weight and its gradient as the GEMMs see them: the parameter itself, or, with a
+ * padded vocabulary (fb_tf_logits.vocab_multiple), [Vp, C] copies whose rows past V are zero.
+ * The gradient copy starts as the gradient (it accumulates) and goes back once the head ran. */
+typedef struct head_mat {
+  int Vp;
+  const void *w;
+  void *dw;
+  fb_buf wpad, dwpad;
+} head_mat;
+
+static fb_status head_mat_begin(fb_tf *t, fb_kctx k, const void *w, void *dw, head_mat *h) {
+  const int64_t V = t->m->spec.vocab, C = t->m->spec.dim;
+  const int64_t mult = t->logits->vocab_multiple > 1 ? t->logits->vocab_multiple : 1;
+  const size_t rows = (size_t)V * C * esz(t);
+  memset(h, 0, sizeof *h);
+  h->Vp = (int)((V + mult - 1) / mult * mult);
+  h->w = w, h->dw = dw;
+  if (h->Vp == V) return FB_OK;
+  const size_t bytes = (size_t)h->Vp * C * esz(t);
+  FB_TRY(act_alloc(t, &h->wpad, bytes, 1, "head.weight_padded"));
+  FB_TRY(fb_k_copy(&k, "head_pad", h->wpad.ptr, w, rows));
+  FB_TRY(fb_k_memset0(&k, "head_pad", (char *)h->wpad.ptr + rows, bytes - rows));
+  FB_TRY(act_alloc(t, &h->dwpad, bytes, 1, "head.grad_padded"));
+  FB_TRY(fb_k_copy(&k, "head_pad", h->dwpad.ptr, dw, rows));
+  FB_TRY(fb_k_memset0(&k, "head_pad", (char *)h->dwpad.ptr + rows, bytes - rows));
+  h->w = h->wpad.ptr, h->dw = h->dwpad.ptr;
+  return FB_OK;
+}
+
+/* Copies the padded gradient's first V rows back into dw (when `ok`) and frees the copies
+ * (nothing left to free: a no-op). */
+static fb_status head_mat_end(fb_tf *t, fb_kctx k, void *dw, head_mat *h, bool ok) {
+  fb_status st = FB_OK;
+  if (ok && h->dwpad.ptr)
+    st = fb_k_copy(&k, "head_unpad", dw, h->dwpad.ptr,
+                   (size_t)t->m->spec.vocab * t->m->spec.dim * esz(t));
+  fb_free(t->dev, &h->dwpad, NULL);
+  fb_free(t->dev, &h->wpad, NULL);
+  return st;
+}
+
+/* The head's matmul, loss and matmul backward over logits chunks of `chunk` rows (Vp wide). */
+static fb_status head_chunks(fb_tf *t, fb_kctx k, const head_mat *h, void *logits,
+                             const void *xf, void *dxf, int chunk, int slot) {
+  const int N = t->B * t->T, C = t->m->spec.dim, V = t->m->spec.vocab;
+  for (int r0 = 0; r0 < N; r0 += chunk) {
+    int cn = N - r0 < chunk ? N - r0 : chunk;
+    const char *xr = (const char *)xf + (size_t)r0 * C * esz(t);
+    char *dxr = (char *)dxf + (size_t)r0 * C * esz(t);
+    FB_TRY(fb_k_matmul_fwd(ON(slot), logits, xr, h->w, NULL, cn, C, h->Vp));
+    FB_TRY(fb_k_xent_fwd_bwd(&k, logits, t->loss_dev, t->targets + r0, cn, V, h->Vp,
+                             t->dscale));
+    FB_TRY(fb_k_matmul_bwd(ON(slot), dxr, h->dw, NULL, logits, xr, h->w, cn, C, h->Vp));
+  }
+  return FB_OK;
+}
+
 fb_status fb_tf_head(fb_tf *t, const void *root, void *rg) {
   const fb_model_spec *s = &t->m->spec;
-  const int N = t->B * t->T, C = s->dim, V = s->vocab;
+  const int N = t->B * t->T, C = s->dim;
   const int L = s->layers;
   const void *x = t->blocks[L - 1].x_out.ptr;
   fb_kctx k = kc(t, 0);
   fb_buf xf = {0}, mean = {0}, rstd = {0}, dxf = {0}, logits = {0};
+  head_mat hm = {0};
   fb_status st;
   const bool gpt2 = s->family == FB_GPT2;
   const int head_slot = gpt2 ? FB_G_WTE : (s->tied ? FB_L_TOK : FB_L_HEAD);
   const int norm_slot = gpt2 ? FB_G_LNF_W : FB_L_NORM;
+  FB_CHECK_GOTO(st, head_mat_begin(t, *ON(head_slot), par(t, root, 0, head_slot),
+                                   grd(t, rg, 0, head_slot), &hm), out);
   /* rows per logits chunk: chunk_bytes of fp32 logits, a multiple of logits->rows when that is
    * less than N, at least 1 row */
-  size_t rows = t->logits->chunk_bytes / ((size_t)V * 4), align = (size_t)t->logits->rows;
+  size_t rows = t->logits->chunk_bytes / ((size_t)hm.Vp * 4), align = (size_t)t->logits->rows;
   if (rows < (size_t)N && align > 1 && rows >= align) rows -= rows % align;
   int chunk = rows < 1 ? 1 : rows > (size_t)N ? N : (int)rows;
 
@@ -339,8 +401,8 @@ fb_status fb_tf_head(fb_tf *t, const void *root, void *rg) {
   FB_CHECK_GOTO(st, act_alloc(t, &xf, (size_t)N * C, esz(t), "act.final_norm"), out);
   FB_CHECK_GOTO(st, act_alloc(t, &rstd, (size_t)N, ssz(t), "act.final_norm.rstd"), out);
   FB_CHECK_GOTO(st, act_alloc(t, &dxf, (size_t)N * C, esz(t), "grad.final_norm"), out);
-  FB_CHECK_GOTO(st, fb_alloc(t->dev, (size_t)chunk * V * esz(t), FB_MEM_TEMP, "logits.chunk",
-                             &logits), out);
+  FB_CHECK_GOTO(st, fb_alloc(t->dev, (size_t)chunk * hm.Vp * esz(t), FB_MEM_TEMP,
+                             "logits.chunk", &logits), out);
   if (gpt2) {
     FB_CHECK_GOTO(st, act_alloc(t, &mean, (size_t)N, ssz(t), "act.final_norm.mean"), out);
     FB_CHECK_GOTO(st, fb_k_layernorm_fwd(ON(norm_slot), xf.ptr, mean.ptr, rstd.ptr, x,
@@ -350,17 +412,8 @@ fb_status fb_tf_head(fb_tf *t, const void *root, void *rg) {
     FB_CHECK_GOTO(st, fb_k_rmsnorm_fwd(ON(norm_slot), xf.ptr, rstd.ptr, x,
                                        par(t, root, 0, norm_slot), N, C, s->norm_eps), out);
   }
-  for (int r0 = 0; r0 < N; r0 += chunk) {
-    int cn = N - r0 < chunk ? N - r0 : chunk;
-    const char *xr = (const char *)xf.ptr + (size_t)r0 * C * esz(t);
-    char *dxr = (char *)dxf.ptr + (size_t)r0 * C * esz(t);
-    FB_CHECK_GOTO(st, fb_k_matmul_fwd(ON(head_slot), logits.ptr, xr, par(t, root, 0, head_slot),
-                                      NULL, cn, C, V), out);
-    FB_CHECK_GOTO(st, fb_k_xent_fwd_bwd(&k, logits.ptr, t->loss_dev, t->targets + r0, cn, V,
-                                        t->dscale), out);
-    FB_CHECK_GOTO(st, fb_k_matmul_bwd(ON(head_slot), dxr, grd(t, rg, 0, head_slot), NULL,
-                                      logits.ptr, xr, par(t, root, 0, head_slot), cn, C, V), out);
-  }
+  FB_CHECK_GOTO(st, head_chunks(t, k, &hm, logits.ptr, xf.ptr, dxf.ptr, chunk, head_slot), out);
+  FB_CHECK_GOTO(st, head_mat_end(t, *ON(head_slot), grd(t, rg, 0, head_slot), &hm, true), out);
   FB_CHECK_GOTO(st, fb_k_memset0(&k, "zero_grad.residual", t->dres.ptr, (size_t)N * C * esz(t)),
                 out);
   if (gpt2)
@@ -372,6 +425,7 @@ fb_status fb_tf_head(fb_tf *t, const void *root, void *rg) {
                           par(t, root, 0, norm_slot), rstd.ptr, N, C);
   if (st == FB_OK) fb_free(t->dev, &t->blocks[L - 1].x_out, NULL);
 out:
+  (void)head_mat_end(t, k, NULL, &hm, false); /* a failed head's copies (no-op otherwise) */
   fb_free(t->dev, &logits, NULL);
   fb_free(t->dev, &dxf, NULL);
   fb_free(t->dev, &rstd, NULL);

@@ -91,6 +91,15 @@ typedef struct fb_tf_logits {
   int rows;           /* a chunk smaller than the micro-batch has a multiple of this many rows
                          (on a GPU an odd row count leaves the head's GEMM rows 2-byte aligned,
                          off the tensor-core fast path) */
+  int vocab_multiple; /* the head's GEMMs run on the vocabulary padded to a multiple of this
+                         (0 or 1: none). A run sets it from --vocab-pad: 128 on cuda, where
+                         cuBLAS keeps its fast kernels (GPT-2's 50257 columns ran on sm75
+                         fallbacks on an H100: 122 -> 109 ms a step padded to 50304); 1 on cpu
+                         and sim unless asked. Compute only: the weight and its gradient are
+                         copied into [Vp, C] buffers with zero rows past V for the head and
+                         back, the logits rows are Vp wide and their padding columns get a zero
+                         gradient; parameters, their layout and count, the loss and every
+                         gradient are those of the unpadded head (tests/test_vocab_pad.c). */
 } fb_tf_logits;
 extern const fb_tf_logits fb_tf_logits_cpu, fb_tf_logits_gpu;
 

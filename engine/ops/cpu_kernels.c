@@ -7,6 +7,8 @@
  * Does not record or time anything: the fb_k_* wrappers do. */
 #include "cpu_kernels.h"
 
+#include <string.h>
+
 #include "ops.h"
 #include "ops_bf16.h"
 
@@ -230,19 +232,19 @@ static fb_status cpu_add(const fb_kctx *k, void *out, const void *a, const void 
   return FB_OK;
 }
 static fb_status cpu_xent(const fb_kctx *k, void *logits, double *loss_sum,
-                          const int32_t *targets, int N, int V, float dscale) {
+                          const int32_t *targets, int N, int V, int ld, float dscale) {
   for (int n = 0; n < N; n++)
     if (targets[n] < -1 || targets[n] >= V)
       return FB_ERR(FB_EUSAGE, "cross-entropy: target %d of row %d is outside [-1, %d)",
                     targets[n], n, V);
   if (k->act == FB_F64) {
-    fb_xent_fwd_bwd_f64(logits, loss_sum, targets, N, V, dscale);
+    fb_xent_fwd_bwd_f64(logits, loss_sum, targets, N, V, ld, dscale);
     return FB_OK;
   }
   if (k->act == FB_BF16)
-    return fb_xent_fwd_bwd_bf16(logits, loss_sum, targets, N, V, dscale);
+    return fb_xent_fwd_bwd_bf16(logits, loss_sum, targets, N, V, ld, dscale);
   NEED_F32(k);
-  fb_xent_fwd_bwd_f32(logits, loss_sum, targets, N, V, dscale);
+  fb_xent_fwd_bwd_f32(logits, loss_sum, targets, N, V, ld, dscale);
   return FB_OK;
 }
 /* fp32 state vectors: independent of the compute dtype. */
@@ -258,6 +260,21 @@ static fb_status cpu_adamw(const fb_kctx *k, float *p, const float *g, float *m,
                            size_t n, const fb_adamw_args *a) {
   fb_adamw_f32(p, g, m, v, n, a);
   return FB_OK;
+}
+static fb_status cpu_cast(const fb_kctx *k, void *dst, fb_dtype dt, const void *src,
+                          fb_dtype st, size_t n);
+/* adamw, then the cast of the updated range: the same bits as the two ops apart */
+static fb_status cpu_adamw_cast(const fb_kctx *k, float *p, const float *g, float *m, float *v,
+                                void *out, fb_dtype out_dt, size_t n, const fb_adamw_args *a) {
+  if (out_dt != FB_BF16 && out_dt != FB_F32)
+    return FB_ERR(FB_EUNSUPPORTED, "adamw_cast: output dtype %s is not supported (allowed: "
+                  "fp32, bf16)", fb_dtype_name(out_dt));
+  fb_adamw_f32(p, g, m, v, n, a);
+  if (out_dt == FB_F32) {
+    if (out != (void *)p) memcpy(out, p, n * sizeof *p);
+    return FB_OK;
+  }
+  return cpu_cast(k, out, out_dt, p, FB_F32, n);
 }
 static fb_status cpu_sgd(const fb_kctx *k, float *p, const float *g, float *mom, size_t n,
                          const fb_sgd_args *a) {
@@ -308,6 +325,7 @@ const fb_kernels fb_cpu_kernels = {
     .acc_f32 = cpu_acc,
     .scale_f32 = cpu_scale,
     .adamw = cpu_adamw,
+    .adamw_cast = cpu_adamw_cast,
     .sgd = cpu_sgd,
     .sumsq_bins = cpu_sumsq_bins,
     .sum_f64 = cpu_sum_f64,

@@ -388,7 +388,7 @@ fb_status fb_add_bf16(fb_bf16 *out, const fb_bf16 *a, const fb_bf16 *b, size_t n
 /* ---- cross-entropy: rows widened a slab at a time; the fp32 op adds the row losses in row
  * order, slab after slab, so the fp64 loss is the one a single call would give. ---------- */
 fb_status fb_xent_fwd_bwd_bf16(fb_bf16 *logits, double *loss_sum, const int32_t *targets,
-                               int N, int V, float dscale) {
+                               int N, int V, int ld, float dscale) {
   if (N == 0 || V == 0) return FB_OK;
   int slab = XENT_ELEMS / V < 1 ? 1 : XENT_ELEMS / V;
   slab = slab < N ? slab : N;
@@ -397,10 +397,12 @@ fb_status fb_xent_fwd_bwd_bf16(fb_bf16 *logits, double *loss_sum, const int32_t 
   CARVE(c, "xent_fwd_bwd", l32 = take(&c, (size_t)slab * V * 4));
   for (int r0 = 0; r0 < N; r0 += slab) {
     int nr = N - r0 < slab ? N - r0 : slab;
-    fb_bf16 *l = logits + (int64_t)r0 * V;
-    widen(l32, l, (size_t)nr * V);
-    fb_xent_fwd_bwd_f32(l32, loss_sum, targets + r0, nr, V, dscale);
-    narrow(l, l32, (size_t)nr * V);
+    fb_bf16 *l = logits + (int64_t)r0 * ld;
+    widen_rows(l32, V, l, ld, nr, V);
+    fb_xent_fwd_bwd_f32(l32, loss_sum, targets + r0, nr, V, V, dscale);
+    narrow_rows(l, ld, l32, V, nr, V);
+    for (int r = 0; r < nr; r++) /* padding: no gradient */
+      memset(l + (int64_t)r * ld + V, 0, (size_t)(ld - V) * sizeof *l);
   }
   return FB_OK;
 }

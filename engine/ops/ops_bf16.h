@@ -63,6 +63,6 @@ fb_status fb_swiglu_bwd_bf16(fb_bf16 *da, fb_bf16 *db, const fb_bf16 *dout, cons
                              const fb_bf16 *b, size_t n);
 fb_status fb_add_bf16(fb_bf16 *out, const fb_bf16 *a, const fb_bf16 *b, size_t n);
 fb_status fb_xent_fwd_bwd_bf16(fb_bf16 *logits, double *loss_sum, const int32_t *targets,
-                               int N, int V, float dscale);
+                               int N, int V, int ld, float dscale);
 
 #endif

@@ -40,8 +40,9 @@ void FB_OPNAME(fb_swiglu_fwd)(FB_R *out, const FB_R *a, const FB_R *b, size_t n)
 void FB_OPNAME(fb_swiglu_bwd)(FB_R *da, FB_R *db, const FB_R *dout, const FB_R *a,
                               const FB_R *b, size_t n);
 void FB_OPNAME(fb_add)(FB_R *out, const FB_R *a, const FB_R *b, size_t n);
+/* logits rows ld >= V apart; columns [V, ld) get a zero gradient */
 void FB_OPNAME(fb_xent_fwd_bwd)(FB_R *logits, double *loss_sum, const int32_t *targets, int N,
-                                int V, FB_R dscale);
+                                int V, int ld, FB_R dscale);
 void FB_OPNAME(fb_acc)(FB_R *y, const FB_R *x, size_t n);
 void FB_OPNAME(fb_scale)(FB_R *y, FB_R a, size_t n);
 void FB_OPNAME(fb_adamw)(FB_R *p, const FB_R *g, FB_R *m, FB_R *v, size_t n,

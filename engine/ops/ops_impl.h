@@ -466,14 +466,15 @@ void OPN(fb_sgd)(REAL *p, const REAL *g, REAL *mom, size_t n, const fb_sgd_args 
 /* ---- softmax cross-entropy, in place ---------------------------------------------------- */
 #define XENT_ROWS 512 /* rows per parallel pass; their losses are then summed in row order */
 void OPN(fb_xent_fwd_bwd)(REAL *logits, double *loss_sum, const int32_t *targets, int N, int V,
-                          REAL dscale) {
+                          int ld, REAL dscale) {
   double row_loss[XENT_ROWS];
   for (int r0 = 0; r0 < N; r0 += XENT_ROWS) {
     int nr = N - r0 < XENT_ROWS ? N - r0 : XENT_ROWS;
 #pragma omp parallel for schedule(static) if ((int64_t)nr * V > EW_BLOCK)
     for (int r = 0; r < nr; r++) {
-      REAL *x = logits + (int64_t)(r0 + r) * V;
+      REAL *x = logits + (int64_t)(r0 + r) * ld;
       int tgt = targets[r0 + r];
+      for (int j = V; j < ld; j++) x[j] = 0; /* padding: no gradient */
       if (tgt < 0) {
         for (int j = 0; j < V; j++) x[j] = 0;
         row_loss[r] = 0;

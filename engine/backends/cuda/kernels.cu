@@ -25,6 +25,7 @@ extern "C" const fb_kernels fb_cuda_kernels = {
     .acc_f32 = fb_cuda_acc_f32,
     .scale_f32 = fb_cuda_scale_f32,
     .adamw = fb_cuda_adamw,
+    .adamw_cast = fb_cuda_adamw_cast,
     .sgd = fb_cuda_sgd,
     .sumsq_bins = fb_cuda_sumsq_bins,
     .sum_f64 = fb_cuda_sum_f64,

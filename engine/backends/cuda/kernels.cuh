@@ -9,8 +9,9 @@
  *   kernels_rope.cu         rope_fwd/bwd
  *   kernels_elementwise.cu  gelu, swiglu, add
  *   kernels_xent.cu         xent_fwd_bwd
- *   kernels_optim.cu        acc_f32, scale_f32, adamw, sgd
- *   kernels_reduce.cu       sumsq_bins, sum_f64, cast
+ *   kernels_optim.cu        acc_f32, scale_f32, adamw, adamw_cast, sgd
+ *   kernels_sumsq.cu        sumsq_bins (the exact norm's bins)
+ *   kernels_reduce.cu       sum_f64, cast
  * Conventions of all of them: the cpu kernels' (accumulate vs overwrite, lse-only attention,
  * strides, ignored targets), activations in fp32 or bf16 (bf16 storage, fp32 arithmetic, fp32
  * statistics); per-element formulas from engine/ops/elementwise.h, the very functions the cpu
@@ -24,32 +25,17 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <type_traits>
+
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 /* The engine's headers are C: their functions have C linkage. */
 extern "C" {
-#include "../../ops/elementwise.h"
 #include "cuda_impl.h"
 #include "device_cuda.h"
 }
-
-typedef uint16_t bf16; /* storage only; converted with fb_bf16_to_f32 / fb_f32_to_bf16 */
-
-/* ---- element access -------------------------------------------------------------------- */
-__device__ __forceinline__ float ld(const float *p, int64_t i) { return p[i]; }
-__device__ __forceinline__ float ld(const bf16 *p, int64_t i) { return fb_bf16_to_f32(p[i]); }
-__device__ __forceinline__ void st(float *p, int64_t i, float x) { p[i] = x; }
-__device__ __forceinline__ void st(bf16 *p, int64_t i, float x) { p[i] = fb_f32_to_bf16(x); }
-
-__device__ __forceinline__ float warp_sum(float x) {
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
-__device__ __forceinline__ float warp_max(float x) {
-  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-  return x;
-}
+#include "kernels_dev.cuh"
 
 /* ---- errors --------------------------------------------------------------------------------- */
 static inline fb_status launch_check(const fb_kctx *k, const char *kernel) {
@@ -93,9 +79,17 @@ static inline unsigned grid_for(int64_t n, int threads) {
   if (g > 65535LL * 32) g = 65535LL * 32; /* kernels below are grid-stride */
   return (unsigned)g;
 }
-#define GRID_STRIDE(i, n)                                                                      \
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (int64_t)(n);           \
-       i += (int64_t)gridDim.x * blockDim.x)
+/* Launches ew_k on n elements (n > 0). */
+template <typename E, int NI, int NO, typename F>
+static void ew_launch(cudaStream_t s, F f, ew_ptrs<E, NI, NO> a, size_t n) {
+  const void *ptrs[NI + NO];
+  size_t esz[NI + NO];
+  for (int q = 0; q < NI; q++) ptrs[q] = a.in[q], esz[q] = sizeof(E);
+  for (int q = 0; q < NO; q++) ptrs[NI + q] = a.out[q], esz[NI + q] = sizeof(E);
+  const vsplit sp = vsplit_of(ptrs, esz, NI + NO, n, VEC(E));
+  const size_t units = sp.nv > sp.scalars(n) ? sp.nv : sp.scalars(n);
+  ew_k<E, NI, NO, F><<<grid_for((int64_t)units, 256), 256, 0, s>>>(a, n, sp, f);
+}
 
 /* Deterministic column sums: rows [0, N) are cut into R fixed chunks; thread (c, r) sums its
  * chunk's rows in order into part[r*C + c]; then thread c adds part[0..R) in order. */
@@ -167,11 +161,13 @@ fb_status fb_cuda_swiglu_bwd(const fb_kctx *k, void *da, void *db, const void *d
                              const void *a, const void *b, size_t n);
 fb_status fb_cuda_add(const fb_kctx *k, void *out, const void *a, const void *b, size_t n);
 fb_status fb_cuda_xent_fwd_bwd(const fb_kctx *k, void *logits, double *loss_sum,
-                               const int32_t *targets, int N, int V, float dscale);
+                               const int32_t *targets, int N, int V, int ld, float dscale);
 fb_status fb_cuda_acc_f32(const fb_kctx *k, float *y, const float *x, size_t n);
 fb_status fb_cuda_scale_f32(const fb_kctx *k, float *y, float a, size_t n);
 fb_status fb_cuda_adamw(const fb_kctx *k, float *p, const float *g, float *m, float *v, size_t n,
                         const fb_adamw_args *a);
+fb_status fb_cuda_adamw_cast(const fb_kctx *k, float *p, const float *g, float *m, float *v,
+                             void *out, fb_dtype out_dt, size_t n, const fb_adamw_args *a);
 fb_status fb_cuda_sgd(const fb_kctx *k, float *p, const float *g, float *mom, size_t n,
                       const fb_sgd_args *a);
 fb_status fb_cuda_sumsq_bins(const fb_kctx *k, uint64_t *bins, const float *g, size_t n);

@@ -1,60 +1,54 @@
 /* The cuda elementwise kernels on activations: gelu, swiglu (forward and backward) and add,
- * per-element formulas from engine/ops/elementwise.h. Helpers and conventions:
- * kernels.cuh. */
+ * per-element formulas from engine/ops/elementwise.h, as 16-byte vector maps (ew_k) with scalar
+ * tails. Helpers and conventions: kernels.cuh. */
 #include "kernels.cuh"
 
-/* ==== elementwise =========================================================================== */
-template <typename E>
-__global__ void gelu_fwd_k(E *out, const E *inp, size_t n) {
-  GRID_STRIDE(i, n) st(out, i, fb_gelu_f(ld(inp, i)));
-}
-template <typename E>
-__global__ void gelu_bwd_k(E *dinp, const E *inp, const E *dout, size_t n) {
-  GRID_STRIDE(i, n) st(dinp, i, ld(dout, i) * fb_gelu_grad_f(ld(inp, i)));
-}
-template <typename E>
-__global__ void swiglu_fwd_k(E *out, const E *a, const E *b, size_t n) {
-  GRID_STRIDE(i, n) st(out, i, fb_swiglu_f(ld(a, i), ld(b, i)));
-}
-template <typename E>
-__global__ void swiglu_bwd_k(E *da, E *db, const E *dout, const E *a, const E *b, size_t n) {
-  GRID_STRIDE(i, n) {
-    float ga, gb;
-    fb_swiglu_grad_f(ld(a, i), ld(b, i), ld(dout, i), &ga, &gb);
-    st(da, i, ga);
-    st(db, i, gb);
+/* ==== elementwise: 16-byte vectors (ew_k), scalar tails =================================== */
+struct gelu_fwd_f {
+  __device__ void operator()(const float *x, float *y) const { y[0] = fb_gelu_f(x[0]); }
+};
+struct gelu_bwd_f { /* x: inp, dout */
+  __device__ void operator()(const float *x, float *y) const {
+    y[0] = x[1] * fb_gelu_grad_f(x[0]);
   }
-}
-template <typename E>
-__global__ void add_k(E *out, const E *a, const E *b, size_t n) {
-  GRID_STRIDE(i, n) st(out, i, ld(a, i) + ld(b, i));
-}
+};
+struct swiglu_fwd_f { /* x: a, b */
+  __device__ void operator()(const float *x, float *y) const { y[0] = fb_swiglu_f(x[0], x[1]); }
+};
+struct swiglu_bwd_f { /* x: a, b, dout; y: da, db */
+  __device__ void operator()(const float *x, float *y) const {
+    fb_swiglu_grad_f(x[0], x[1], x[2], &y[0], &y[1]);
+  }
+};
+struct add_f {
+  __device__ void operator()(const float *x, float *y) const { y[0] = x[0] + x[1]; }
+};
 
 template <typename E>
 static void gelu_fwd_launch(cudaStream_t s, void *out, const void *inp, size_t n) {
-  gelu_fwd_k<E><<<grid_for((int64_t)n, 256), 256, 0, s>>>((E *)out, (const E *)inp, n);
+  ew_launch(s, gelu_fwd_f{}, ew_ptrs<E, 1, 1>{{(const E *)inp}, {(E *)out}}, n);
 }
 template <typename E>
 static void gelu_bwd_launch(cudaStream_t s, void *dinp, const void *inp, const void *dout,
                             size_t n) {
-  gelu_bwd_k<E><<<grid_for((int64_t)n, 256), 256, 0, s>>>((E *)dinp, (const E *)inp,
-                                                          (const E *)dout, n);
+  ew_launch(s, gelu_bwd_f{}, ew_ptrs<E, 2, 1>{{(const E *)inp, (const E *)dout}, {(E *)dinp}},
+            n);
 }
 template <typename E>
 static void swiglu_fwd_launch(cudaStream_t s, void *out, const void *a, const void *b,
                               size_t n) {
-  swiglu_fwd_k<E><<<grid_for((int64_t)n, 256), 256, 0, s>>>((E *)out, (const E *)a,
-                                                            (const E *)b, n);
+  ew_launch(s, swiglu_fwd_f{}, ew_ptrs<E, 2, 1>{{(const E *)a, (const E *)b}, {(E *)out}}, n);
 }
 template <typename E>
 static void swiglu_bwd_launch(cudaStream_t s, void *da, void *db, const void *dout,
                               const void *a, const void *b, size_t n) {
-  swiglu_bwd_k<E><<<grid_for((int64_t)n, 256), 256, 0, s>>>((E *)da, (E *)db, (const E *)dout,
-                                                            (const E *)a, (const E *)b, n);
+  ew_launch(s, swiglu_bwd_f{},
+            ew_ptrs<E, 3, 2>{{(const E *)a, (const E *)b, (const E *)dout}, {(E *)da, (E *)db}},
+            n);
 }
 template <typename E>
 static void add_launch(cudaStream_t s, void *out, const void *a, const void *b, size_t n) {
-  add_k<E><<<grid_for((int64_t)n, 256), 256, 0, s>>>((E *)out, (const E *)a, (const E *)b, n);
+  ew_launch(s, add_f{}, ew_ptrs<E, 2, 1>{{(const E *)a, (const E *)b}, {(E *)out}}, n);
 }
 
 fb_status fb_cuda_gelu_fwd(const fb_kctx *k, void *out, const void *inp, size_t n) {

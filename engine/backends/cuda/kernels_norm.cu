@@ -2,6 +2,7 @@
  * activations, deterministic column partials for the weight and bias gradients. Helpers and
  * conventions: kernels.cuh. */
 #include "kernels.cuh"
+#include "norm_bwd.cuh"
 
 /* ==== layernorm / rmsnorm: one warp per row ================================================== */
 template <typename E>
@@ -129,11 +130,44 @@ fb_status fb_cuda_layernorm_fwd(const fb_kctx *k, void *out, float *mean, float 
            eps);
 }
 
+/* Row partitions of the one-pass kernel: as many as the scratch holds partials for (nvec
+ * vectors of C), at most NB_MAX_PARTS and N. */
+#define NB_MAX_PARTS 512
+static int rows_chunks(int N, int C, int nvec) {
+  int64_t r = (int64_t)(FB_CUDA_SCRATCH_BYTES / sizeof(float) / ((size_t)C * (size_t)nvec));
+  if (r > NB_MAX_PARTS) r = NB_MAX_PARTS;
+  if (r > N) r = N;
+  return (int)(r < 1 ? 1 : r);
+}
+
+/* The one-pass kernel when rows are whole aligned vectors, at most NB_THREADS of them; false
+ * (nothing launched) otherwise. */
+template <typename E, bool RMS>
+static bool norm_bwd_1p(const fb_kctx *k, void *dinp, void *dw, void *db, const void *dout,
+                        const void *inp, const void *w, const float *mean, const float *rstd,
+                        int N, int C) {
+  constexpr int K = VEC(E);
+  const int nq = C / K;
+  if (C % K || nq > NB_THREADS(RMS) || !aligned16(dinp) || !aligned16(dout) || !aligned16(inp) ||
+      !aligned16(w) || (!RMS) != (db != NULL))
+    return false;
+  const int threads = (nq + 31) / 32 * 32, R = rows_chunks(N, C, RMS ? 1 : 2);
+  float *part = (float *)k->s->scratch;
+  cudaStream_t s = k->s->s;
+  norm_bwd_1p_k<E, RMS><<<(unsigned)R, (unsigned)threads, 0, s>>>(
+      (E *)dinp, part, (const E *)dout, (const E *)inp, (const E *)w, mean, rstd, N, C, R);
+  const unsigned gc = (unsigned)((C + 31) / 32);
+  colsum_tree_k<E><<<gc, 1024, 0, s>>>((E *)dw, part, R, C);
+  if (db) colsum_tree_k<E><<<gc, 1024, 0, s>>>((E *)db, part + (int64_t)R * C, R, C);
+  return true;
+}
+
 template <typename E, bool RMS>
 static void norm_bwd_launch(const fb_kctx *k, void *dinp, void *dw, void *db, const void *dout,
                             const void *inp, const void *w, const float *mean,
                             const float *rstd, int N, int C) {
-  cudaStream_t s = k->s->s;
+  if (norm_bwd_1p<E, RMS>(k, dinp, dw, db, dout, inp, w, mean, rstd, N, C)) return;
+  cudaStream_t s = k->s->s; /* two passes: dinp by rows, then the weight gradients by columns */
   unsigned g = (unsigned)((N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
   if (RMS)
     rmsnorm_bwd_dx_k<E><<<g, 32 * ROWS_PER_BLOCK, 0, s>>>((E *)dinp, (const E *)dout,

@@ -1,34 +1,7 @@
-/* The cuda reductions and casts: the exact sum of squares in integer bins (sumsq_bins), the
- * deterministic fp64 sum (sum_f64), fp32 <-> bf16 casts, and the in-order row sum the cross-
- * entropy shares. Helpers and conventions: kernels.cuh. */
+/* The cuda reductions and casts: the deterministic fp64 sum (sum_f64), fp32 <-> bf16 casts,
+ * and the in-order row sum the cross-entropy shares. The exact sum of squares is in
+ * kernels_sumsq.cu. Helpers and conventions: kernels.cuh. */
 #include "kernels.cuh"
-
-/* Exact sum of squares: per-block bins in shared memory, then one atomic per touched word. */
-__global__ void sumsq_bins_k(unsigned long long *bins, const float *g, size_t n) {
-  __shared__ unsigned long long sb[2 * FB_NORM_BINS];
-  for (int i = threadIdx.x; i < 2 * FB_NORM_BINS; i += blockDim.x) sb[i] = 0;
-  __syncthreads();
-  GRID_STRIDE(i, n) {
-    uint32_t bin;
-    uint64_t msq;
-    fb_sumsq_decompose(g[i], &bin, &msq);
-    if (msq) {
-      atomicAdd(&sb[2 * bin], (unsigned long long)(msq & 0xffffffffull));
-      atomicAdd(&sb[2 * bin + 1], (unsigned long long)(msq >> 32));
-    }
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < 2 * FB_NORM_BINS; i += blockDim.x)
-    if (sb[i]) atomicAdd(&bins[i], sb[i]);
-}
-fb_status fb_cuda_sumsq_bins(const fb_kctx *k, uint64_t *bins, const float *g, size_t n) {
-  FB_TRY(prologue(k));
-  if (n == 0) return FB_OK;
-  unsigned gr = grid_for((int64_t)n, 256);
-  if (gr > 1024) gr = 1024;
-  sumsq_bins_k<<<gr, 256, 0, k->s->s>>>((unsigned long long *)bins, g, n);
-  return launch_check(k, "sumsq_bins");
-}
 
 __global__ void sum_rows_in_order_k(double *loss_sum, const double *row_loss, int n) {
   if (threadIdx.x != 0 || blockIdx.x != 0) return;
@@ -69,23 +42,50 @@ fb_status fb_cuda_sum_f64(const fb_kctx *k, double *out, const float *x, size_t 
   return launch_check(k, "sum_f64");
 }
 
-/* ==== casts ================================================================================== */
-__global__ void f32_to_bf16_k(bf16 *d, const float *s, size_t n) {
-  GRID_STRIDE(i, n) d[i] = fb_f32_to_bf16(s[i]);
+/* ==== casts: 8 elements a thread (16 bytes of bf16, 32 of fp32), scalar head and tail ======= */
+__device__ __forceinline__ void ld8(const float *p, float (&x)[8]) {
+  float a[4], b[4];
+  ldv(p, a), ldv(p + 4, b);
+#pragma unroll
+  for (int j = 0; j < 4; j++) x[j] = a[j], x[4 + j] = b[j];
 }
-__global__ void bf16_to_f32_k(float *d, const bf16 *s, size_t n) {
-  GRID_STRIDE(i, n) d[i] = fb_bf16_to_f32(s[i]);
+__device__ __forceinline__ void ld8(const bf16 *p, float (&x)[8]) { ldv(p, x); }
+__device__ __forceinline__ void st8(float *p, const float (&x)[8]) {
+  const float a[4] = {x[0], x[1], x[2], x[3]}, b[4] = {x[4], x[5], x[6], x[7]};
+  stv(p, a), stv(p + 4, b);
+}
+__device__ __forceinline__ void st8(bf16 *p, const float (&x)[8]) { stv(p, x); }
+
+template <typename D, typename S>
+__global__ void cast_k(D *d, const S *s, size_t n, vsplit sp) {
+  GRID_STRIDE(i, sp.nv) {
+    const size_t o = sp.head + (size_t)i * 8;
+    float x[8];
+    ld8(s + o, x);
+    st8(d + o, x);
+  }
+  GRID_STRIDE(t, sp.scalars(n)) {
+    const int64_t i = (int64_t)sp.vs_index((size_t)t);
+    st(d, i, ld(s, i));
+  }
+}
+template <typename D, typename S>
+static void cast_launch(cudaStream_t st, void *dst, const void *src, size_t n) {
+  const void *ptrs[2] = {dst, src};
+  const size_t esz[2] = {sizeof(D), sizeof(S)};
+  const vsplit sp = vsplit_of(ptrs, esz, 2, n, 8);
+  const size_t units = sp.nv > sp.scalars(n) ? sp.nv : sp.scalars(n);
+  cast_k<D, S><<<grid_for((int64_t)units, 256), 256, 0, st>>>((D *)dst, (const S *)src, n, sp);
 }
 fb_status fb_cuda_cast(const fb_kctx *k, void *dst, fb_dtype dt, const void *src, fb_dtype sty,
                         size_t n) {
   FB_TRY(prologue(k));
   if (n == 0) return FB_OK;
   if (dt == sty) return fb_cuda_device_ops.copy_d2d(k->dev, k->s, dst, src, n * fb_dtype_size(dt));
-  unsigned g = grid_for((int64_t)n, 256);
   if (dt == FB_BF16 && sty == FB_F32)
-    f32_to_bf16_k<<<g, 256, 0, k->s->s>>>((bf16 *)dst, (const float *)src, n);
+    cast_launch<bf16, float>(k->s->s, dst, src, n);
   else if (dt == FB_F32 && sty == FB_BF16)
-    bf16_to_f32_k<<<g, 256, 0, k->s->s>>>((float *)dst, (const bf16 *)src, n);
+    cast_launch<float, bf16>(k->s->s, dst, src, n);
   else
     return FB_ERR(FB_EUNSUPPORTED, "rank %d: cuda cast %s -> %s is not supported (allowed: fp32 "
                   "<-> bf16)", k->dev->rank, fb_dtype_name(sty), fb_dtype_name(dt));

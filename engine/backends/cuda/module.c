@@ -3,6 +3,8 @@
  * CUPTI capture and the GPU queries. Built only into the module (every file of
  * engine/backends/cuda/ is); every other symbol of the module is hidden. It adds no behaviour
  * of its own. */
+#include <stdio.h>
+
 #include <cuda_runtime_api.h>
 
 #include "../cuda_module.h"
@@ -19,6 +21,17 @@ static int gpu_count(void) {
   return n;
 }
 
+static bool gpu_name(int ordinal, char *buf, size_t n) {
+  struct cudaDeviceProp p;
+  if (n) buf[0] = '\0';
+  if (cudaGetDeviceProperties(&p, ordinal) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  snprintf(buf, n, "%s", p.name);
+  return true;
+}
+
 static const fb_cuda_module table = {
     .abi = FB_CUDA_MODULE_ABI,
     .size = sizeof(fb_cuda_module),
@@ -26,6 +39,7 @@ static const fb_cuda_module table = {
     .present = fb_cuda_present,
     .capacity = fb_cuda_capacity,
     .gpu_count = gpu_count,
+    .gpu_name = gpu_name,
     .nccl_ops = &fb_nccl_comm_ops,
     .nccl_create = fb_comm_nccl_create,
     .cupti_start = fb_cupti_start,
