@@ -13,8 +13,15 @@
 #      python3 with torch is there;
 #   5. with that torch: the same configurations trained by PyTorch itself (bench/torch_gpu.py,
 #      what the simulator claims to predict), and its GEMM and attention throughput as dataset
-#      rows that `fsdpbench validate --dataset` scores the cost model against.
-# Usage: scripts/gpu_check.sh OUTDIR [BUDGET_S]   (FSDPBENCH = the binary, default build/fsdpbench)
+#      rows that `fsdpbench validate --dataset` scores the cost model against;
+#   6. where each measured step went, kernel by kernel (scripts/gpu_kernel_profile.py on the
+#      runs' CUPTI traces);
+#   7. the GPU calibrated into a profile (`calibrate --backend cuda`), our own attention kernels
+#      timed as attention.csv rows and scored like SDPA's, and `validate --backend cuda` (op by
+#      op, measured beside predicted with that profile) on the same two configurations;
+#   8. the issue's goals beside the measured figures, one line each.
+# Usage: scripts/gpu_check.sh OUTDIR [BUDGET_S]   (FSDPBENCH = the binary, default build/fsdpbench;
+# on a machine without packages: `. gpu-bundle/env.sh` from scripts/gpu_bundle.sh first)
 # Every step runs under its own timeout; a failing step is reported and the next one runs. The
 # exit code is the number of failed steps (0 = all passed). It builds nothing.
 set -u
@@ -95,5 +102,29 @@ if python3 -c 'import torch' 2>/dev/null; then
       TAIL=6 step "validate-$ds" 30 "$FB" validate --dataset "$out/torch/$ds.csv"
   done
 fi
+for name in gpt2 llama1b; do
+  TAIL=18 step "profile-$name" 30 python3 scripts/gpu_kernel_profile.py "$out/$name/trace.json"
+done
+
+# the GPU into a profile (our kernels timed: GEMM grid, attention, HBM, launch), our attention
+# as dataset rows, then measured beside predicted with that profile, op by op
+TAIL=12 step calibrate 240 "$FB" calibrate --backend cuda --out "$out/gpu.yaml" \
+  --attention-rows "$out/fsdpbench-attention.csv"
+[ -f "$out/fsdpbench-attention.csv" ] &&
+  TAIL=16 step validate-fsdpbench-attention 30 "$FB" validate --dataset "$out/fsdpbench-attention.csv"
+if [ -f "$out/gpu.yaml" ]; then
+  TAIL=30 step validate-cuda-gpt2 90 "$FB" validate --backend cuda --hardware "$out/gpu.yaml" \
+    --world 1 --strategy single --model gpt2-124m --batch 8 --seq 1024 --steps 4 --out "$out/vgpt2"
+  TAIL=30 step validate-cuda-llama1b 90 "$FB" validate --backend cuda --hardware "$out/gpu.yaml" \
+    --world 1 --strategy fsdp --model 1B --batch 4 --seq 2048 --steps 4 --out "$out/v1b"
+fi
+
+# the goals of the GPU-speed issue beside what this run measured (median step, ms)
+ms() { awk -F, 'NR == 2 { printf "%.1f", $2 }' "$out/$1/summary.csv" 2>/dev/null; }
+echo "== goals (measured here | goal)"
+echo "gpt2-124m single 8x1024: $(ms gpt2) ms/step | <= 28 (llm.c)"
+echo "1B fsdp W=1 4x2048:      $(ms llama1b) ms/step | <= 165 (torch.compile), stretch 150"
+echo "attention fwd+bwd causal hd128 seq2048: $(awk -F, '$3 == "fsdpbench" && $4 ~ /fwd.?bwd/ && $6 == 2048 && $7 == 128 { print $11 }' "$out/fsdpbench-attention.csv" 2>/dev/null | head -1) TFLOP/s | >= 300 (SDPA 349)"
+echo "exact norm: sumsq_bins ms/step in the 1B profile above | <= 3 (1.2 B fp32 values)"
 echo "gpu-check: $fails step(s) failed in $(($(date +%s) - t0)) s"
 exit "$fails"

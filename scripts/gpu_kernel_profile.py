@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Where a GPU step goes: reads a run's Chrome trace (`--trace --out DIR`, backend cuda) and
+prints, per kernel name, the GPU time per traced step from the CUPTI process (`rank N GPU
+(CUPTI)`), sorted, with its share of the GPU-busy time: the table the first H100 run was read
+from. Kernel names are grouped by their template-free stem (`flash_attn_fwd_k<64, 4>` and
+`flash_attn_fwd_k<128, 4>` apart, cuBLAS's nvjet/sm90 GEMMs together as 'cuBLAS GEMMs').
+It measures nothing itself. Usage: scripts/gpu_kernel_profile.py TRACE.json [--top N]
+Exit 2 on a missing or unreadable trace, 1 when it holds no CUPTI kernels."""
+import argparse
+import json
+import re
+import sys
+
+
+def stem(name):
+    if re.search(r"nvjet|sm\d+_xmma|cutlass|gemm|gemv", name, re.I):
+        return "cuBLAS GEMMs"
+    if name.startswith(("Memcpy", "Memset")):
+        return " ".join(name.split(" ")[:2])
+    m = re.match(r"(?:void )?([\w:]+(?:<[^()]*>)?)", name)
+    return m.group(1) if m else name
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("trace")
+    ap.add_argument("--top", type=int, default=15)
+    a = ap.parse_args()
+    try:
+        with open(a.trace) as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"gpu_kernel_profile: {a.trace}: {e}", file=sys.stderr)
+        return 2
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    pnames = {e["pid"]: e["args"]["name"] for e in events
+              if e.get("ph") == "M" and e.get("name") == "process_name"}
+    gpu = {p for p, n in pnames.items() if "(CUPTI)" in n}
+    steps = [e for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
+    nsteps = len({e["name"] for e in steps}) or 1
+    per = {}
+    busy = 0.0
+    for e in events:
+        if e.get("ph") != "X" or e.get("pid") not in gpu or e.get("cat") == "cuda api":
+            continue
+        d = float(e.get("dur", 0)) / 1e3 / nsteps  # us -> ms per step
+        k = stem(str(e.get("name", "?")))
+        per[k] = per.get(k, 0.0) + d
+        busy += d
+    if not per:
+        print(f"gpu_kernel_profile: {a.trace}: no CUPTI kernels (a cuda run with --trace?)",
+              file=sys.stderr)
+        return 1
+    print(f"# GPU time per step over {nsteps} traced step(s), measured by CUPTI "
+          f"(GPU-busy {busy:.2f} ms/step)")
+    print(f"{'kernel':<60} {'ms/step':>9} {'share':>7}")
+    for k, v in sorted(per.items(), key=lambda kv: -kv[1])[:a.top]:
+        print(f"{k[:60]:<60} {v:9.2f} {100 * v / busy:6.1f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
