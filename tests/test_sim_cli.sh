@@ -61,6 +61,17 @@ check_bad "$tmp/negative.yaml" inter_bw_gbs
 { cat "$FB_SRC/models/hardware/h100.yaml"; echo "nvlink_gbs: 900"; } >"$tmp/unknown.yaml"
 check_bad "$tmp/unknown.yaml" nvlink_gbs
 
+# --dry-run on sim checks each simulated rank against its own device (ranks are GPUs of their
+# own, not threads sharing this machine): 8B fsdp on 8 H100s fits (~40 GiB a rank), 70B does not
+# (~155 GiB a rank), and the refusal speaks of one rank's device
+"$FSDPBENCH" --backend sim --hardware h100 --model 8B --world 8 --dry-run >"$tmp/dry8" 2>&1 ||
+  bad "8B on 8 simulated H100s: --dry-run exit $? (want 0: it fits per rank): $(tail -1 "$tmp/dry8")"
+"$FSDPBENCH" --backend sim --hardware h100 --model 70B --world 8 --dry-run >"$tmp/dry70" 2>&1
+rc=$?
+[ $rc -eq 3 ] || bad "70B on 8 simulated H100s: --dry-run exit $rc (want 3)"
+grep -q "per rank > 80.00 GiB free on the device" "$tmp/dry70" ||
+  bad "70B on 8 simulated H100s: the refusal does not compare one rank with its device: $(tail -1 "$tmp/dry70")"
+
 # calibrate rejects bad flags
 "$FSDPBENCH" calibrate --threads 0 >/dev/null 2>&1
 rc=$?

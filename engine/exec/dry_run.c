@@ -43,7 +43,10 @@ fb_status fb_dry_run(const fb_run_config *c, const fb_device_entry *dev, const f
          c->world, multi_process ? ", one process per rank from the launcher" : "",
          fb_dtype_name(c->param_dtype), fb_dtype_name(c->reduce_dtype));
   fb_fit fit = {0};
-  fb_status st = precheck(c, dev, hw->mem_capacity, !dev->caps->gpu && !multi_process, &fit);
+  /* the ranks share this machine's memory only on a CPU device that runs them as threads; sim's
+   * ranks are simulated devices of their own, as a GPU's are */
+  const bool shared = dev->caps->executes && !dev->caps->gpu && !multi_process;
+  fb_status st = precheck(c, dev, hw->mem_capacity, shared, &fit);
   if (st != FB_OK && st != FB_ENOMEM) return st;
   printf("# predicted memory per rank (exact ledger of the same allocation calls), worst rank "
          "%d, at its peak:\n", fit.worst_rank);
