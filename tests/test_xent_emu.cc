@@ -15,23 +15,15 @@
 
 #include "cuda_emu/cuda_emu.h"
 #include "engine/backends/cuda/xent_rows.cuh"
+#include "cuda_emu/emu_test.h"
 
 namespace {
 
 int failures = 0;
 
-float rnd(uint64_t &s) { /* in [-1, 1) */
-  s = s * 6364136223846793005ull + 1442695040888963407ull;
-  return (float)((s >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
-template <typename E> E to_e(float f) {
-  if constexpr (sizeof(E) == 2) return fb_f32_to_bf16(f);
-  else return f;
-}
-template <typename E> double from_e(E e) {
-  if constexpr (sizeof(E) == 2) return fb_bf16_to_f32(e);
-  else return e;
-}
+using emu_test::from_e;
+using emu_test::rnd;
+using emu_test::to_e;
 
 template <typename E> void check(int N, int V, int ld) {
   uint64_t s = 5 + (uint64_t)V * 7 + ld;

@@ -207,6 +207,30 @@ __device__ __forceinline__ void store_rows(uint16_t *dst, int64_t ld, const floa
   }
 }
 
+template <int N>
+__device__ __forceinline__ void zero_acc(float (&acc)[N][4]) {
+#pragma unroll
+  for (int n = 0; n < N; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+}
+
+/* The two-stage K/V pipeline of the forward and dQ kernels: issues key tile jt+1 into the
+ * other buffer (when there is one), waits for tile jt (and what was committed with it) and
+ * makes it visible to the block. The caller ends the iteration with a barrier before the
+ * buffer it read is refilled. */
+template <int HD, int NT>
+__device__ __forceinline__ void kv_stage(uint16_t *Ks, uint16_t *Vs, const uint16_t *kg,
+                                         const uint16_t *vg, const args &a, int jt, int nkt) {
+  constexpr int S = shape<HD>::S;
+  if (jt + 1 < nkt) {
+    const int nb = (jt & 1) ^ 1, j1 = (jt + 1) * BC;
+    load_rows<HD, BC, NT>(Ks + nb * BC * S, kg, a.ldkv, j1, a.T, a.hd, a.vec);
+    load_rows<HD, BC, NT>(Vs + nb * BC * S, vg, a.ldkv, j1, a.T, a.hd, a.vec);
+  }
+  cp_async_commit();
+  cp_async_wait<1>();
+  __syncthreads();
+}
+
 /* ---- forward -------------------------------------------------------------------------------
  * grid (B*H, tiles(T, BR)); blockIdx.y = 0 is the last query tile (the longest rows first). */
 template <int HD, int WARPS>
@@ -232,18 +256,11 @@ __global__ void __launch_bounds__(WARPS * 32) flash_attn_fwd_k(args a) {
   load_rows<HD, BC, NT>(Vs, vg, a.ldkv, 0, T, hd, a.vec);
   cp_async_commit();
   float o[DT][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-#pragma unroll
-  for (int n = 0; n < DT; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  zero_acc(o);
   uint32_t qf[KS][4];
   for (int jt = 0; jt < nkt; jt++) {
     const int buf = jt & 1, j0 = jt * BC;
-    if (jt + 1 < nkt) {
-      load_rows<HD, BC, NT>(Ks + (buf ^ 1) * BC * S, kg, a.ldkv, j0 + BC, T, hd, a.vec);
-      load_rows<HD, BC, NT>(Vs + (buf ^ 1) * BC * S, vg, a.ldkv, j0 + BC, T, hd, a.vec);
-    }
-    cp_async_commit();
-    cp_async_wait<1>(); /* tile jt (and Q) has landed */
-    __syncthreads();
+    kv_stage<HD, NT>(Ks, Vs, kg, vg, a, jt, nkt); /* tile jt (and Q) has landed */
     if (jt == 0) {
 #pragma unroll
       for (int kk = 0; kk < KS; kk++) frag_a<S>(qf[kk], Qs, warp * 16, kk * 16);
@@ -251,8 +268,7 @@ __global__ void __launch_bounds__(WARPS * 32) flash_attn_fwd_k(args a) {
     const uint16_t *Kt = Ks + buf * BC * S, *Vt = Vs + buf * BC * S;
     if (j0 <= wr0 + 15) { /* else every key of the tile is above this warp's rows */
       float s[BC / 8][4];
-#pragma unroll
-      for (int n = 0; n < BC / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+      zero_acc(s);
 #pragma unroll
       for (int kk = 0; kk < KS; kk++) {
 #pragma unroll
@@ -360,25 +376,16 @@ __global__ void __launch_bounds__(WARPS * 32) flash_attn_bwd_dq_k(args a) {
   load_rows<HD, BC, NT>(Vs, vg, a.ldkv, 0, T, hd, a.vec);
   cp_async_commit();
   float dq[DT][4], D[2] = {0.0f, 0.0f}, L[2] = {0.0f, 0.0f};
-#pragma unroll
-  for (int n = 0; n < DT; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+  zero_acc(dq);
   for (int jt = 0; jt < nkt; jt++) {
     const int buf = jt & 1, j0 = jt * BC;
-    if (jt + 1 < nkt) {
-      load_rows<HD, BC, NT>(Ks + (buf ^ 1) * BC * S, kg, a.ldkv, j0 + BC, T, hd, a.vec);
-      load_rows<HD, BC, NT>(Vs + (buf ^ 1) * BC * S, vg, a.ldkv, j0 + BC, T, hd, a.vec);
-    }
-    cp_async_commit();
-    cp_async_wait<1>();
-    __syncthreads();
+    kv_stage<HD, NT>(Ks, Vs, kg, vg, a, jt, nkt);
     if (jt == 0) dq_rowstats<HD, WARPS>(a, dOs, b, h, wr0, D, L);
     const uint16_t *Kt = Ks + buf * BC * S, *Vt = Vs + buf * BC * S;
     if (j0 <= wr0 + 15) {
       float s[BC / 8][4], dp[BC / 8][4];
-#pragma unroll
-      for (int n = 0; n < BC / 8; n++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.0f;
+      zero_acc(s);
+      zero_acc(dp);
       mma_abt<S, KS, BC / 8>(s, Qs, warp * 16, Kt, 0);
       mma_abt<S, KS, BC / 8>(dp, dOs, warp * 16, Vt, 0);
       const bool mask = j0 + BC - 1 > wr0 || j0 + BC > T;
@@ -441,10 +448,8 @@ __global__ void __launch_bounds__(WARPS * 32) flash_attn_bwd_dkv_k(args a) {
   dkv_load_item<HD, WARPS>(a, Qs, dOs, Ls, Ds, b, g * rep, q0);
   cp_async_commit();
   float dk[DT][4], dv[DT][4];
-#pragma unroll
-  for (int n = 0; n < DT; n++)
-#pragma unroll
-    for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
+  zero_acc(dk);
+  zero_acc(dv);
   for (int it = 0; it < items; it++) {
     const int buf = it & 1, i0 = q0 + (it % nq) * BQ;
     if (it + 1 < items) {
@@ -460,10 +465,8 @@ __global__ void __launch_bounds__(WARPS * 32) flash_attn_bwd_dkv_k(args a) {
     const float *Lt = Ls + buf * BQ, *Dt = Ds + buf * BQ;
     if (i0 + BQ - 1 >= wk0) { /* else every query of the tile precedes this warp's keys */
       float s[BQ / 8][4], dp[BQ / 8][4];
-#pragma unroll
-      for (int n = 0; n < BQ / 8; n++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.0f;
+      zero_acc(s);
+      zero_acc(dp);
       mma_abt<S, KS, BQ / 8>(s, Ks, warp * 16, Qt, 0);  /* S^T = K Q^T */
       mma_abt<S, KS, BQ / 8>(dp, Vs, warp * 16, dOt, 0); /* dP^T = V dO^T */
       const bool mask = i0 < wk0 + 15 || i0 + BQ > T;
