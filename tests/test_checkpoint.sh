@@ -13,7 +13,9 @@ W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 fail() { echo "FAIL $*"; exit 1; }
 sum() { grep -E '^final param sum' "$1" | tail -1 | awk '{print $NF}'; }
 steps() { grep -E '^step +[0-9]+/' "$1" | awk -F'|' '$1 ~ /step +([6-9]|10)\// {print $1, $2}'; }
-run() { "$B" --backend cpu --model debug --batch 8 --steps 10 --seed 11 --threads 2 "$@"; }
+# one run's settings; seq 128 keeps the ~20 runs quick (this suite was the sanitizer pass's longest)
+ARGS=(--backend cpu --model debug --batch 8 --seq 128 --steps 10 --seed 11 --threads 2)
+run() { "$B" "${ARGS[@]}" "$@"; }
 close() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = b < 0 ? -b : b; exit !(a != "" && b != "" && d <= 1e-6 * m) }'; }
 
 for s in $("$B" --list-strategies | awk '$1 != "single" && NF {print $1}'); do
@@ -81,7 +83,7 @@ echo "ok   full disk during a save: reported, run goes on, step-5 stays valid an
 
 # SIGTERM: the run stops after the step in progress with a final checkpoint; resuming it ends
 # where the uninterrupted run ends
-"$B" --backend cpu --model debug --batch 8 --steps 10 --seed 11 --threads 2 --strategy fsdp \
+"$B" "${ARGS[@]}" --strategy fsdp \
   --world 2 --ckpt "$W/sig" >"$W/sig.out" 2>"$W/sig.err" &
 pid=$!
 for _ in $(seq 1 600); do grep -q -E '^step +2/' "$W/sig.out" 2>/dev/null && break; sleep 0.05; done

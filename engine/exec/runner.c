@@ -571,7 +571,8 @@ static const fb_hardware *gpu_profile(const fb_device_entry *dev, fb_hardware *o
     return NULL;
   }
   *name = prof;
-  snprintf(chosen, n, " (chosen for GPU '%s': %s)", gpu, why);
+  /* GPU names are short ("NVIDIA H100 80GB HBM3"); 200 characters keep the label whole */
+  snprintf(chosen, n, " (chosen for GPU '%.200s': %s)", gpu, why);
   return own;
 }
 
