@@ -25,7 +25,7 @@
 # Every step runs under its own timeout; a failing step is reported and the next one runs. The
 # exit code is the number of failed steps (0 = all passed). It builds nothing.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 out=${1:?usage: scripts/gpu_check.sh OUTDIR [BUDGET_S]}
 budget=${2:-600}
 FB=${FSDPBENCH:-build/fsdpbench}
@@ -60,7 +60,8 @@ case "$gpu" in
   *H100*) prof=h100 dsname=H100-SXM peak=989 ;;
   *A100*40GB*) prof=a100-40gb dsname=A100-SXM4-40GB peak=312 ;;
   *A100*) prof=a100 dsname=A100-SXM4-80GB peak=312 ;;
-  *) prof=h100 dsname=H100-SXM peak=989 ;;
+  *) prof=h100 dsname=H100-SXM peak=989
+     echo "note: no profile names GPU '$gpu'; predictions assume h100 (pass the card's own: calibrate --backend cuda)" ;;
 esac
 echo "profile for predictions: $prof ($gpu)"
 mod="$(dirname "$FB")/libfsdpbench_cuda.so"
@@ -92,8 +93,8 @@ if python3 -c 'import torch' 2>/dev/null; then
   for name in gpt2 llama1b; do
     TAIL=5 step "trace-$name" 60 python3 tests/check_trace.py "$out/$name/trace.json" --world 1
   done
-  snap=$(ls "$out"/gpt2/rank0_memory_snapshot.pickle 2>/dev/null | head -1)
-  [ -n "$snap" ] && TAIL=5 step snapshot 60 python3 tests/check_mem_snapshot.py "$snap"
+  snap="$out/gpt2/rank0_memory_snapshot.pickle"
+  [ -f "$snap" ] && TAIL=5 step snapshot 60 python3 tests/check_mem_snapshot.py "$snap"
   # PyTorch itself on the same GPU: the step the simulator predicts, and per-op datasets
   TAIL=70 step torch 150 python3 bench/torch_gpu.py "$out/torch" --gpu-name "$dsname" \
     --peak "$peak" --models gpt2-124m:8:1024 gpt2-124m:8:1024:50304 1B:4:2048
