@@ -47,6 +47,33 @@ static int by_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* A training row off by more than 25 %: what the published figure asks of the prediction's
+ * parts. Published step = predicted step x predicted / published (the same tokens per step).
+ * Too slow a publication: even with no overlap at all, step <= compute + k x collectives, so
+ * the collectives would have to take at least k = (step - compute) / collectives times their
+ * modelled time for communication alone to explain it. Too fast: a step shorter than the
+ * predicted compute alone puts the error in compute. A bound, never a fit: nothing changes. */
+static void print_gap(const ds_result *o) {
+  double e = err_pct(o), pub = o->step_s * o->predicted / o->published;
+  if (o->step_s <= 0 || fabs(e) <= 25.0) return;
+  printf("#        row %d: published step %.0f ms, predicted %.0f ms (compute %.0f ms, "
+         "collectives %.0f ms): ", o->row, pub * 1e3, o->step_s * 1e3, o->compute_s * 1e3,
+         o->comm_s * 1e3);
+  double k = o->comm_s > 0 ? (pub - o->compute_s) / o->comm_s : 0;
+  if (e > 0 && k > 1)
+    printf("even with no overlap, communication alone explains it only if the collectives "
+           "take >= %.1fx their modelled time\n", k);
+  else if (e > 0 && o->comm_s > 0)
+    printf("the collectives at their modelled time explain it if less of them overlaps "
+           "compute than predicted\n");
+  else if (e > 0)
+    printf("no collective to blame: the gap is in compute or on the host\n");
+  else if (pub < o->compute_s)
+    printf("shorter than the predicted compute alone: the compute model is too slow here\n");
+  else
+    printf("within the predicted compute: exposed communication or the host are too slow\n");
+}
+
 static void print_rows(const ds_ctx *x) {
   printf("#  row  %-78s %-10s %12s %12s %8s\n", "configuration", "profile", "published",
          "predicted", "err %");
@@ -59,6 +86,7 @@ static void print_rows(const ds_ctx *x) {
     if (o->assumed[0]) printf("#        row %d: %s\n", o->row, o->assumed);
     if (o->ooms > 0)
       printf("#        row %d: the allocator model predicts %lld OOM\n", o->row, o->ooms);
+    print_gap(o);
   }
   int noom = 0;
   for (int i = 0; i < x->n; i++) noom += !x->res[i].skip[0] && x->res[i].ooms > 0;

@@ -20,6 +20,8 @@ typedef struct ds_result {
   char assumed[200];     /* what the row leaves unstated and the run assumed or searched */
   long long ooms;        /* training rows: out-of-memory errors the allocator model predicts
                             (the published run had none) */
+  double step_s, compute_s, comm_s; /* training rows: the predicted step, its compute and its
+                            collectives (unions over the last step, rank 0); 0 elsewhere */
   const char *floor_why; /* non-NULL: left out of the worst-row floor, for this reason */
 } ds_result;
 

@@ -323,13 +323,22 @@ static bool configure(const train_in *t, const train_plan *p, const char *model,
   return true;
 }
 
-/* Runs one candidate: predicted tokens/s per GPU and the allocator model's OOM count. */
-static fb_status run_one(const fb_run_config *c, double *tps, long long *ooms) {
+/* One candidate's prediction: tokens/s per GPU, the allocator model's OOM count, and the
+ * last step's time, compute and collectives (rank 0). */
+typedef struct candidate {
+  double tps, step_s, compute_s, comm_s;
+  long long ooms;
+} candidate;
+
+static fb_status run_one(const fb_run_config *c, candidate *k) {
   fb_run_result res;
   FB_TRY(fb_run(c, &res));
-  double wall = res.ranks[0].steps[res.nsteps - 1].wall;
-  *tps = (double)res.tokens_per_step / wall / res.world;
-  *ooms = (long long)fb_report_ooms(&res, NULL);
+  const fb_step_stats *last = &res.ranks[0].steps[res.nsteps - 1];
+  k->step_s = last->wall;
+  k->compute_s = last->compute;
+  k->comm_s = last->comm;
+  k->tps = (double)res.tokens_per_step / last->wall / res.world;
+  k->ooms = (long long)fb_report_ooms(&res, NULL);
   fb_run_result_free(&res);
   return FB_OK;
 }
@@ -340,24 +349,23 @@ static fb_status search(const train_in *t, train_plan *p, const char *model, con
   static const double mbs[] = {1, 2, 4, 8};
   static const char *const rcs[] = {"off", "op", "full"};
   const int nmb = p->tune_mb ? 4 : 1, nrc = p->tune_ac ? 3 : 1;
-  double best = 0, best_mb = 0;
+  candidate best = {0};
+  double best_mb = 0;
   const char *best_rc = NULL;
-  long long best_ooms = 0;
   for (int i = 0; i < nmb; i++)
     for (int j = 0; j < nrc; j++) {
-      double mb = p->tune_mb ? mbs[i] : t->mb, tps;
+      double mb = p->tune_mb ? mbs[i] : t->mb;
       const char *rc = p->tune_ac ? rcs[j] : p->recompute;
       fb_run_config c;
-      long long ooms;
+      candidate k;
       if (!configure(t, p, model, hw, mb, rc, &c, o)) {
         if (nmb * nrc == 1) return FB_OK;
         o->skip[0] = 0;
         continue;
       }
-      FB_TRY(run_one(&c, &tps, &ooms));
+      FB_TRY(run_one(&c, &k));
       bool tuned = nmb * nrc > 1;
-      if ((!tuned || ooms == 0) && tps > best)
-        best = tps, best_mb = mb, best_rc = rc, best_ooms = ooms;
+      if ((!tuned || k.ooms == 0) && k.tps > best.tps) best = k, best_mb = mb, best_rc = rc;
     }
   if (!best_rc) return ds_skip(o, "%s", "no micro-batch and checkpointing fit the memory"), FB_OK;
   if (nmb * nrc > 1) {
@@ -366,8 +374,11 @@ static fb_status search(const train_in *t, train_plan *p, const char *model, con
              best_mb, best_rc);
     assume(p, buf);
   }
-  o->predicted = best;
-  o->ooms = best_ooms;
+  o->predicted = best.tps;
+  o->ooms = best.ooms;
+  o->step_s = best.step_s;
+  o->compute_s = best.compute_s;
+  o->comm_s = best.comm_s;
   return FB_OK;
 }
 

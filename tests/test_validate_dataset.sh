@@ -8,7 +8,8 @@
 # reproduced within median 10% over at least 30 rows covering A100 and H100. Llama-family rows
 # (HSDP, FSDP2, ZeRO-3, every n-th block, torch.compile, float8, other names of Llama's
 # architecture, unstated micro-batch and checkpointing searched), the worst-row floor, SDPA
-# rows and --hardware are checked on tables made here too.
+# rows and --hardware are checked on tables made here too, and so is the line under a row off
+# by more than 25 % that bounds what its published step asks of the collectives or the compute.
 set -u
 : "${FSDPBENCH:?FSDPBENCH must point at the fsdpbench binary}"
 : "${FB_SRC:?FB_SRC must point at the source tree}"
@@ -93,6 +94,26 @@ grep -qE '^# worst-row floor: row 2 \(MPT-70b.*measured 1.4-56 ms on an H100' <<
 e1=$(awk '/^ +1  MPT/{e=$NF; sub(/^[+-]/, "", e); print e}' <<<"$out")
 grep -qE "^dev-set: 2 rows, median \|err\| [0-9.]+%, worst ${e1}%," <<<"$out" ||
   bad "closing worst is not row 1's ${e1}% (row 2 is out of the floor): $out"
+
+# a row off by more than 25 % says what its published step asks of the prediction's parts: one
+# published too slow (the bound on the collectives), one within (no line), one too fast for the
+# predicted compute alone; the published step is the predicted one scaled by predicted/published
+r125="test,A100,80,8,,x,MPT-125m,1,12,768,12,12,3072,50368,2048,8,64,1,1,amp_bf16,none,False,FSDP FULL_SHARD,Composer/llm-foundry"
+{
+  echo "$hdr"
+  for tps in 50000 125000 1000000; do row "$r125,$tps,,,,,,,,v,n"; done
+} >"$tmp/gap.csv"
+out=$("$FSDPBENCH" validate --dataset "$tmp/gap.csv" 2>&1) || bad "gap.csv: $(tail -2 <<<"$out")"
+g1=$(grep -E '^#        row 1: published step' <<<"$out")
+[[ "$g1" =~ published\ step\ ([0-9]+)\ ms,\ predicted\ ([0-9]+)\ ms.*take\ \>=\ ([0-9.]+)x ]] ||
+  bad "row 1 (published 2.5x slower) has no bound on its collectives: $out"
+p1=$(awk '/^ +1  MPT/{print $(NF-1)}' <<<"$out")
+awk -v pub="${BASH_REMATCH[1]:-0}" -v st="${BASH_REMATCH[2]:-0}" -v k="${BASH_REMATCH[3]:-0}" -v p="$p1" \
+  'BEGIN { w = st * p / 50000; d = pub - w; if (d < 0) d = -d; exit !(d <= 1 && k > 1) }' ||
+  bad "row 1: published step ${BASH_REMATCH[1]:-?} ms vs predicted x ${p1}/50000, bound ${BASH_REMATCH[3]:-?}x"
+grep -qE '^#        row 2: published step' <<<"$out" && bad "row 2 is within 25 % yet has a gap line: $out"
+grep -qE '^#        row 3: published step .*shorter than the predicted compute alone' <<<"$out" ||
+  bad "row 3 (published 8x faster) does not put the error in compute: $out"
 
 # SDPA rows: cuDNN's fused SDPA curve; FlashAttention-3 stays not modelled
 cat >"$tmp/attn.csv" <<'EOF'
