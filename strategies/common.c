@@ -219,6 +219,18 @@ void fb_slice_free(fb_rank *r, fb_slice *sl) {
   fb_optim_free(r, &sl->optim);
 }
 
+fb_status fb_slice_read(fb_rank *r, fb_comm *comm, const fb_slice *sl, int64_t numel,
+                        float *host) {
+  fb_buf full = {0};
+  FB_TRY(fb_alloc(r->dev, (size_t)sl->padded * 4, FB_MEM_TEMP, "readback", &full));
+  fb_status st = fb_comm_unrecorded(comm, r->commst, FB_COLL_ALL_GATHER, sl->p.ptr, full.ptr,
+                                    (size_t)sl->shard, FB_F32, 0);
+  if (st == FB_OK) st = fb_stream_sync(r->dev, r->commst);
+  if (st == FB_OK && host) st = fb_read_range(r, full.ptr, numel, host);
+  fb_free(r->dev, &full, NULL);
+  return st;
+}
+
 fb_status fb_slices_norm(fb_rank *r, fb_slice *(*slice_of)(fb_rank *r, int unit)) {
   FB_TRY(fb_norm_begin(r));
   for (int i = 0; i < r->model->nunits; i++)

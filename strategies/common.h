@@ -65,6 +65,10 @@ fb_status fb_fold_dtype(fb_rank *r, int unit, float *acc, const void *x, fb_dtyp
 
 fb_status fb_slice_init(fb_rank *r, int unit, fb_slice *sl);
 void fb_slice_free(fb_rank *r, fb_slice *sl);
+/* The fp32 masters of a unit whose slices `comm` holds: all-gathered into a temporary (the full
+ * parameters may be bf16), the first `numel` values copied to `host` (NULL: gather only). */
+fb_status fb_slice_read(fb_rank *r, fb_comm *comm, const fb_slice *sl, int64_t numel,
+                        float *host);
 /* The optimizer step over every unit's slice: exact global norm (bins all-reduced), clipping,
  * then the update of each slice's range [rank*shard, +shard) of its unit. */
 fb_status fb_slices_step(fb_rank *r, fb_slice *(*slice_of)(fb_rank *r, int unit));

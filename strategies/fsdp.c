@@ -372,15 +372,7 @@ fb_status fb_fsdp_state_ranges(fb_rank *r, bool save, fb_state_range **out, int 
 
 fb_status fb_fsdp_read_params(fb_rank *r, int i, float *host) {
   fsdp_state *s = r->st;
-  fsdp_unit *x = &s->u[i];
-  fb_buf full = {0};
-  FB_TRY(fb_alloc(r->dev, (size_t)x->sl.padded * 4, FB_MEM_TEMP, "readback", &full));
-  fb_status st = fb_comm_unrecorded(s->shard, r->commst, FB_COLL_ALL_GATHER, x->sl.p.ptr,
-                                    full.ptr, (size_t)x->sl.shard, FB_F32, 0);
-  if (st == FB_OK) st = fb_stream_sync(r->dev, r->commst);
-  if (st == FB_OK && host) st = fb_read_range(r, full.ptr, r->model->units[i].numel, host);
-  fb_free(r->dev, &full, NULL);
-  return st;
+  return fb_slice_read(r, s->shard, &s->u[i].sl, r->model->units[i].numel, host);
 }
 
 const fb_strategy fb_strategy_fsdp = {

@@ -194,13 +194,6 @@ fb_status fb_zero_state_loaded(fb_rank *r) {
 
 /* The fp32 masters, gathered into a temporary (the full parameters may be bf16). */
 fb_status fb_zero_read_params(fb_rank *r, int u, float *host) {
-  fb_zunit *x = &((fb_zero_state *)r->st)->u[u];
-  fb_buf full = {0};
-  FB_TRY(fb_alloc(r->dev, (size_t)x->sl.padded * 4, FB_MEM_TEMP, "readback", &full));
-  fb_status st = fb_comm_unrecorded(r->comm, r->commst, FB_COLL_ALL_GATHER, x->sl.p.ptr,
-                                    full.ptr, (size_t)x->sl.shard, FB_F32, 0);
-  if (st == FB_OK) st = fb_stream_sync(r->dev, r->commst);
-  if (st == FB_OK && host) st = fb_read_range(r, full.ptr, r->model->units[u].numel, host);
-  fb_free(r->dev, &full, NULL);
-  return st;
+  const fb_slice *sl = &((fb_zero_state *)r->st)->u[u].sl;
+  return fb_slice_read(r, r->comm, sl, r->model->units[u].numel, host);
 }
