@@ -72,7 +72,7 @@
 #include "../traces/chrome_trace.h"
 #include "../engine/core/json_out.h"
 #include "../engine/config/config.h"
-#include "report.h"
+#include "common/report.h"
 #include "../engine/sim/hardware.h"
 #include "../engine/core/progress.h"
 #include "../engine/exec/runner.h"

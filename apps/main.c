@@ -25,12 +25,12 @@
 #include "trace_merge.h"
 #include "../engine/exec/data.h"
 #include "../engine/exec/runner.h"
-#include "report.h"
+#include "common/report.h"
 #include "../engine/ops/blas.h"
 #include "selftest.h"
-#include "calibrate.h"
+#include "calibrate/calibrate.h"
 #include "plan.h"
-#include "validate.h"
+#include "validate/validate.h"
 #include "../engine/backends/registry.h"
 
 static int fail(fb_status st) {

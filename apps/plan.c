@@ -12,7 +12,7 @@
 #include "../strategies/strategy.h"
 #include "../engine/core/progress.h"
 #include "../engine/exec/runner.h"
-#include "report.h"
+#include "common/report.h"
 #include "../engine/sim/hardware.h"
 
 typedef struct candidate {

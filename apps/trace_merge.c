@@ -15,7 +15,7 @@
 #include "../engine/core/files.h"
 #include "../engine/core/json_out.h"
 #include "../engine/core/status.h"
-#include "json_scan.h"
+#include "common/json_scan.h"
 
 #define WANT "a Chrome trace written by fsdpbench --trace"
 

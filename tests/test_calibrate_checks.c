@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "apps/calibrate.h"
+#include "apps/calibrate/calibrate.h"
 #include "engine/sim/hardware.h"
 
 /* This machine's figures, as a calibration on an idle machine fits them. */

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "apps/report.h"
+#include "apps/common/report.h"
 #include "traces/chrome_trace.h"
 #include "traces/memory_snapshot.h"
 

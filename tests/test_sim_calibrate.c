@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "apps/calibrate.h"
+#include "apps/calibrate/calibrate.h"
 #include "engine/sim/cost_model.h"
 #include "engine/sim/hardware.h"
 
