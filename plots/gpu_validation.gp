@@ -2,7 +2,7 @@
 # ../shared/gpu-data/train-runs.csv): predicted vs published tokens/s per GPU, one point per
 # expressible row, coloured by the hardware profile it used, with y = x and a ±15 % band.
 # Each row is predicted in its run's precision: bf16 params; fp32 gradient reduction, bf16
-# for llm-foundry's pure-bf16 rows (apps/validate_dataset.c).
+# for llm-foundry's pure-bf16 rows (apps/validate/validate_dataset.c).
 # Reads data/gpu_validation.csv by column name (`fsdpbench validate --dataset ... --out`,
 # plots/make_plots.sh).
 fig_w = 1000; fig_h = 850

@@ -16,7 +16,7 @@ cd "$src" || exit 2
 # registry for a device's capabilities and loads nccl through it; backends/cuda, the CUDA
 # module, sits above comm because it implements a communicator too (nccl), and the engine
 # reaches it only through the loader's table, never by linking.
-ORDER="core device ops model sim backends/cpu backends/sim backends comm backends/cuda config strategies exec traces apps"
+ORDER="core device ops model sim backends/cpu backends/sim backends comm backends/cuda config strategies exec traces apps/common apps/calibrate apps/validate apps"
 KNOWN="
 "
 python3 - "$ORDER" "$KNOWN" <<'PY'
@@ -30,7 +30,20 @@ files = sorted(os.path.join(d, f) for top in ("engine", "strategies", "traces", 
 
 def folder_of(path):
     d = os.path.dirname(os.path.normpath(path))
-    return d[len("engine/"):] if d.startswith("engine/") else d.split("/")[0]
+    if d.startswith("engine/"):
+        return d[len("engine/"):]
+    parts = d.split("/")
+    return "/".join(parts[:2]) if parts[0] == "apps" and len(parts) > 1 else parts[0]
+
+INCLUDE_PATH = ("apps", "apps/common", ".")  # the apps' -I folders (CMakeLists.txt), then the root
+
+def resolve(f, inc):
+    """The file an #include "inc" in f names: beside f, else along the include path."""
+    for d in (os.path.dirname(f),) + INCLUDE_PATH:
+        path = os.path.relpath(os.path.normpath(os.path.join(d, inc)))
+        if os.path.exists(path):
+            return path
+    return os.path.relpath(os.path.normpath(os.path.join(os.path.dirname(f), inc)))
 
 def strip(text):
     """The code without comments, string and character literals (newlines kept)."""
@@ -109,9 +122,7 @@ def upward(f, what, to):
 IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
 for f in files:
     for inc in re.findall(r'^\s*#\s*include\s+"([^"]+)"', raw[f], re.M):
-        if "/" in inc:
-            path = os.path.relpath(os.path.normpath(os.path.join(os.path.dirname(f), inc)))
-            upward(f, f"includes {inc}", folder_of(path))
+        upward(f, f"includes {inc}", folder_of(resolve(f, inc)))
     names = set(IDENT.findall(code[f]))
     for name in sorted(names):
         where = defined.get(name)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The start-up a run records in report.json (engine/exec/runner.c, apps/report.c): startup_ms,
+# The start-up a run records in report.json (engine/exec/runner.c, apps/common/report.c): startup_ms,
 # exec to the first step as the run measures it, and first_step_unix_s, the wall clock at that
 # moment, which bench/bench_all.sh compares with the time it exec'd the run. Checked against
 # this shell's clock around the run: the first step lies between the exec and the exit (one
