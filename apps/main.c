@@ -92,6 +92,61 @@ static int cmd_prepare(int argc, char **argv) {
   return 0;
 }
 
+/* The subcommands: one entry each, the table --help, the dispatch and the unknown-subcommand
+ * line read. main takes the whole argv (argv[1] is the subcommand's name). `own_help`: the
+ * subcommand prints its own usage for --help; otherwise `fsdpbench NAME --help` prints the
+ * synopsis and summary below (stdout, exit 0). `train` (the default) is cmd_run. */
+typedef struct {
+  const char *name, *synopsis, *summary;
+  int (*main)(int argc, char **argv);
+  bool own_help;
+} fb_subcommand;
+
+static int sub_export(int argc, char **argv) { return fb_export_main(argc - 1, argv + 1); }
+static int sub_merge(int argc, char **argv) { return fb_trace_merge_main(argc - 1, argv + 1); }
+static int sub_compare(int argc, char **argv) { return fb_compare_main(argc - 1, argv + 1); }
+static int sub_plan(int argc, char **argv) { return fb_plan_main(argc - 1, argv + 1); }
+static int sub_validate(int argc, char **argv) { return fb_validate_main(argc - 1, argv + 1); }
+static int sub_calibrate(int argc, char **argv) { return fb_calibrate_main(argc - 1, argv + 1); }
+
+static const fb_subcommand SUBCOMMANDS[] = {
+    {.name = "plan", .synopsis = "plan [flags]", .main = sub_plan, .own_help = true,
+     .summary = "rank every strategy in simulation"},
+    {.name = "compare", .synopsis = "compare [flags]", .main = sub_compare, .own_help = true,
+     .summary = "run several strategies side by side"},
+    {.name = "calibrate", .synopsis = "calibrate [--out F] [--force] [--repeat N]",
+     .main = sub_calibrate, .own_help = true,
+     .summary = "measure this machine into a profile"},
+    {.name = "validate", .synopsis = "validate [flags] | validate --dataset F",
+     .main = sub_validate, .own_help = true,
+     .summary = "executed vs simulated, op by op, side-by-side trace; or the simulator against "
+                "public GPU measurements"},
+    {.name = "selftest", .synopsis = "selftest --backend cuda [--only kernels|strategies|all]",
+     .main = fb_selftest_main,
+     .summary = "GPU kernels and strategies vs the CPU (exit 0 all pass, 1 a mismatch)"},
+    {.name = "prepare", .synopsis = "prepare TEXT OUT.tok", .main = cmd_prepare,
+     .summary = "byte-level tokens (vocab 256) from any file, for --data"},
+    {.name = "export", .synopsis = "export CKPT OUT.safetensors", .main = sub_export,
+     .own_help = true, .summary = "a checkpoint's model for other tools"},
+    {.name = "trace-merge", .synopsis = "trace-merge OUT.json rank0_trace.json ...",
+     .main = sub_merge, .own_help = true, .summary = "MPI traces on one clock"},
+};
+
+static const fb_subcommand *subcommand(const char *name) {
+  for (int i = 0; i < (int)(sizeof SUBCOMMANDS / sizeof SUBCOMMANDS[0]); i++)
+    if (!strcmp(SUBCOMMANDS[i].name, name)) return &SUBCOMMANDS[i];
+  return NULL;
+}
+
+static void print_subcommands(FILE *f) {
+  for (int i = 0; i < (int)(sizeof SUBCOMMANDS / sizeof SUBCOMMANDS[0]); i++) {
+    char syn[96];
+    snprintf(syn, sizeof syn, "fsdpbench %s", SUBCOMMANDS[i].synopsis);
+    if (strlen(syn) > 33) fprintf(f, "       %s\n       %-33s %s\n", syn, "", SUBCOMMANDS[i].summary);
+    else fprintf(f, "       %-33s %s\n", syn, SUBCOMMANDS[i].summary);
+  }
+}
+
 /* A simulated run reports what it predicts even when the peak exceeds the device: then one
  * line says so and the exit code is 3 (does not fit). */
 static int predicted_fit(const fb_run_result *res) {
@@ -157,18 +212,10 @@ static int cmd_run(int argc, char **argv, int first) {
   fb_status st = fb_config_parse_cli(&cfg, argc, argv, first, &action);
   if (st != FB_OK) return fail(st);
   if (action == FB_CLI_HELP) {
-    printf("usage: fsdpbench [train] [flags]      train / simulate one configuration\n"
-           "       fsdpbench plan [flags]         rank every strategy in simulation\n"
-           "       fsdpbench compare [flags]      run several strategies side by side\n"
-           "       fsdpbench calibrate [--out F] [--force] [--repeat N]  measure this machine into a profile\n"
-           "       fsdpbench validate [flags]     executed vs simulated, op by op, side-by-side trace\n"
-           "       fsdpbench validate --dataset F  the simulator against public GPU measurements\n"
-           "       fsdpbench selftest --backend cuda [--only kernels|strategies]  GPU kernels and "
-           "strategies vs the CPU\n"
-           "       fsdpbench prepare TEXT OUT.tok  byte-level tokens from any file\n"
-           "       fsdpbench export CKPT OUT.safetensors  a checkpoint's model for other tools\n"
-           "       fsdpbench trace-merge OUT.json rank0_trace.json ...  MPI traces on one clock\n"
-           "       fsdpbench --list-strategies | --list-backends   the registries, one name per line\n\n"
+    printf("usage: fsdpbench [train] [flags]      train / simulate one configuration\n");
+    print_subcommands(stdout);
+    printf("       fsdpbench --list-strategies | --list-backends   the registries, one name per line\n"
+           "       fsdpbench SUBCOMMAND --help    a subcommand's own usage\n\n"
            "exit codes: 0 ok; 1 runtime failure; 2 bad usage, configuration or input (one line "
            "naming it); 3 does not fit in memory; 4 timeout or peer failure\n"
            "launchers: torchrun, mpirun (Open MPI), mpiexec (MPICH/Hydra) and srun (Slurm) set "
@@ -255,19 +302,21 @@ int main(int argc, char **argv) {
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
   const char *sub = argc > 1 ? argv[1] : "";
-  if (!strcmp(sub, "prepare")) return cmd_prepare(argc, argv);
-  if (!strcmp(sub, "export")) return fb_export_main(argc - 1, argv + 1);
-  if (!strcmp(sub, "trace-merge")) return fb_trace_merge_main(argc - 1, argv + 1);
-  if (!strcmp(sub, "compare")) return fb_compare_main(argc - 1, argv + 1);
-  if (!strcmp(sub, "plan")) return fb_plan_main(argc - 1, argv + 1);
-  if (!strcmp(sub, "validate")) return fb_validate_main(argc - 1, argv + 1);
-  if (!strcmp(sub, "calibrate")) return fb_calibrate_main(argc - 1, argv + 1);
-  if (!strcmp(sub, "selftest")) return fb_selftest_main(argc, argv);
   if (!strcmp(sub, "train") || !strcmp(sub, "run")) return cmd_run(argc, argv, 2);
+  const fb_subcommand *c = subcommand(sub);
+  if (c) {
+    const bool help = argc == 3 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"));
+    if (help && !c->own_help) {
+      printf("usage: fsdpbench %s\n  %s\n", c->synopsis, c->summary);
+      return 0;
+    }
+    return c->main(argc, argv);
+  }
   if (sub[0] && sub[0] != '-') {
-    fprintf(stderr, "fsdpbench: error: unknown subcommand '%s' (allowed: train, prepare, plan, "
-                    "compare, validate, calibrate, selftest, export, trace-merge, or flags; see "
-                    "--help)\n", sub);
+    fprintf(stderr, "fsdpbench: error: unknown subcommand '%s' (allowed: train", sub);
+    for (int i = 0; i < (int)(sizeof SUBCOMMANDS / sizeof SUBCOMMANDS[0]); i++)
+      fprintf(stderr, ", %s", SUBCOMMANDS[i].name);
+    fprintf(stderr, ", or flags; see --help)\n");
     return 2;
   }
   return cmd_run(argc, argv, 1);
