@@ -333,7 +333,7 @@ static void test_bad_flags(void) {
   expect_usage("--recompute-layers two", "--recompute-layers", "'two'", "not an integer");
   expect_usage("--trace-steps 1,2", "--trace-steps", "'1,2'", "WAIT,WARMUP,ACTIVE");
   expect_usage("--trace-steps -1,0,1", "--trace-steps", "'-1,0,1'", NULL);
-  expect_usage("--trace-steps 0,0,0", "--trace-steps", "'0,0,0'", NULL);
+  expect_usage("--trace-steps 0,0,-1", "--trace-steps", "'0,0,-1'", NULL);
   expect_usage("--trace-steps 1,2,3,4", "--trace-steps", NULL, NULL);
   expect_usage("--mesh 2x3 --world 4", "--mesh", "'2x3'", "REPLICA*SHARD = 4");
   expect_usage("--mesh 0x4", "--mesh", "'0x4'", ">= 1");

@@ -446,7 +446,8 @@ static void warn_untraced(const fb_run_result *r) {
   fprintf(stderr, "fsdpbench: warning: --trace: no step was traced (--trace-steps %d,%d,%d "
                   "records steps %d..%d; this run did steps %d..%d); no trace written\n",
           c->trace_wait, c->trace_warmup, c->trace_active, fb_step_number(from),
-          fb_step_number(from + c->trace_active - 1), fb_step_number(r->first_step),
+          fb_step_number(c->trace_active > 0 ? from + c->trace_active - 1 : c->steps - 1),
+          fb_step_number(r->first_step),
           fb_step_number(r->first_step + r->nsteps - 1));
 }
 

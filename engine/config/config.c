@@ -54,7 +54,7 @@ void fb_config_defaults(fb_run_config *c) {
       .trace = false,
       .trace_wait = 0,
       .trace_warmup = 1,
-      .trace_active = 2,
+      .trace_active = 0, /* every step after the warm-up: the steps the report summarises */
       .mem_snapshot = false,
       .log_every = 1,
       .quiet = false,

@@ -148,7 +148,7 @@ static const fb_option options[] = {
     {.name = "trace", .group = G_OUT, .kind = FB_OPT_BOOL, FIELD(trace),
      .help = "write a Chrome trace of the traced steps"},
     {.name = "trace-steps", .group = G_OUT, .kind = FB_OPT_TRACE_STEPS, .off = 0, .size = 0,
-     .metavar = "W,U,A", .help = "trace schedule: skip W steps, warm up U, record A"},
+     .metavar = "W,U,A", .help = "trace schedule: skip W steps, warm up U, record A (0: every remaining step; the default 0,1,0 records the steps the report summarises)"},
     {.name = "mem-snapshot", .group = G_OUT, .kind = FB_OPT_BOOL, FIELD(mem_snapshot),
      .help = "write rank<r>_memory_snapshot.pickle (torch.cuda.memory._snapshot format)"},
     {.name = "log-every", .group = G_OUT, .kind = FB_OPT_INT, FIELD(log_every), .metavar = "N",
@@ -274,7 +274,7 @@ static void describe(const fb_option *o, char *buf, size_t n) {
   case FB_OPT_BOOL: snprintf(buf, n, "true or false"); break;
   case FB_OPT_BYTES: snprintf(buf, n, "a size >= 0: bytes or 512K, 512M, 8G, 1.5GiB"); break;
   case FB_OPT_TRACE_STEPS:
-    snprintf(buf, n, "WAIT,WARMUP,ACTIVE: integers >= 0 with ACTIVE >= 1, e.g. 0,1,2");
+    snprintf(buf, n, "WAIT,WARMUP,ACTIVE: integers >= 0 (ACTIVE 0: every remaining step), e.g. 0,1,2");
     break;
   case FB_OPT_STR:
   case FB_OPT_DTYPE:
@@ -502,7 +502,7 @@ fb_status fb_config_check_option(const fb_run_config *c, const fb_option *o) {
          *CAT(c, o, fb_accum_mode) <= FB_ACCUM_NO_REDUCE;
     break;
   case FB_OPT_TRACE_STEPS:
-    ok = c->trace_wait >= 0 && c->trace_warmup >= 0 && c->trace_active >= 1;
+    ok = c->trace_wait >= 0 && c->trace_warmup >= 0 && c->trace_active >= 0;
     break;
   case FB_OPT_RECOMPUTE:
     ok = *CAT(c, o, fb_recompute) >= FB_RECOMPUTE_OFF &&

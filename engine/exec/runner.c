@@ -260,7 +260,8 @@ static fb_status rank_run(rank_ctx *ctx) {
    * rank of this process */
   const bool cupti = c->trace && fb_device_caps_of(dev)->kernel_trace && ctx->index == 0;
   const int cupti_first = c->trace_wait;
-  const int cupti_last = c->trace_wait + c->trace_warmup + c->trace_active - 1;
+  const int cupti_last = c->trace_active > 0 ? c->trace_wait + c->trace_warmup + c->trace_active - 1
+                                             : c->steps - 1;
   bool cupti_on = false;
 
   fb_progress_start(&prog, "train: step", c->steps - sh->start,
