@@ -179,7 +179,7 @@ static void test_measured(void) {
   build(&r, false);
   fb_rank_summary s;
   fb_report_summary(&r, 0, &s);
-  /* measured steps 1 and 2 (walls 2 and 4 ms): median 3 ms, means of 0.75w / 0.6w / 0.25w */
+  /* measured steps 1 and 2 (walls 2 and 4 ms): mean 3 ms, means of 0.75w / 0.6w / 0.25w */
   CHECK_CLOSE(s.step_s, 0.003, 1e-9, 0);
   CHECK_CLOSE(s.compute_s, 0.00225, 1e-9, 0);
   CHECK_CLOSE(s.comm_s, 0.0018, 1e-9, 0); /* 0.5w all-gather + 0.1w reduce-scatter */
@@ -204,7 +204,7 @@ static void test_measured(void) {
   CHECK(strstr(out, "(ms)") && strstr(out, "(global)") && strstr(out, "(MiB)"), "units rows");
   CHECK(strstr(out, "final param sum: 0.10000000000000001\n") != NULL, "17 digits:\n%s", out);
   CHECK(strstr(out, "(pred)") == NULL && strstr(out, "PREDICTED") == NULL, "not predicted");
-  CHECK(strstr(out, "     3.000 ") != NULL, "median step time 3.000 ms in the table");
+  CHECK(strstr(out, "     3.000 ") != NULL, "mean step time 3.000 ms in the table");
   CHECK(strstr(out, "   58.3\n") != NULL, "overlap 58.3 %% in the table");
   CHECK(strstr(out, "all_gather") && strstr(out, "reduce_scatter"), "ledger rows");
   /* step numbers as the step log line prints them (1-based, fb_step_number) */

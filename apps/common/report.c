@@ -23,21 +23,12 @@ static const char *const coll_col[FB_NCOLL] = {
 
 static int first_measured(int nsteps) { return nsteps > 2 ? 1 : 0; }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median_wall(const fb_step_stats *s, int nsteps) {
+static double mean_wall(const fb_step_stats *s, int nsteps) {
   int first = first_measured(nsteps), n = nsteps - first;
   if (n <= 0) return NAN;
-  double *v = malloc((size_t)n * sizeof *v);
-  assert(v && "report: out of host memory");
-  for (int i = 0; i < n; i++) v[i] = s[first + i].wall;
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  double m = (n % 2) ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  free(v);
-  return m;
+  double sum = 0;
+  for (int i = 0; i < n; i++) sum += s[first + i].wall;
+  return sum / n;
 }
 
 static void derive_rates(const fb_run_result *r, fb_rank_summary *o) {
@@ -56,7 +47,7 @@ static void derive_rates(const fb_run_result *r, fb_rank_summary *o) {
 static void rank_summary(const fb_run_result *r, const fb_rank_result *rk, fb_rank_summary *o) {
   memset(o, 0, sizeof *o);
   int first = first_measured(r->nsteps), n = r->nsteps - first;
-  o->step_s = median_wall(rk->steps, r->nsteps);
+  o->step_s = mean_wall(rk->steps, r->nsteps);
   for (int i = first; i < r->nsteps; i++) {
     o->compute_s += rk->steps[i].compute;
     o->comm_s += rk->steps[i].comm;

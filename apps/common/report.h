@@ -5,9 +5,13 @@
  *
  * Conventions used everywhere below:
  *  - "measured steps": every step except the first when there are more than 2 steps (warm-up).
- *  - step time = median over the measured steps of the rank's wall time per step; compute,
+ *  - step time = mean over the measured steps of the rank's wall time per step; compute,
  *    comm and exposed comm are means over the same steps (so exposed <= comm holds for the
- *    means too and overlap stays within [0, 1]).
+ *    means too and overlap stays within [0, 1]), and idle = step - compute - exposed is the
+ *    idle share of those steps' total time, the figure HTA's temporal breakdown computes from
+ *    the run's trace (traces/kineto_trace.h). (A median step time beside mean compute times
+ *    made that idle share off by the steps' spread; tokens / s over the measured steps is
+ *    tokens / mean step time.)
  *  - tokens/s = global tokens per step / step time; tokens/s per rank = that / world.
  *  - TFLOP/s per rank = model FLOPs per step (3 x forward matmul FLOPs) / world / step time;
  *    % peak = that / the device's peak (measured GEMM ceiling on cpu, profile peak on sim).
@@ -20,7 +24,7 @@
  *
  * summary.csv: one row per rank held by this process, then a row with rank "mean".
  *   rank           rank index, or "mean" (mean of the rank rows; tokens_per_s from its step_ms)
- *   step_ms        median step time (ms)
+ *   step_ms        mean step time (ms)
  *   tokens_per_s   global tokens per second
  *   tokens_per_s_rank  tokens per second per rank (global / world)
  *   tflops         achieved TFLOP/s per rank (model FLOPs)
@@ -98,7 +102,7 @@
 
 /* Figures of one rank over the measured steps (seconds, bytes). */
 typedef struct fb_rank_summary {
-  double step_s;           /* median wall */
+  double step_s;           /* mean wall */
   double compute_s, comm_s, exposed_s;  /* means */
   double overlap;          /* NaN when comm_s == 0 */
   double tokens_per_s, tokens_per_s_rank, tflops, peak_pct; /* peak_pct NaN when unknown */
