@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../traces/chrome_trace.h"
+#include "../traces/kineto_trace.h"
 #include "../strategies/strategy.h"
 #include "../traces/memory_snapshot.h"
 #include "../engine/comm/comm.h"
@@ -276,6 +277,7 @@ static int cmd_run(int argc, char **argv, int first) {
   if (st == FB_OK && cfg.out[0]) {
     st = fb_report_write(cfg.out, &res);
     if (st == FB_OK && cfg.trace) st = fb_trace_write(cfg.out, &res);
+    if (st == FB_OK && cfg.trace) st = fb_kineto_write(cfg.out, &res);
     if (st == FB_OK && cfg.mem_snapshot) st = fb_memsnap_write(cfg.out, &res);
     if (st == FB_OK && rank == 0) printf("outputs written under %s/\n", cfg.out);
   }

@@ -51,6 +51,8 @@ typedef struct fb_cuda_module {
   size_t (*cupti_dropped)(void);
   int (*cupti_rank)(void);
   fb_status (*cupti_write_events)(FILE *f, int pid, double epoch_offset_us, bool *first);
+  fb_status (*cupti_write_kineto)(FILE *f, int device_pid, int host_pid, double epoch_offset_us,
+                                  bool *first);
   void (*cupti_clear)(void);
 } fb_cuda_module;
 

@@ -443,3 +443,43 @@ out:
   pthread_mutex_unlock(&g.mu);
   return st;
 }
+
+/* Kineto's names for copies and sets ("Memcpy DtoH (Device -> Pageable)" in PyTorch's traces;
+ * HTA matches the leading "Memcpy" / "Memset"). */
+static const char *kineto_name(const rec *r) {
+  if (r->kind == REC_MEMSET) return "Memset (Device)";
+  if (r->kind != REC_MEMCPY) return r->name;
+  if (!strcmp(r->name, "memcpy HtoD")) return "Memcpy HtoD (Host -> Device)";
+  if (!strcmp(r->name, "memcpy DtoH")) return "Memcpy DtoH (Device -> Host)";
+  if (!strcmp(r->name, "memcpy DtoD")) return "Memcpy DtoD (Device -> Device)";
+  if (!strcmp(r->name, "memcpy PtoP")) return "Memcpy PtoP (Device -> Device)";
+  return "Memcpy";
+}
+
+static long long round_us(double us) { return llround(us); }
+
+fb_status fb_cupti_write_kineto(FILE *f, int device_pid, int host_pid, double epoch_offset_us,
+                                bool *first) {
+  const double epoch_mono_s = (double)mono_ns() * 1e-9 - fb_cpu_clock();
+  static const char *const cat[] = {[REC_KERNEL] = "kernel", [REC_MEMCPY] = "gpu_memcpy",
+                                    [REC_MEMSET] = "gpu_memset", [REC_API] = "cuda_runtime"};
+  pthread_mutex_lock(&g.mu);
+  for (size_t i = 0; i < g.n; i++) {
+    const rec *r = &g.v[i];
+    const long long t0 = round_us(((double)r->start * 1e-9 - epoch_mono_s) * 1e6 + epoch_offset_us);
+    long long t1 = round_us(((double)r->end * 1e-9 - epoch_mono_s) * 1e6 + epoch_offset_us);
+    if (t1 < 0) continue;
+    if (t1 < t0) t1 = t0;
+    const bool dev = r->kind != REC_API;
+    sep(f, first);
+    fprintf(f, "{\"ph\":\"X\",\"cat\":\"%s\",\"name\":", cat[r->kind]);
+    fb_json_str(f, kineto_name(r));
+    fprintf(f, ",\"pid\":%d,\"tid\":%u,\"ts\":%lld,\"dur\":%lld,\"args\":{\"correlation\":%u",
+            dev ? device_pid : host_pid, dev ? r->stream : 1u, t0, t1 - t0, r->corr);
+    if (dev) fprintf(f, ",\"device\":%u,\"stream\":%u", r->device, r->stream);
+    if (r->bytes) fprintf(f, ",\"bytes\":%llu", (unsigned long long)r->bytes);
+    fputs("}}", f);
+  }
+  pthread_mutex_unlock(&g.mu);
+  return FB_OK;
+}

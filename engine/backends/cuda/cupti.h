@@ -46,6 +46,14 @@ int fb_cupti_rank(void);
  * seconds * 1e6 + epoch_offset_us (pass -origin * 1e6 to match events written as t - origin);
  * records that end before 0 are left out. */
 fb_status fb_cupti_write_events(FILE *f, int pid, double epoch_offset_us, bool *first);
+/* The same records in Kineto's shape (traces/kineto_trace.h), for HTA: device activity as
+ * cat "kernel" / "gpu_memcpy" / "gpu_memset" on pid `device_pid`, tid = its CUDA stream, and
+ * the launching calls as cat "cuda_runtime" on pid `host_pid`, tid 1; args device, stream,
+ * correlation (CUPTI's id, shared by a launch and its activity). ts and dur are integer
+ * microseconds: fb_cpu_clock seconds * 1e6 + epoch_offset_us, each end rounded to the
+ * nearest. Records that end before 0 are left out. */
+fb_status fb_cupti_write_kineto(FILE *f, int device_pid, int host_pid, double epoch_offset_us,
+                                bool *first);
 /* Forgets the collected records and the dropped count. */
 void fb_cupti_clear(void);
 

@@ -47,6 +47,7 @@ static const fb_cuda_module table = {
     .cupti_dropped = fb_cupti_dropped,
     .cupti_rank = fb_cupti_rank,
     .cupti_write_events = fb_cupti_write_events,
+    .cupti_write_kineto = fb_cupti_write_kineto,
     .cupti_clear = fb_cupti_clear,
 };
 
