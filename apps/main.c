@@ -20,6 +20,7 @@
 #include "../engine/config/config.h"
 #include "../engine/core/launcher.h"
 #include "../engine/core/json_out.h"
+#include "../engine/core/out_dir.h"
 #include "../engine/core/startup.h"
 #include "compare.h"
 #include "export.h"
@@ -189,6 +190,33 @@ static int list_registry(const char *what) {
   return 0;
 }
 
+static fb_status stopped(void) {
+  return FB_ERR(FB_EINTERRUPTED, "--out: stopped by signal %d while writing the outputs",
+                fb_out_dir_stopped());
+}
+
+static fb_status write_set(const char *dir, const fb_run_config *cfg, const fb_run_result *res) {
+  FB_TRY(fb_report_write(dir, res));
+  if (fb_out_dir_stopped()) return stopped();
+  if (cfg->trace) FB_TRY(fb_trace_write(dir, res));
+  if (fb_out_dir_stopped()) return stopped();
+  if (cfg->trace) FB_TRY(fb_kineto_write(dir, res));
+  if (fb_out_dir_stopped()) return stopped();
+  if (cfg->mem_snapshot) FB_TRY(fb_memsnap_write(dir, res));
+  return FB_OK;
+}
+
+/* The run's --out set, whole or absent (engine/core/out_dir.h): written beside --out and
+ * renamed into place when every file is complete. Under mpi / nccl each process writes its own
+ * ranks' files into --out itself (each file whole; several processes share the folder). */
+static fb_status write_outputs(const fb_run_config *cfg, const fb_run_result *res) {
+  if (res->nranks != res->world) return write_set(cfg->out, cfg, res);
+  fb_out_dir od;
+  FB_TRY(fb_out_dir_begin(&od, cfg->out, "--out"));
+  fb_status st = write_set(fb_out_dir_path(&od), cfg, res);
+  return st == FB_OK ? fb_out_dir_commit(&od) : fb_out_dir_fail(&od, st);
+}
+
 /* A run that failed: the one line, then, in an MPI job, MPI_Abort with the exit code (every
  * process of the job ends; MPI_Finalize could wait forever for a peer stuck in a collective).
  * A stop by signal is the exception: every rank stopped after the same step, together. */
@@ -255,11 +283,13 @@ static int cmd_run(int argc, char **argv, int first) {
     return fail(FB_EUSAGE);
 #endif
   }
-  if (cfg.out[0] && !cfg.dry_run) { /* found now, not after the run */
-    st = fb_mkdir_p(cfg.out);
-    if (st == FB_OK && access(cfg.out, W_OK))
+  if (cfg.out[0] && !cfg.dry_run) { /* found now, not after the run; created only at the end */
+    st = mpi ? fb_mkdir_p(cfg.out) : fb_out_dir_check(cfg.out, "--out");
+    if (st == FB_OK && mpi && access(cfg.out, W_OK))
       st = FB_ERR(FB_EUSAGE, "--out: '%s' is not writable: %s", cfg.out, strerror(errno));
     if (st == FB_OK) st = fb_report_check_out(cfg.out);
+    static const char *const ours[] = {"report.json", "summary.csv", "steps.csv", NULL};
+    if (st == FB_OK && !mpi) st = fb_out_dir_replaceable(cfg.out, ours, "--out");
     if (st != FB_OK) return failed_run(st == FB_EIO ? FB_EUSAGE : st, mpi);
   }
   fb_run_result res;
@@ -275,10 +305,7 @@ static int cmd_run(int argc, char **argv, int first) {
   /* --quiet drops the step lines, never the closing report */
   if (st == FB_OK && rank == 0) fb_report_print(stdout, &res);
   if (st == FB_OK && cfg.out[0]) {
-    st = fb_report_write(cfg.out, &res);
-    if (st == FB_OK && cfg.trace) st = fb_trace_write(cfg.out, &res);
-    if (st == FB_OK && cfg.trace) st = fb_kineto_write(cfg.out, &res);
-    if (st == FB_OK && cfg.mem_snapshot) st = fb_memsnap_write(cfg.out, &res);
+    st = write_outputs(&cfg, &res);
     if (st == FB_OK && rank == 0) printf("outputs written under %s/\n", cfg.out);
   }
   fb_startup_mark("report printed, outputs written");

@@ -105,5 +105,49 @@ else
   fails=$((fails + 1)); echo "FAIL an older checkpoint: $(cat "$T/err")"
 fi
 
+# Whole or absent: a run that cannot finish writing its --out set (a file-size cap, with
+# SIGXFSZ ignored as a shell's `ulimit -f` user sees it: EFBIG; a SIGTERM while the files are
+# written) exits non-zero with one line, keeps the previous set byte for byte, creates no new
+# --out, and leaves nothing beside it.
+sha() { (cd "$1" 2>/dev/null && find . -type f | sort | xargs -r sha256sum | sha256sum); }
+beside() { find "$T/w" -maxdepth 1 -mindepth 1 -name '.*' | head -3; }
+mkdir -p "$T/w"
+sim=(--backend sim --quiet --steps 3 --world 8 --trace --trace-steps 0,0,3 --mem-snapshot)
+whole() { # NAME RC ERR DIR BEFORE: the checks above, on a finished attempt
+  cases=$((cases + 1))
+  local why=""
+  [ "$2" != 0 ] || why="exit 0"
+  [ "$(wc -l <"$3")" -ge 1 ] && grep -q "$(basename "$4")" "$3" || why="$why; no line naming --out"
+  [ "$(sha "$4")" = "$5" ] || why="$why; the set in $4 changed"
+  [ -z "$(beside)" ] || why="$why; left beside --out: $(beside)"
+  if [ -z "$why" ]; then echo "ok   whole or absent: $1"
+  else fails=$((fails + 1)); echo "FAIL whole or absent: $1:$why ($(tail -1 "$3"))"; fi
+}
+if "$B" --backend sim --quiet --steps 2 --world 2 --out "$T/w/o" >/dev/null 2>"$T/err"; then
+  prev=$(sha "$T/w/o")
+  (cd "$T/w" && trap '' XFSZ && ulimit -f 64 && "$B" "${sim[@]}" --out o) >/dev/null 2>"$T/err.cap"
+  whole "ulimit -f over an existing --out" $? "$T/err.cap" "$T/w/o" "$prev"
+  (cd "$T/w" && trap '' XFSZ && ulimit -f 64 && "$B" "${sim[@]}" --out fresh) >/dev/null 2>"$T/err.new"
+  whole "ulimit -f into a new --out" $? "$T/err.new" "$T/w/fresh" ""
+  [ ! -e "$T/w/fresh" ] || { fails=$((fails + 1)); echo "FAIL a failed run created --out"; }
+  # SIGTERM once the report is printed, while the files (a W=8 trace, snapshots) are written
+  "$B" --backend sim --model 1B --steps 6 --world 8 --trace --mem-snapshot --out "$T/w/o" \
+    >"$T/sig.out" 2>"$T/err.sig" & pid=$!
+  for _ in $(seq 1 400); do grep -q '^final param sum' "$T/sig.out" && break; sleep 0.05; done
+  kill -TERM $pid 2>/dev/null; wait $pid; rc=$?
+  if grep -q 'outputs written under' "$T/sig.out"; then
+    echo "skip: SIGTERM while writing (the writing ended before the signal came)"
+  else whole "SIGTERM while writing" $rc "$T/err.sig" "$T/w/o" "$prev"; fi
+  # and a run that succeeds replaces the set whole: no file of the old set is left
+  touch "$T/w/o/stale.csv"
+  cases=$((cases + 1))
+  if "$B" --backend sim --quiet --steps 2 --world 2 --out "$T/w/o" >/dev/null 2>"$T/err" &&
+     [ ! -e "$T/w/o/stale.csv" ] && [ -f "$T/w/o/report.json" ] && [ -z "$(beside)" ]; then
+    echo "ok   a finished run replaces the previous set whole"
+  else fails=$((fails + 1)); echo "FAIL replacing the set: $(ls -A "$T/w" "$T/w/o" | tr '\n' ' ')"; fi
+else
+  fails=$((fails + 1)); echo "FAIL a small sim run into --out: $(cat "$T/err")"
+fi
+
 echo "$cases cases, $fails failed (kinds: $kinds)"
 [ $fails = 0 ]

@@ -28,16 +28,17 @@ static const char *nccl_dtype(fb_dtype t) {
   return t == FB_BF16 ? "bf16" : t == FB_F64 ? "f64" : "f32";
 }
 
-/* The kernel's name: a collective as NCCL names its kernel (HTA classifies a kernel whose
- * name starts with "nccl" as communication), any other op of a compute stream by its own name,
- * and any other op of a comm stream (a staging copy) as "nccl:<op>": the report counts all
- * of a comm stream's time as communication, and HTA must too for the two to agree. */
+/* The kernel's name: a collective as NCCL names its kernel (HTA 0.5 counts a kernel matching
+ * "^nccl.*Kernel" as communication, later versions "^nccl"), any other op of a compute stream
+ * by its own name, and any other op of a comm stream (a staging copy) as
+ * "ncclDevKernel_Stage(<op>)": the report counts all of a comm stream's time as
+ * communication, and HTA must too for the two to agree. */
 static const char *kernel_name(const fb_run_result *r, const fb_rank_result *rk,
                                const fb_rec_op *o, char *buf) {
   if (o->kind != FB_OP_COLL && strncmp(fb_recorder_stream_name(rk->rec, o->stream), "comm", 4))
     return o->name;
   if (o->kind != FB_OP_COLL) {
-    snprintf(buf, NAME_LEN, "nccl:%s", o->name);
+    snprintf(buf, NAME_LEN, "ncclDevKernel_Stage(%s)", o->name);
     return buf;
   }
   static const char *const coll[FB_NCOLL] = {

@@ -1,0 +1,218 @@
+/* An output directory written whole or not at all (out_dir.h). */
+#define _GNU_SOURCE
+#include "out_dir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "json_out.h"
+
+static volatile sig_atomic_t caught; /* SIGINT / SIGTERM seen while a set was open */
+static struct sigaction old_int, old_term;
+
+static void on_signal(int sig) { caught = sig; }
+
+static void hold_signals(fb_out_dir *o) {
+  struct sigaction act = {.sa_handler = on_signal, .sa_flags = SA_RESTART}, ign = {.sa_handler = SIG_IGN};
+  sigemptyset(&act.sa_mask);
+  sigemptyset(&ign.sa_mask);
+  caught = 0;
+  sigaction(SIGINT, &act, &old_int);
+  sigaction(SIGTERM, &act, &old_term);
+  sigaction(SIGXFSZ, &ign, &o->xfsz);
+}
+
+/* Restores the dispositions (a signal caught meanwhile has made the set fail with
+ * FB_EINTERRUPTED: the caller says so in its one line and exits non-zero). */
+static void release_signals(fb_out_dir *o) {
+  sigaction(SIGINT, &old_int, NULL);
+  sigaction(SIGTERM, &old_term, NULL);
+  sigaction(SIGXFSZ, &o->xfsz, NULL);
+  caught = 0;
+}
+
+int fb_out_dir_stopped(void) { return caught; }
+
+fb_status fb_rm_tree(const char *path) {
+  struct stat sb;
+  if (lstat(path, &sb) != 0) return errno == ENOENT ? FB_OK : FB_ERR(FB_EIO, "cannot remove '%s': %s", path, strerror(errno));
+  if (S_ISDIR(sb.st_mode)) {
+    DIR *d = opendir(path);
+    if (!d) return FB_ERR(FB_EIO, "cannot remove '%s': %s", path, strerror(errno));
+    struct dirent *e;
+    fb_status st = FB_OK;
+    while (st == FB_OK && (e = readdir(d))) {
+      if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+      char sub[PATH_MAX];
+      if (snprintf(sub, sizeof sub, "%s/%s", path, e->d_name) >= (int)sizeof sub)
+        st = FB_ERR(FB_EIO, "cannot remove '%s/%s': path too long", path, e->d_name);
+      else st = fb_rm_tree(sub);
+    }
+    closedir(d);
+    if (st != FB_OK) return st;
+    if (rmdir(path) != 0) return FB_ERR(FB_EIO, "cannot remove '%s': %s", path, strerror(errno));
+    return FB_OK;
+  }
+  if (unlink(path) != 0) return FB_ERR(FB_EIO, "cannot remove '%s': %s", path, strerror(errno));
+  return FB_OK;
+}
+
+/* dest without trailing slashes split into parent and name; false for "/", "." or "..". */
+static bool split(const char *dest, char *parent, size_t np, char *name, size_t nn) {
+  char d[4096];
+  snprintf(d, sizeof d, "%s", dest);
+  size_t n = strlen(d);
+  while (n > 1 && d[n - 1] == '/') d[--n] = '\0';
+  char *slash = strrchr(d, '/');
+  const char *base = slash ? slash + 1 : d;
+  if (!*base || !strcmp(base, ".") || !strcmp(base, "..")) return false;
+  snprintf(name, nn, "%s", base);
+  if (!slash) snprintf(parent, np, ".");
+  else if (slash == d) snprintf(parent, np, "/");
+  else {
+    *slash = '\0';
+    snprintf(parent, np, "%s", d);
+  }
+  return true;
+}
+
+/* A fresh directory "<parent>/.<name>.<what>-XXXXXX" into buf. */
+static fb_status temp_sibling(const char *dest, const char *what, char *buf, size_t n,
+                              const char *flag) {
+  char parent[4096], name[1024];
+  if (!split(dest, parent, sizeof parent, name, sizeof name))
+    return FB_ERR(FB_EUSAGE, "%s: '%s' cannot be replaced as a whole (want a directory's name, "
+                  "not '/', '.' or '..')", flag, dest);
+  if ((size_t)snprintf(buf, n, "%s/.%s.%s-XXXXXX", parent, name, what) >= n)
+    return FB_ERR(FB_EUSAGE, "%s: path too long: '%s'", flag, dest);
+  FB_TRY(fb_mkdir_p(parent));
+  if (!mkdtemp(buf))
+    return FB_ERR(errno == EACCES || errno == EROFS ? FB_EUSAGE : FB_EIO,
+                  "%s: cannot create a directory beside '%s': %s", flag, dest, strerror(errno));
+  return FB_OK;
+}
+
+fb_status fb_out_dir_check(const char *dest, const char *flag) {
+  char parent[4096], name[1024];
+  struct stat sb;
+  if (lstat(dest, &sb) == 0 && !S_ISDIR(sb.st_mode))
+    return FB_ERR(FB_EUSAGE, "%s: '%s' exists and is not a directory (want a directory, which "
+                  "is replaced as a whole)", flag, dest);
+  if (!split(dest, parent, sizeof parent, name, sizeof name))
+    return FB_ERR(FB_EUSAGE, "%s: '%s' cannot be replaced as a whole (want a directory's name, "
+                  "not '/', '.' or '..')", flag, dest);
+  while (stat(parent, &sb) != 0) { /* the nearest folder that exists is the one written */
+    char *slash = strrchr(parent, '/');
+    if (!slash) snprintf(parent, sizeof parent, ".");
+    else if (slash == parent) parent[1] = '\0';
+    else *slash = '\0';
+  }
+  if (!S_ISDIR(sb.st_mode) || access(parent, W_OK | X_OK) != 0)
+    return FB_ERR(FB_EUSAGE, "%s: cannot create '%s': '%s' is not a writable directory", flag,
+                  dest, parent);
+  return FB_OK;
+}
+
+fb_status fb_out_dir_replaceable(const char *dest, const char *const *ours, const char *flag) {
+  DIR *d = opendir(dest);
+  if (!d) return FB_OK; /* absent (or not a folder: fb_out_dir_check says so) */
+  struct dirent *e;
+  char other[256] = "";
+  bool mine = false;
+  while (!mine && (e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    for (int i = 0; ours[i] && !mine; i++) mine = !strcmp(e->d_name, ours[i]);
+    if (!mine && !other[0]) snprintf(other, sizeof other, "%s", e->d_name);
+  }
+  closedir(d);
+  if (mine || !other[0]) return FB_OK;
+  return FB_ERR(FB_EUSAGE, "%s: '%s' holds files that are not fsdpbench outputs (e.g. '%s'), "
+                "and the outputs replace the folder as a whole (name a new folder, or one "
+                "fsdpbench wrote)", flag, dest, other);
+}
+
+fb_status fb_out_dir_begin(fb_out_dir *o, const char *dest, const char *flag) {
+  memset(o, 0, sizeof *o);
+  snprintf(o->flag, sizeof o->flag, "%s", flag);
+  if (snprintf(o->dest, sizeof o->dest, "%s", dest) >= (int)sizeof o->dest)
+    return FB_ERR(FB_EUSAGE, "%s: path too long: '%s'", flag, dest);
+  struct stat sb;
+  if (lstat(dest, &sb) == 0 && !S_ISDIR(sb.st_mode))
+    return FB_ERR(FB_EUSAGE, "%s: '%s' exists and is not a directory (want a directory, which "
+                  "is replaced as a whole)", flag, dest);
+  FB_TRY(temp_sibling(dest, "part", o->part, sizeof o->part, flag));
+  hold_signals(o);
+  o->active = true;
+  return FB_OK;
+}
+
+const char *fb_out_dir_path(const fb_out_dir *o) { return o->part; }
+
+void fb_out_dir_abort(fb_out_dir *o) {
+  if (!o->active) return;
+  o->active = false;
+  (void)fb_rm_tree(o->part);
+  release_signals(o);
+}
+
+/* The one line a failed set ends with: what failed, and that dest is as it was. */
+static fb_status left_as_it_was(fb_out_dir *o, fb_status st) {
+  char why[1024];
+  snprintf(why, sizeof why, "%s", fb_error_msg());
+  static const char tail[] = ": nothing was written there"; /* a file's own (files.c) */
+  const size_t n = strlen(why), nt = sizeof tail - 1;
+  if (n > nt && !strcmp(why + n - nt, tail)) why[n - nt] = '\0';
+  const char *in = strstr(why, o->part); /* name the folder the user knows */
+  const int pre = in ? (int)(in - why) : (int)strlen(why);
+  const char *post = in ? in + strlen(o->part) : "";
+  struct stat sb;
+  const bool was = lstat(o->dest, &sb) == 0;
+  fb_out_dir_abort(o);
+  return FB_ERR(st, "%.*s%s%s; %s %s%s", pre, why, in ? o->dest : "", post,
+                was ? "the previous outputs in" : "nothing was written to", o->dest,
+                was ? " are left as they were" : "");
+}
+
+fb_status fb_out_dir_fail(fb_out_dir *o, fb_status st) {
+  if (!o->active) return st;
+  return left_as_it_was(o, st);
+}
+
+fb_status fb_out_dir_commit(fb_out_dir *o) {
+  if (!o->active) return FB_ERR(FB_EINTERNAL, "%s: no output set open", o->flag);
+  if (caught) {
+    (void)FB_ERR(FB_EINTERRUPTED, "%s: stopped by signal %d while writing '%s'", o->flag,
+                 (int)caught, o->dest);
+    return left_as_it_was(o, FB_EINTERRUPTED);
+  }
+  char old[4160] = "";
+  struct stat sb;
+  if (lstat(o->dest, &sb) == 0) {
+    fb_status st = temp_sibling(o->dest, "old", old, sizeof old, o->flag);
+    if (st != FB_OK) return left_as_it_was(o, st);
+    if (rename(o->dest, old) != 0) {
+      int e = errno;
+      rmdir(old);
+      (void)FB_ERR(FB_EIO, "%s: cannot move '%s' aside: %s", o->flag, o->dest, strerror(e));
+      return left_as_it_was(o, FB_EIO);
+    }
+  }
+  if (rename(o->part, o->dest) != 0) {
+    int e = errno;
+    if (old[0]) rename(old, o->dest);
+    (void)FB_ERR(FB_EIO, "%s: cannot move the new outputs to '%s': %s", o->flag, o->dest,
+                 strerror(e));
+    return left_as_it_was(o, FB_EIO);
+  }
+  o->active = false;
+  fb_status st = old[0] ? fb_rm_tree(old) : FB_OK;
+  release_signals(o);
+  return st;
+}

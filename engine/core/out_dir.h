@@ -1,0 +1,67 @@
+/* An output directory written whole or not at all: a command writes its set of files into a
+ * temporary sibling of the destination (".<name>.part-XXXXXX" in the same parent, so a rename
+ * moves it), and fb_out_dir_commit puts the set in place only when every file is complete:
+ * the old directory is renamed aside (".<name>.old-XXXXXX"), the new one renamed in, the old
+ * one removed. On failure (a write error: disk full, EFBIG under `ulimit -f`; a SIGINT or
+ * SIGTERM while writing) fb_out_dir_abort removes the temporary and the destination stays as
+ * it was, or absent. Nothing is left beside the destination either way.
+ *
+ * Signals: between begin and commit/abort, SIGINT and SIGTERM are caught (noted, not
+ * fatal) and SIGXFSZ is ignored, so a write past a file-size limit fails with EFBIG and a
+ * stop request cannot kill the process half-way through a file. A caught signal makes commit
+ * refuse (FB_EINTERRUPTED, exit 1 like a run stopped between steps), and a writer may stop
+ * early between files (fb_out_dir_stopped). The window is the writing of a finished run's
+ * files (seconds), not the run; the previous dispositions come back with commit / abort.
+ *
+ * One set per process at a time. It does not decide which files go in the set. */
+#ifndef FB_OUT_DIR_H
+#define FB_OUT_DIR_H
+#include <signal.h>
+#include <stdbool.h>
+
+#include "status.h"
+
+typedef struct fb_out_dir {
+  char dest[4096];   /* the directory the user named */
+  char part[4160];   /* where the set is written until commit */
+  char flag[48];     /* the flag that named dest, for messages ("--out") */
+  sigset_t held;     /* the signal mask before begin */
+  struct sigaction xfsz;
+  bool active;
+} fb_out_dir;
+
+/* Before the work: FB_OK when a set can be written at dest (dest absent or a directory, and
+ * the nearest existing folder above it writable); else FB_EUSAGE naming flag. Creates nothing. */
+fb_status fb_out_dir_check(const char *dest, const char *flag);
+/* Whether the folder dest may be replaced: FB_OK when it is absent or empty, or holds one of
+ * the names `ours` (NULL-terminated: the files the command writes, so a folder it wrote
+ * before); else FB_EUSAGE naming flag and one of the other entries: a folder of the user's own
+ * files ($HOME, a project) is never swept away. */
+fb_status fb_out_dir_replaceable(const char *dest, const char *const *ours, const char *flag);
+/* Creates the temporary sibling of `dest` (its parent must exist or is created) and holds the
+ * signals. FB_EUSAGE naming `flag` when dest exists and is not a directory, or its parent is
+ * not writable. */
+fb_status fb_out_dir_begin(fb_out_dir *o, const char *dest, const char *flag);
+/* Where to write the set's files (the temporary directory). */
+const char *fb_out_dir_path(const fb_out_dir *o);
+/* Renames the set into place (replacing a previous directory at dest) and releases the
+ * signals. On failure (or a held SIGINT/SIGTERM) the temporary is removed and dest is left
+ * as it was. */
+fb_status fb_out_dir_commit(fb_out_dir *o);
+/* For a set that failed with st (already set with its message): removes the temporary,
+ * releases the signals and returns st with the message extended by what became of dest
+ * ("...; the previous outputs there are left as they were" / "...; nothing was written
+ * there"). */
+fb_status fb_out_dir_fail(fb_out_dir *o, fb_status st);
+/* Removes the temporary and releases the signals; dest is untouched. Safe to call twice. */
+void fb_out_dir_abort(fb_out_dir *o);
+
+/* The signal caught since begin (SIGINT, SIGTERM), 0 if none: a writer checks it between
+ * files and gives up with FB_EINTERRUPTED. */
+int fb_out_dir_stopped(void);
+
+/* Removes a directory tree (files, symbolic links and subdirectories; never follows a link).
+ * FB_EIO naming the first entry that could not be removed. */
+fb_status fb_rm_tree(const char *path);
+
+#endif
