@@ -211,8 +211,11 @@ static fb_status write_set(const char *dir, const fb_run_config *cfg, const fb_r
  * ranks' files into --out itself (each file whole; several processes share the folder). */
 static fb_status write_outputs(const fb_run_config *cfg, const fb_run_result *res) {
   if (res->nranks != res->world) return write_set(cfg->out, cfg, res);
+  static const char *const ours[] = {"summary.csv", "steps.csv", "memory.csv", "ledger.csv",
+                                      "report.json", "trace.json", FB_KINETO_DIR,
+                                      "memory_snapshot.pickle", NULL};
   fb_out_dir od;
-  FB_TRY(fb_out_dir_begin(&od, cfg->out, "--out"));
+  FB_TRY(fb_out_dir_begin(&od, cfg->out, ours, "--out"));
   fb_status st = write_set(fb_out_dir_path(&od), cfg, res);
   return st == FB_OK ? fb_out_dir_commit(&od) : fb_out_dir_fail(&od, st);
 }
@@ -288,8 +291,6 @@ static int cmd_run(int argc, char **argv, int first) {
     if (st == FB_OK && mpi && access(cfg.out, W_OK))
       st = FB_ERR(FB_EUSAGE, "--out: '%s' is not writable: %s", cfg.out, strerror(errno));
     if (st == FB_OK) st = fb_report_check_out(cfg.out);
-    static const char *const ours[] = {"report.json", "summary.csv", "steps.csv", NULL};
-    if (st == FB_OK && !mpi) st = fb_out_dir_replaceable(cfg.out, ours, "--out");
     if (st != FB_OK) return failed_run(st == FB_EIO ? FB_EUSAGE : st, mpi);
   }
   fb_run_result res;

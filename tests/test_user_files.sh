@@ -138,12 +138,14 @@ if "$B" --backend sim --quiet --steps 2 --world 2 --out "$T/w/o" >/dev/null 2>"$
   if grep -q 'outputs written under' "$T/sig.out"; then
     echo "skip: SIGTERM while writing (the writing ended before the signal came)"
   else whole "SIGTERM while writing" $rc "$T/err.sig" "$T/w/o" "$prev"; fi
-  # and a run that succeeds replaces the set whole: no file of the old set is left
-  touch "$T/w/o/stale.csv"
+  # and a run that succeeds replaces the set whole: no file of the old set is left (a trace
+  # this run does not write), while the user's own files there stay
+  echo '{}' >"$T/w/o/trace.json"; echo "mine" >"$T/w/o/notes.txt"
   cases=$((cases + 1))
   if "$B" --backend sim --quiet --steps 2 --world 2 --out "$T/w/o" >/dev/null 2>"$T/err" &&
-     [ ! -e "$T/w/o/stale.csv" ] && [ -f "$T/w/o/report.json" ] && [ -z "$(beside)" ]; then
-    echo "ok   a finished run replaces the previous set whole"
+     [ ! -e "$T/w/o/trace.json" ] && [ -f "$T/w/o/report.json" ] && [ -z "$(beside)" ] &&
+     [ "$(cat "$T/w/o/notes.txt")" = mine ]; then
+    echo "ok   a finished run replaces the previous set whole and keeps the user's files"
   else fails=$((fails + 1)); echo "FAIL replacing the set: $(ls -A "$T/w" "$T/w/o" | tr '\n' ' ')"; fi
 else
   fails=$((fails + 1)); echo "FAIL a small sim run into --out: $(cat "$T/err")"

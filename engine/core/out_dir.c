@@ -120,26 +120,54 @@ fb_status fb_out_dir_check(const char *dest, const char *flag) {
   return FB_OK;
 }
 
-fb_status fb_out_dir_replaceable(const char *dest, const char *const *ours, const char *flag) {
-  DIR *d = opendir(dest);
-  if (!d) return FB_OK; /* absent (or not a folder: fb_out_dir_check says so) */
-  struct dirent *e;
-  char other[256] = "";
-  bool mine = false;
-  while (!mine && (e = readdir(d))) {
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-    for (int i = 0; ours[i] && !mine; i++) mine = !strcmp(e->d_name, ours[i]);
-    if (!mine && !other[0]) snprintf(other, sizeof other, "%s", e->d_name);
+/* Whether `name` is one of the set's names, alone or behind a "rank<N>_" prefix. */
+static bool owned(const char *const *ours, const char *name) {
+  if (!ours) return true;
+  if (!strncmp(name, "rank", 4)) {
+    const char *p = name + 4;
+    while (*p >= '0' && *p <= '9') p++;
+    if (p > name + 4 && *p == '_') name = p + 1;
   }
-  closedir(d);
-  if (mine || !other[0]) return FB_OK;
-  return FB_ERR(FB_EUSAGE, "%s: '%s' holds files that are not fsdpbench outputs (e.g. '%s'), "
-                "and the outputs replace the folder as a whole (name a new folder, or one "
-                "fsdpbench wrote)", flag, dest, other);
+  for (int i = 0; ours[i]; i++)
+    if (!strcmp(name, ours[i])) return true;
+  return false;
 }
 
-fb_status fb_out_dir_begin(fb_out_dir *o, const char *dest, const char *flag) {
+/* Moves the entries of dest that are not the set's (the user's own files beside it) into the
+ * new set, so the swap keeps them; on failure moves back what it moved. */
+static fb_status carry_over(fb_out_dir *o) {
+  DIR *d = opendir(o->dest);
+  if (!d) return FB_OK;
+  char moved[64][256];
+  int nm = 0;
+  fb_status st = FB_OK;
+  struct dirent *e;
+  while (st == FB_OK && (e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || owned(o->ours, e->d_name)) continue;
+    char from[PATH_MAX + 4416], to[PATH_MAX + 4416];
+    snprintf(from, sizeof from, "%s/%s", o->dest, e->d_name);
+    snprintf(to, sizeof to, "%s/%s", o->part, e->d_name);
+    struct stat sb;
+    if (lstat(to, &sb) == 0) continue; /* the new set has one: it wins */
+    if (nm == 64 || strlen(e->d_name) >= sizeof moved[0] || rename(from, to) != 0)
+      st = FB_ERR(FB_EIO, "%s: cannot keep '%s' in the new outputs: %s", o->flag, from,
+                  nm == 64 ? "too many files of other programs there" : strerror(errno));
+    else snprintf(moved[nm++], sizeof moved[0], "%s", e->d_name);
+  }
+  closedir(d);
+  for (int i = 0; st != FB_OK && i < nm; i++) {
+    char from[PATH_MAX + 4416], to[PATH_MAX + 4416];
+    snprintf(from, sizeof from, "%s/%.255s", o->part, moved[i]);
+    snprintf(to, sizeof to, "%s/%.255s", o->dest, moved[i]);
+    (void)rename(from, to);
+  }
+  return st;
+}
+
+fb_status fb_out_dir_begin(fb_out_dir *o, const char *dest, const char *const *ours,
+                           const char *flag) {
   memset(o, 0, sizeof *o);
+  o->ours = ours;
   snprintf(o->flag, sizeof o->flag, "%s", flag);
   if (snprintf(o->dest, sizeof o->dest, "%s", dest) >= (int)sizeof o->dest)
     return FB_ERR(FB_EUSAGE, "%s: path too long: '%s'", flag, dest);
@@ -195,7 +223,9 @@ fb_status fb_out_dir_commit(fb_out_dir *o) {
   char old[4160] = "";
   struct stat sb;
   if (lstat(o->dest, &sb) == 0) {
-    fb_status st = temp_sibling(o->dest, "old", old, sizeof old, o->flag);
+    fb_status st = carry_over(o);
+    if (st != FB_OK) return left_as_it_was(o, st);
+    st = temp_sibling(o->dest, "old", old, sizeof old, o->flag);
     if (st != FB_OK) return left_as_it_was(o, st);
     if (rename(o->dest, old) != 0) {
       int e = errno;

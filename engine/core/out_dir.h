@@ -25,6 +25,7 @@ typedef struct fb_out_dir {
   char dest[4096];   /* the directory the user named */
   char part[4160];   /* where the set is written until commit */
   char flag[48];     /* the flag that named dest, for messages ("--out") */
+  const char *const *ours; /* the set's file names (fb_out_dir_begin) */
   sigset_t held;     /* the signal mask before begin */
   struct sigaction xfsz;
   bool active;
@@ -33,15 +34,14 @@ typedef struct fb_out_dir {
 /* Before the work: FB_OK when a set can be written at dest (dest absent or a directory, and
  * the nearest existing folder above it writable); else FB_EUSAGE naming flag. Creates nothing. */
 fb_status fb_out_dir_check(const char *dest, const char *flag);
-/* Whether the folder dest may be replaced: FB_OK when it is absent or empty, or holds one of
- * the names `ours` (NULL-terminated: the files the command writes, so a folder it wrote
- * before); else FB_EUSAGE naming flag and one of the other entries: a folder of the user's own
- * files ($HOME, a project) is never swept away. */
-fb_status fb_out_dir_replaceable(const char *dest, const char *const *ours, const char *flag);
 /* Creates the temporary sibling of `dest` (its parent must exist or is created) and holds the
- * signals. FB_EUSAGE naming `flag` when dest exists and is not a directory, or its parent is
- * not writable. */
-fb_status fb_out_dir_begin(fb_out_dir *o, const char *dest, const char *flag);
+ * signals. `ours` (NULL-terminated; NULL: every entry) names the files the set consists of,
+ * alone or behind a "rank<N>_" prefix: at commit, those of the old set are replaced (or, when
+ * the new set lacks one, removed with it), and any other entry of dest (the user's own notes,
+ * logs) is carried into the new set. FB_EUSAGE naming `flag` when dest exists and is not a
+ * directory, or its parent is not writable. */
+fb_status fb_out_dir_begin(fb_out_dir *o, const char *dest, const char *const *ours,
+                           const char *flag);
 /* Where to write the set's files (the temporary directory). */
 const char *fb_out_dir_path(const fb_out_dir *o);
 /* Renames the set into place (replacing a previous directory at dest) and releases the
