@@ -71,6 +71,7 @@
 #include "../strategies/strategy.h"
 #include "../traces/chrome_trace.h"
 #include "../engine/core/json_out.h"
+#include "../engine/core/out_dir.h"
 #include "../engine/config/config.h"
 #include "common/report.h"
 #include "../engine/sim/hardware.h"
@@ -775,8 +776,22 @@ int fb_compare_main(int argc, char **argv) {
     rc = 1;
     goto done;
   }
+  /* the set is written beside --out and renamed into place at the end, whole or absent
+   * (engine/core/out_dir.h); p->out names the temporary meanwhile */
+  static const char *const ours[] = {"compare.csv", "compare_steps.csv", "memory_timeline.csv",
+                                     "runs", NULL};
+  char dest[sizeof p->out];
+  snprintf(dest, sizeof dest, "%s", p->out);
+  fb_out_dir od = {0};
+  st = fb_out_dir_check(dest, "--out");
+  if (st == FB_OK) st = fb_out_dir_begin(&od, dest, ours, "--out");
+  if (st == FB_OK && snprintf(p->out, sizeof p->out, "%s", fb_out_dir_path(&od)) >= (int)sizeof p->out)
+    st = fb_out_dir_fail(&od, FB_ERR(FB_EUSAGE, "--out: path too long: '%s'", dest));
   cmp_files files;
-  st = open_files(p, &files);
+  if (st == FB_OK) {
+    st = open_files(p, &files);
+    if (st != FB_OK) st = fb_out_dir_fail(&od, st);
+  }
   if (st != FB_OK) {
     fprintf(stderr, "fsdpbench compare: error: %s\n", fb_error_msg());
     rc = st == FB_EUSAGE ? 2 : 1;
@@ -786,9 +801,10 @@ int fb_compare_main(int argc, char **argv) {
   print_head(stdout, p);
   int ok = 0;
   fb_status write_st = FB_OK;
+  char werr[1024] = "";
   fb_progress prog; /* stderr: in place on a terminal, else a line every few seconds */
   fb_progress_start(&prog, "compare: run", nruns, true);
-  for (int i = 0; i < nruns; i++) {
+  for (int i = 0; i < nruns && !fb_out_dir_stopped(); i++) {
     cmp_row *row = &rows[i];
     row->run = i + 1;
     row->point = i / p->nstrategies;
@@ -798,9 +814,9 @@ int fb_compare_main(int argc, char **argv) {
     fb_progress_update(&prog, i, now);
     fb_status wst = run_one(p, row, &files);
     fb_progress_clear(&prog);
-    if (wst != FB_OK && write_st == FB_OK) {
+    if (wst != FB_OK && write_st == FB_OK) { /* said once, at the end */
       write_st = wst;
-      fprintf(stderr, "fsdpbench compare: error: %s\n", fb_error_msg());
+      snprintf(werr, sizeof werr, "%s", fb_error_msg());
     }
     if (row->figures) ok++;
     if (row->st == FB_OK) {
@@ -819,13 +835,18 @@ int fb_compare_main(int argc, char **argv) {
   }
   fb_progress_end(&prog);
   st = close_files(&files);
-  if (st != FB_OK && write_st == FB_OK) {
-    write_st = st;
-    fprintf(stderr, "fsdpbench compare: error: %s\n", fb_error_msg());
-  }
+  if (st != FB_OK && write_st == FB_OK) write_st = st;
+  else if (write_st != FB_OK) (void)FB_ERR(write_st, "%s", werr);
+  if (write_st == FB_OK && fb_out_dir_stopped())
+    write_st = FB_ERR(FB_EINTERRUPTED, "--out: stopped by signal %d", fb_out_dir_stopped());
+  if (write_st == FB_OK) write_st = fb_out_dir_commit(&od);
+  else write_st = fb_out_dir_fail(&od, write_st);
+  snprintf(p->out, sizeof p->out, "%s", dest);
+  if (write_st != FB_OK) fprintf(stderr, "fsdpbench compare: error: %s\n", fb_error_msg());
   print_why(stdout, rows, nruns);
-  printf("\n%d of %d runs completed; records in %s/compare.csv, compare_steps.csv, "
-         "memory_timeline.csv, runs/\n", ok, nruns, p->out);
+  printf("\n%d of %d runs completed; records %s %s/compare.csv, compare_steps.csv, "
+         "memory_timeline.csv, runs/\n", ok, nruns, write_st == FB_OK ? "in" : "not written to",
+         p->out);
   if (!ok) fprintf(stderr, "fsdpbench compare: error: no run completed\n");
   rc = (!ok || write_st != FB_OK) ? 1 : 0;
 done:

@@ -8,6 +8,7 @@
 
 #include "../traces/chrome_trace.h"
 #include "../engine/core/files.h"
+#include "../engine/core/out_dir.h"
 #include "../engine/core/json_out.h"
 #include "../engine/backends/registry.h"
 #include "../engine/device/device.h"
@@ -191,6 +192,17 @@ static bool cuda_not_built(int argc, char **argv) {
   return false;
 }
 
+struct outputs {
+  const fb_run_result *m, *p;
+  const op_row *rows;
+  int nrows;
+};
+
+static fb_status write_set(const char *dir, void *ctx) {
+  const struct outputs *o = ctx;
+  return write_outputs(dir, o->m, o->p, o->rows, o->nrows);
+}
+
 int fb_validate_main(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (!strncmp(argv[i], "--dataset", 9)) return fb_validate_dataset_main(argc, argv);
@@ -226,7 +238,9 @@ int fb_validate_main(int argc, char **argv) {
   if (st == FB_OK) {
     if (strcmp(gpu, c.backend)) printf("# the GPU: %s\n", gpu);
     print_table(&m, &p, &c, rows, nrows, mismatched);
-    st = write_outputs(c.out, &m, &p, rows, nrows);
+    struct outputs o = {&m, &p, rows, nrows}; /* whole or absent (engine/core/out_dir.h) */
+    static const char *const ours[] = {"trace.json", "validate.csv", NULL};
+    st = fb_out_dir_write(c.out, ours, "--out", write_set, &o);
   }
   fb_run_result_free(&m);
   fb_run_result_free(&p);

@@ -246,3 +246,14 @@ fb_status fb_out_dir_commit(fb_out_dir *o) {
   release_signals(o);
   return st;
 }
+
+fb_status fb_out_dir_write(const char *dest, const char *const *ours, const char *flag,
+                           fb_status (*write)(const char *dir, void *ctx), void *ctx) {
+  fb_out_dir o;
+  FB_TRY(fb_out_dir_begin(&o, dest, ours, flag));
+  fb_status st = write(fb_out_dir_path(&o), ctx);
+  if (st == FB_OK && fb_out_dir_stopped())
+    st = FB_ERR(FB_EINTERRUPTED, "%s: stopped by signal %d while writing the outputs", flag,
+                fb_out_dir_stopped());
+  return st == FB_OK ? fb_out_dir_commit(&o) : fb_out_dir_fail(&o, st);
+}

@@ -56,6 +56,10 @@ fb_status fb_out_dir_fail(fb_out_dir *o, fb_status st);
 /* Removes the temporary and releases the signals; dest is untouched. Safe to call twice. */
 void fb_out_dir_abort(fb_out_dir *o);
 
+/* The whole sequence for a writer that is one call: begin, write(part, ctx), then commit, or
+ * fail with write's status (or FB_EINTERRUPTED when a signal came meanwhile). */
+fb_status fb_out_dir_write(const char *dest, const char *const *ours, const char *flag,
+                           fb_status (*write)(const char *dir, void *ctx), void *ctx);
 /* The signal caught since begin (SIGINT, SIGTERM), 0 if none: a writer checks it between
  * files and gives up with FB_EINTERRUPTED. */
 int fb_out_dir_stopped(void);
