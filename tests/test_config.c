@@ -94,7 +94,7 @@ static void test_defaults(void) {
   CHECK(c.recompute == FB_RECOMPUTE_OFF && c.recompute_layers == 0, "recompute");
   CHECK(c.threads == 0 && c.mem_limit == 0 && c.timeout_s == 600 && !c.out[0] && !c.trace,
         "resources");
-  CHECK(c.trace_wait == 0 && c.trace_warmup == 1 && c.trace_active == 2 && !c.mem_snapshot &&
+  CHECK(c.trace_wait == 0 && c.trace_warmup == 1 && c.trace_active == 0 && !c.mem_snapshot &&
             c.log_every == 1 && !c.quiet,
         "trace");
   /* finalize resolves the derived defaults against the model */

@@ -24,7 +24,7 @@ for s in zero3 fsdp; do
   runs+=("$T/cpu-$s")
 done
 for d in "${runs[@]}"; do
-  n=$(ls "$d/hta" | grep -c '^rank-[0-9]*\.json$')
+  n=$(find "$d/hta" -maxdepth 1 -name "rank-*.json" | wc -l)
   [ "$n" = "$(python3 -c "import json; print(json.load(open('$d/report.json'))['world'])")" ] ||
     { echo "FAIL $d: $n per-rank files in hta/"; exit 1; }
 done

@@ -11,7 +11,7 @@ no() { fails=$((fails + 1)); echo "FAIL $*"; }
 "$BIN" no-such-subcommand >/dev/null 2>"$T/err"; rc=$?
 [ "$rc" = 2 ] || no "an unknown subcommand exited $rc, want 2"
 names=$(sed -n 's/.*(allowed: \(.*\), or flags.*/\1/p' "$T/err" | tr -d ',')
-[ "$(echo $names | wc -w)" -ge 8 ] || no "the registry lists too few subcommands: '$names'"
+[ "$(echo "$names" | wc -w)" -ge 8 ] || no "the registry lists too few subcommands: '$names'"
 "$BIN" --help >"$T/top" 2>/dev/null || no "fsdpbench --help exited non-zero"
 for c in $names; do
   for h in --help -h; do
@@ -22,5 +22,5 @@ for c in $names; do
   done
   [ "$c" = train ] || grep -q "fsdpbench $c" "$T/top" || no "fsdpbench --help does not list '$c'"
 done
-echo "$(echo $names | wc -w) subcommands answer --help and -h; $fails failed"
+echo "$(echo "$names" | wc -w) subcommands answer --help and -h; $fails failed"
 [ $fails = 0 ]

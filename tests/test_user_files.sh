@@ -112,6 +112,7 @@ fi
 sha() { (cd "$1" 2>/dev/null && find . -type f | sort | xargs -r sha256sum | sha256sum); }
 beside() { find "$T/w" -maxdepth 1 -mindepth 1 -name '.*' | head -3; }
 mkdir -p "$T/w"
+# shellcheck disable=SC2054 # 0,0,3 is one argument
 sim=(--backend sim --quiet --steps 3 --world 8 --trace --trace-steps 0,0,3 --mem-snapshot)
 whole() { # NAME RC ERR DIR BEFORE: the checks above, on a finished attempt
   cases=$((cases + 1))
@@ -146,7 +147,7 @@ if "$B" --backend sim --quiet --steps 2 --world 2 --out "$T/w/o" >/dev/null 2>"$
      [ ! -e "$T/w/o/trace.json" ] && [ -f "$T/w/o/report.json" ] && [ -z "$(beside)" ] &&
      [ "$(cat "$T/w/o/notes.txt")" = mine ]; then
     echo "ok   a finished run replaces the previous set whole and keeps the user's files"
-  else fails=$((fails + 1)); echo "FAIL replacing the set: $(ls -A "$T/w" "$T/w/o" | tr '\n' ' ')"; fi
+  else fails=$((fails + 1)); echo "FAIL replacing the set: $(find "$T/w" -maxdepth 2 | tr "\n" " ")"; fi
 else
   fails=$((fails + 1)); echo "FAIL a small sim run into --out: $(cat "$T/err")"
 fi
