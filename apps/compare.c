@@ -70,6 +70,7 @@
 
 #include "../strategies/strategy.h"
 #include "../traces/chrome_trace.h"
+#include "../traces/kineto_trace.h"
 #include "../engine/core/json_out.h"
 #include "../engine/core/out_dir.h"
 #include "../engine/config/config.h"
@@ -524,6 +525,7 @@ static fb_status run_one(const cmp_plan *p, cmp_row *row, const cmp_files *files
   snprintf(dir, sizeof dir, "%s/runs/%03d-%s", p->out, row->run, row->strategy);
   st = fb_report_write(dir, &res);
   if (st == FB_OK && cfg.trace) st = fb_trace_write(dir, &res);
+  if (st == FB_OK && cfg.trace) st = fb_kineto_write(dir, &res);
   fb_run_result_free(&res);
   return st;
 }
