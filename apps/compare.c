@@ -72,6 +72,7 @@
 #include "../traces/chrome_trace.h"
 #include "../traces/kineto_trace.h"
 #include "../engine/core/json_out.h"
+#include "../engine/core/files.h"
 #include "../engine/core/out_dir.h"
 #include "../engine/config/config.h"
 #include "common/report.h"
@@ -786,6 +787,9 @@ int fb_compare_main(int argc, char **argv) {
   snprintf(dest, sizeof dest, "%s", p->out);
   fb_out_dir od = {0};
   st = fb_out_dir_check(dest, "--out");
+  static const char *const files_of[] = {"compare.csv", "compare_steps.csv",
+                                          "memory_timeline.csv", NULL}; /* regular files */
+  if (st == FB_OK) st = fb_check_output_dir(dest, files_of, "--out"); /* a FIFO is the user's */
   if (st == FB_OK) st = fb_out_dir_begin(&od, dest, ours, "--out");
   if (st == FB_OK && snprintf(p->out, sizeof p->out, "%s", fb_out_dir_path(&od)) >= (int)sizeof p->out)
     st = fb_out_dir_fail(&od, FB_ERR(FB_EUSAGE, "--out: path too long: '%s'", dest));
