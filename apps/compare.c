@@ -791,7 +791,8 @@ int fb_compare_main(int argc, char **argv) {
                                           "memory_timeline.csv", NULL}; /* regular files */
   if (st == FB_OK) st = fb_check_output_dir(dest, files_of, "--out"); /* a FIFO is the user's */
   if (st == FB_OK) st = fb_out_dir_begin(&od, dest, ours, "--out");
-  if (st == FB_OK && snprintf(p->out, sizeof p->out, "%s", fb_out_dir_path(&od)) >= (int)sizeof p->out)
+  if (st == FB_OK &&
+      snprintf(p->out, sizeof p->out, "%s", fb_out_dir_path(&od)) >= (int)sizeof p->out)
     st = fb_out_dir_fail(&od, FB_ERR(FB_EUSAGE, "--out: path too long: '%s'", dest));
   cmp_files files;
   if (st == FB_OK) {

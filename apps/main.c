@@ -144,8 +144,9 @@ static void print_subcommands(FILE *f) {
   for (int i = 0; i < (int)(sizeof SUBCOMMANDS / sizeof SUBCOMMANDS[0]); i++) {
     char syn[96];
     snprintf(syn, sizeof syn, "fsdpbench %s", SUBCOMMANDS[i].synopsis);
-    if (strlen(syn) > 33) fprintf(f, "       %s\n       %-33s %s\n", syn, "", SUBCOMMANDS[i].summary);
-    else fprintf(f, "       %-33s %s\n", syn, SUBCOMMANDS[i].summary);
+    if (strlen(syn) > 33) fprintf(f, "       %s\n       %-33s", syn, ""); /* long: 2 lines */
+    else fprintf(f, "       %-33s", syn);
+    fprintf(f, " %s\n", SUBCOMMANDS[i].summary);
   }
 }
 
@@ -246,7 +247,8 @@ static int cmd_run(int argc, char **argv, int first) {
   if (action == FB_CLI_HELP) {
     printf("usage: fsdpbench [train] [flags]      train / simulate one configuration\n");
     print_subcommands(stdout);
-    printf("       fsdpbench --list-strategies | --list-backends   the registries, one name per line\n"
+    printf("       fsdpbench --list-strategies | --list-backends   the registries, one name per "
+           "line\n"
            "       fsdpbench SUBCOMMAND --help    a subcommand's own usage\n\n"
            "exit codes: 0 ok; 1 runtime failure; 2 bad usage, configuration or input (one line "
            "naming it); 3 does not fit in memory; 4 timeout or peer failure\n"

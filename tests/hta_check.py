@@ -32,7 +32,8 @@ def check(out):
             worst_ov = max(worst_ov, abs(row["comp_comm_overlap_pctg"] - 100 * mine["overlap"]))
     for _, row in tb.iterrows():
         mine = ranks[int(row["rank"])]
-        idle = 100 * max(0.0, mine["step_ms"] - mine["compute_ms"] - mine["exposed_ms"]) / mine["step_ms"]
+        busy = mine["compute_ms"] + mine["exposed_ms"]
+        idle = 100 * max(0.0, mine["step_ms"] - busy) / mine["step_ms"]
         worst_idle = max(worst_idle, abs(float(row["idle_time_pctg"]) - idle))
     if worst_ov > 1.0:
         bad.append(f"overlap differs by {worst_ov:.2f} points (want <= 1)")

@@ -142,7 +142,8 @@ static void put_device(FILE *f, bool *first, const fb_run_result *r, const fb_ra
   for (int tr = 0; tr < fb_recorder_nstreams(rk->rec); tr++) {
     if (!device_track(rk->rec, tr)) continue;
     char nm[64];
-    snprintf(nm, sizeof nm, "stream %d (%s)", STREAM_BASE + tr, fb_recorder_stream_name(rk->rec, tr));
+    snprintf(nm, sizeof nm, "stream %d (%s)", STREAM_BASE + tr,
+             fb_recorder_stream_name(rk->rec, tr));
     put_meta(f, first, "thread_name", dev, STREAM_BASE + tr, nm);
   }
   for (int64_t i = 0; i < n; i++)

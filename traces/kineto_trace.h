@@ -18,8 +18,9 @@
  *    it applies in args.module; a collective is named like NCCL's kernel
  *    ("ncclDevKernel_AllGather_RING_LL(...)"), which is how HTA tells communication from
  *    computation, and so is another op of a comm stream ("ncclDevKernel_Stage(zero3.stage)",
- *    a staging copy), since the report counts the comm stream's time as communication. On cuda with CUPTI the device side is CUPTI's own records instead (real
- *    kernel names, "gpu_memcpy" / "gpu_memset", "cuda_runtime" launches).
+ *    a staging copy), since the report counts the comm stream's time as communication.
+ *    On cuda with CUPTI the device side is CUPTI's own records instead (real kernel names,
+ *    "gpu_memcpy" / "gpu_memset", "cuda_runtime" launches).
  *  - one "cuda_runtime" cudaLaunchKernel per kernel on the rank's host thread, at the
  *    kernel's start, with the kernel's correlation id (zero length: the recorder does not
  *    keep issue times);

@@ -4,7 +4,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +19,8 @@ static struct sigaction old_int, old_term;
 static void on_signal(int sig) { caught = sig; }
 
 static void hold_signals(fb_out_dir *o) {
-  struct sigaction act = {.sa_handler = on_signal, .sa_flags = SA_RESTART}, ign = {.sa_handler = SIG_IGN};
+  struct sigaction act = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
+  struct sigaction ign = {.sa_handler = SIG_IGN};
   sigemptyset(&act.sa_mask);
   sigemptyset(&ign.sa_mask);
   caught = 0;
@@ -42,7 +42,9 @@ int fb_out_dir_stopped(void) { return caught; }
 
 fb_status fb_rm_tree(const char *path) {
   struct stat sb;
-  if (lstat(path, &sb) != 0) return errno == ENOENT ? FB_OK : FB_ERR(FB_EIO, "cannot remove '%s': %s", path, strerror(errno));
+  if (lstat(path, &sb) != 0)
+    return errno == ENOENT ? FB_OK
+                           : FB_ERR(FB_EIO, "cannot remove '%s': %s", path, strerror(errno));
   if (S_ISDIR(sb.st_mode)) {
     DIR *d = opendir(path);
     if (!d) return FB_ERR(FB_EIO, "cannot remove '%s': %s", path, strerror(errno));

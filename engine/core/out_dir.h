@@ -26,8 +26,7 @@ typedef struct fb_out_dir {
   char part[4160];   /* where the set is written until commit */
   char flag[48];     /* the flag that named dest, for messages ("--out") */
   const char *const *ours; /* the set's file names (fb_out_dir_begin) */
-  sigset_t held;     /* the signal mask before begin */
-  struct sigaction xfsz;
+  struct sigaction xfsz; /* SIGXFSZ's disposition before begin */
   bool active;
 } fb_out_dir;
 
