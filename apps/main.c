@@ -305,6 +305,7 @@ static int cmd_run(int argc, char **argv, int first) {
 #endif
     return rc;
   }
+  const bool ran = st == FB_OK; /* res holds a result to free */
   /* --quiet drops the step lines, never the closing report */
   if (st == FB_OK && rank == 0) fb_report_print(stdout, &res);
   if (st == FB_OK && cfg.out[0]) {
@@ -312,7 +313,10 @@ static int cmd_run(int argc, char **argv, int first) {
     if (st == FB_OK && rank == 0) printf("outputs written under %s/\n", cfg.out);
   }
   fb_startup_mark("report printed, outputs written");
-  if (st != FB_OK) return failed_run(st, mpi);
+  if (st != FB_OK) {
+    if (ran) fb_run_result_free(&res); /* the outputs failed, not the run */
+    return failed_run(st, mpi);
+  }
   int rc = predicted_fit(&res);
   fb_run_result_free(&res);
   fb_startup_mark("run freed");

@@ -117,7 +117,7 @@ sim=(--backend sim --quiet --steps 3 --world 8 --trace --trace-steps 0,0,3 --mem
 whole() { # NAME RC ERR DIR BEFORE: the checks above, on a finished attempt
   cases=$((cases + 1))
   local why=""
-  [ "$2" != 0 ] || why="exit 0"
+  [ "$2" = 1 ] || why="exit $2 (want 1: a runtime failure, said in one line)"
   [ "$(wc -l <"$3")" -ge 1 ] && grep -q "$(basename "$4")" "$3" || why="$why; no line naming --out"
   [ "$(sha "$4")" = "$5" ] || why="$why; the set in $4 changed"
   [ -z "$(beside)" ] || why="$why; left beside --out: $(beside)"
