@@ -65,6 +65,7 @@
 #include <unistd.h>
 
 #include "../engine/core/files.h"
+#include "../engine/core/out_dir.h"
 #include "calibrate.h"
 #include "calibrate_comm.h"
 #include "../engine/sim/cost_model.h"
@@ -523,6 +524,9 @@ fb_status fb_calib_check_out(const char *path, bool force) {
 
 fb_status fb_calib_write_file(const char *path, fb_calib_writer write, void *arg, bool force) {
   FB_TRY(fb_calib_check_out(path, force));
+  /* whole or absent (engine/core/out_dir.h): EFBIG, not SIGXFSZ, past `ulimit -f`, and a
+   * SIGINT / SIGTERM while writing drops the temporary instead of leaving it */
+  fb_out_signals_hold();
   /* the temporary file sits in the target's directory: rename() is atomic only within one
    * file system */
   char tmp[1200];
@@ -532,13 +536,18 @@ fb_status fb_calib_write_file(const char *path, fb_calib_writer write, void *arg
   else
     snprintf(tmp, sizeof tmp, ".%s.XXXXXX", path);
   int fd = mkstemp(tmp);
-  if (fd < 0)
+  if (fd < 0) {
+    fb_out_signals_release();
     return FB_ERR(FB_EIO, "cannot write %s: cannot create a temporary file beside it: %s", path,
                   strerror(errno));
+  }
   FILE *f = fdopen(fd, "w");
   fb_status st = f ? write(f, arg) : FB_ERR(FB_EIO, "cannot write %s: %s", path, strerror(errno));
   if (f && fclose(f) != 0 && st == FB_OK) st = FB_ERR(FB_EIO, "cannot write %s", path);
   if (!f) close(fd);
+  if (st == FB_OK && fb_out_dir_stopped())
+    st = FB_ERR(FB_EINTERRUPTED, "%s: stopped by signal %d while writing; nothing written there",
+                path, fb_out_dir_stopped());
   if (st == FB_OK) {
     /* profiles are read by everyone (mkstemp creates the file 0600) */
     mode_t mask = umask(0);
@@ -556,6 +565,7 @@ fb_status fb_calib_write_file(const char *path, fb_calib_writer write, void *arg
     }
   }
   unlink(tmp); /* after link() the file keeps the data; after rename() tmp is gone */
+  fb_out_signals_release();
   return st;
 }
 

@@ -14,11 +14,13 @@
 #include "json_out.h"
 
 static volatile sig_atomic_t caught; /* SIGINT / SIGTERM seen while a set was open */
-static struct sigaction old_int, old_term;
+static struct sigaction old_int, old_term, old_xfsz;
+static int holds; /* nesting depth of fb_out_signals_hold */
 
 static void on_signal(int sig) { caught = sig; }
 
-static void hold_signals(fb_out_dir *o) {
+void fb_out_signals_hold(void) {
+  if (holds++) return;
   struct sigaction act = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
   struct sigaction ign = {.sa_handler = SIG_IGN};
   sigemptyset(&act.sa_mask);
@@ -26,17 +28,17 @@ static void hold_signals(fb_out_dir *o) {
   caught = 0;
   sigaction(SIGINT, &act, &old_int);
   sigaction(SIGTERM, &act, &old_term);
-  sigaction(SIGXFSZ, &ign, &o->xfsz);
+  sigaction(SIGXFSZ, &ign, &old_xfsz);
 }
 
-/* Restores the dispositions (a signal caught meanwhile has made the set fail with
- * FB_EINTERRUPTED: the caller says so in its one line and exits non-zero). */
-static void release_signals(fb_out_dir *o) {
+void fb_out_signals_release(void) {
+  if (holds <= 0 || --holds) return;
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
-  sigaction(SIGXFSZ, &o->xfsz, NULL);
+  sigaction(SIGXFSZ, &old_xfsz, NULL);
   caught = 0;
 }
+
 
 int fb_out_dir_stopped(void) { return caught; }
 
@@ -178,7 +180,7 @@ fb_status fb_out_dir_begin(fb_out_dir *o, const char *dest, const char *const *o
     return FB_ERR(FB_EUSAGE, "%s: '%s' exists and is not a directory (want a directory, which "
                   "is replaced as a whole)", flag, dest);
   FB_TRY(temp_sibling(dest, "part", o->part, sizeof o->part, flag));
-  hold_signals(o);
+  fb_out_signals_hold();
   o->active = true;
   return FB_OK;
 }
@@ -189,7 +191,7 @@ void fb_out_dir_abort(fb_out_dir *o) {
   if (!o->active) return;
   o->active = false;
   (void)fb_rm_tree(o->part);
-  release_signals(o);
+  fb_out_signals_release();
 }
 
 /* The one line a failed set ends with: what failed, and that dest is as it was. */
@@ -245,7 +247,7 @@ fb_status fb_out_dir_commit(fb_out_dir *o) {
   }
   o->active = false;
   fb_status st = old[0] ? fb_rm_tree(old) : FB_OK;
-  release_signals(o);
+  fb_out_signals_release();
   return st;
 }
 

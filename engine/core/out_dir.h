@@ -26,7 +26,6 @@ typedef struct fb_out_dir {
   char part[4160];   /* where the set is written until commit */
   char flag[48];     /* the flag that named dest, for messages ("--out") */
   const char *const *ours; /* the set's file names (fb_out_dir_begin) */
-  struct sigaction xfsz; /* SIGXFSZ's disposition before begin */
   bool active;
 } fb_out_dir;
 
@@ -59,6 +58,11 @@ void fb_out_dir_abort(fb_out_dir *o);
  * fail with write's status (or FB_EINTERRUPTED when a signal came meanwhile). */
 fb_status fb_out_dir_write(const char *dest, const char *const *ours, const char *flag,
                            fb_status (*write)(const char *dir, void *ctx), void *ctx);
+/* The signal handling above, for a writer of a single file (calibrate's profile): hold before
+ * writing, check fb_out_dir_stopped before the rename, release after (calls nest; the last
+ * release restores the dispositions and forgets a caught signal). */
+void fb_out_signals_hold(void);
+void fb_out_signals_release(void);
 /* The signal caught since begin (SIGINT, SIGTERM), 0 if none: a writer checks it between
  * files and gives up with FB_EINTERRUPTED. */
 int fb_out_dir_stopped(void);
