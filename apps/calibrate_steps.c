@@ -102,13 +102,13 @@ static void add_mem(in_step *a, const char *name, int step, double bytes, double
 
 /* Runs one calibration configuration (world 1: single; else ddp over `world` rank threads,
  * r->batch sequences each) and adds every rank's traced compute ops to `a`. */
-static fb_status run_one(const calib_run *r, int threads, int world, in_step *a,
-                         fb_run_result *res) {
+static fb_status run_one(const calib_run *r, const char *backend, int threads, int world,
+                         in_step *a, fb_run_result *res) {
   fb_run_config c;
   fb_config_defaults(&c);
   snprintf(c.model, sizeof c.model, "%s", r->model);
   snprintf(c.strategy, sizeof c.strategy, "%s", world > 1 ? "ddp" : "single");
-  snprintf(c.backend, sizeof c.backend, "cpu");
+  snprintf(c.backend, sizeof c.backend, "%s", backend);
   snprintf(c.comm, sizeof c.comm, "local");
   c.world = world;
   c.batch = r->batch * world;
@@ -164,13 +164,13 @@ typedef struct in_step_fit {
 } in_step_fit;
 
 /* Runs the passes' configurations at `world` ranks and pools their ops into a fresh `a`. */
-static fb_status run_pass(const calib_run *runs, int nruns, int threads, int world, bool quiet,
-                          in_step *a) {
+static fb_status run_pass(const calib_run *runs, int nruns, const char *backend, int threads,
+                          int world, bool quiet, in_step *a) {
   memset(a, 0, sizeof *a);
   for (int i = 0; i < nruns; i++) {
     fb_run_result res;
     memset(&res, 0, sizeof res);
-    fb_status st = run_one(&runs[i], threads, world, a, &res);
+    fb_status st = run_one(&runs[i], backend, threads, world, a, &res);
     if (st == FB_OK && !quiet)
       printf("  %-12s %d rank(s) x batch %d x seq %d, %d steps\n", runs[i].model, world,
              runs[i].batch, runs[i].seq, runs[i].steps);
@@ -254,16 +254,16 @@ static void fit_pass(const in_step *a, const fb_hardware *hw, bool quiet, in_ste
            "%.1f %% (time-weighted)\n", 100 * f->kernel_rms);
 }
 
-fb_status fb_calibrate_in_step(fb_hardware *hw, int threads, bool quick, bool quiet,
-                               fb_calib_diag *diag) {
+fb_status fb_calibrate_in_step(fb_hardware *hw, const char *backend, int threads, bool quick,
+                               bool quiet, fb_calib_diag *diag) {
   const calib_run *runs = quick ? runs_quick : runs_full;
   const int nruns = quick ? (int)(sizeof runs_quick / sizeof *runs_quick)
                           : (int)(sizeof runs_full / sizeof *runs_full);
   in_step *a = calloc(1, sizeof *a);
   if (!a) return FB_ERR(FB_ENOMEM, "calibrate: out of host memory");
-  if (!quiet) printf("\n  in-step rates: single-rank training steps on the cpu executor (%d "
-                     "thread(s)), ops of the steps after the first\n", threads);
-  fb_status st = run_pass(runs, nruns, threads, 1, quiet, a);
+  if (!quiet) printf("\n  in-step rates: single-rank training steps on the %s executor (%d "
+                     "thread(s)), ops of the steps after the first\n", backend, threads);
+  fb_status st = run_pass(runs, nruns, backend, threads, 1, quiet, a);
   if (st != FB_OK) goto out;
   in_step_fit f = {.kernels = hw->kernels, .nkernels = &hw->nkernels};
   fit_pass(a, hw, quiet, &f);
@@ -285,7 +285,7 @@ fb_status fb_calibrate_in_step(fb_hardware *hw, int threads, bool quick, bool qu
                            : (int)(sizeof split_full / sizeof *split_full);
   if (!quiet) printf("\n  split rates: %d ranks of 1 thread at once (ddp, local communicator), "
                      "every rank's ops of the steps after the first\n", threads);
-  if ((st = run_pass(sruns, nsruns, threads, threads, quiet, a)) != FB_OK) goto out;
+  if ((st = run_pass(sruns, nsruns, backend, threads, threads, quiet, a)) != FB_OK) goto out;
   in_step_fit g = {.kernels = hw->split_kernels, .nkernels = &hw->nsplit_kernels};
   fit_pass(a, hw, quiet, &g);
   hw->split_ranks = threads;
