@@ -717,7 +717,7 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out, fb_
   step_machine(&cc);
   /* the compute figures a step sees: refit on the ops of real single-rank steps */
   fb_progress_update(&prog, 7, "in-step rates");
-  FB_CHECK_GOTO(st, fb_calibrate_in_step(&cc.hw, "cpu", threads, o->quick, quiet, &cc.dg), out);
+  FB_CHECK_GOTO(st, fb_calibrate_in_step(&cc.hw, "cpu", "ddp", threads, o->quick, quiet, &cc.dg), out);
   fb_progress_update(&prog, 8, NULL);
   fb_progress_end(&prog);
   if (!quiet) print_summary(&cc);

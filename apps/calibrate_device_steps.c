@@ -13,8 +13,9 @@
  *    factor sustained_compute is then 1, since the ceilings are a step's;
  *  - on a CPU device's profile (the size curve: cpu-opaque, the tests' GPU stand-in): the cpu
  *    calibration's own in-step refit (calibrate_steps.c) on this device, split figures
- *    included, and the local communicator measured between two ranks of this device (its
- *    collectives staged through host memory, as a step's are).
+ *    included (on fsdp runs of 1-thread ranks: its gathers' and flat copies' kernels too),
+ *    and the local communicator measured between two ranks of this device (its collectives
+ *    staged through host memory, as a step's are).
  * It writes nothing (calibrate_device.c writes the profile). */
 #define _GNU_SOURCE
 #include <math.h>
@@ -44,14 +45,14 @@ static fb_status cpu_device_in_step(fb_devcal *c) {
   fb_devcal_tag_key(c, "intra_lat_us", h->intra_lat * 1e6, how);
   fb_devcal_tag_key(c, "inter_bw_gbs", h->inter_bw * 1e-9, how);
   fb_devcal_tag_key(c, "inter_lat_us", h->inter_lat * 1e6, how);
-  FB_TRY(fb_calibrate_in_step(h, be, threads, c->o->quick, false, NULL));
+  FB_TRY(fb_calibrate_in_step(h, be, "fsdp", threads, c->o->quick, false, NULL));
   char in[160];
   snprintf(in, sizeof in, "in-step refit on the ops of single-rank training runs on %s", be);
   fb_devcal_tag_key(c, "gemm_max_efficiency", h->gemm_max_eff, in);
   fb_devcal_tag_key(c, "gemm_half_size", h->gemm_half_size, in);
   fb_devcal_tag_key(c, "attention_efficiency", h->attn_eff, in);
   if (h->split_ranks > 1) {
-    snprintf(in, sizeof in, "in-step refit on %d 1-thread ranks at once (ddp) on %s",
+    snprintf(in, sizeof in, "in-step refit on %d 1-thread ranks at once (fsdp) on %s",
              h->split_ranks, be);
     fb_devcal_tag_key(c, "split_ranks", h->split_ranks, in);
     fb_devcal_tag_key(c, "split_gemm_max_efficiency", h->split_gemm_max_eff, in);
@@ -65,14 +66,17 @@ static fb_status cpu_device_in_step(fb_devcal *c) {
 /* ---- the GPU shape model -------------------------------------------------------------------- */
 
 typedef struct gpu_run {
-  const char *model;
+  const char *model, *strategy;
   int batch, seq, steps;
 } gpu_run;
 
 /* A GPT-2 and a Llama at half the token counts scripts/gpu_check.sh validates (gpt2-124m 8 x
- * 1024, 1B 4 x 2048): the validation stays a prediction, at the kernels' sizes. */
-static const gpu_run gpu_runs[] = {{"gpt2-124m", 4, 1024, 3}, {"1B", 2, 2048, 3}};
-static const gpu_run gpu_runs_quick[] = {{"debug", 2, 64, 2}, {"debug-llama", 2, 64, 2}};
+ * 1024 single, 1B 4 x 2048 fsdp): the validation stays a prediction, at the kernels' sizes;
+ * the Llama under fsdp on one rank, so its gathers' copies and flat-gradient kernels are
+ * measured too. */
+static const gpu_run gpu_runs[] = {{"gpt2-124m", "single", 4, 1024, 3}, {"1B", "fsdp", 2, 2048, 3}};
+static const gpu_run gpu_runs_quick[] = {{"debug", "single", 2, 64, 2},
+                                         {"debug-llama", "fsdp", 2, 64, 2}};
 enum { MAX_RUNS = 2, ITERATIONS = 3, MAX_ROWS = 64 };
 
 /* One measured run on the device: single rank, the steps after the first traced. */
@@ -80,7 +84,7 @@ static fb_status measure_run(const fb_devcal *c, const gpu_run *r, fb_run_result
   fb_run_config cfg;
   fb_config_defaults(&cfg);
   snprintf(cfg.model, sizeof cfg.model, "%s", r->model);
-  snprintf(cfg.strategy, sizeof cfg.strategy, "single");
+  snprintf(cfg.strategy, sizeof cfg.strategy, "%s", r->strategy);
   snprintf(cfg.backend, sizeof cfg.backend, "%.*s", (int)sizeof cfg.backend - 1, c->o->backend);
   cfg.world = 1;
   cfg.batch = r->batch;
@@ -230,8 +234,8 @@ static fb_status gpu_in_step(fb_devcal *c) {
          "first\n", c->o->backend);
   for (; done < nruns && st == FB_OK; done++) {
     if ((st = measure_run(c, &runs[done], &m[done])) != FB_OK) break;
-    printf("  %-12s batch %d x seq %d, %d steps\n", runs[done].model, runs[done].batch,
-           runs[done].seq, runs[done].steps);
+    printf("  %-12s %-6s batch %d x seq %d, %d steps\n", runs[done].model, runs[done].strategy,
+           runs[done].batch, runs[done].seq, runs[done].steps);
     add_mem_ops(&m[done], ms, &nms);
   }
   if (st == FB_OK) {

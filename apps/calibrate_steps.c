@@ -102,12 +102,12 @@ static void add_mem(in_step *a, const char *name, int step, double bytes, double
 
 /* Runs one calibration configuration (world 1: single; else ddp over `world` rank threads,
  * r->batch sequences each) and adds every rank's traced compute ops to `a`. */
-static fb_status run_one(const calib_run *r, const char *backend, int threads, int world,
-                         in_step *a, fb_run_result *res) {
+static fb_status run_one(const calib_run *r, const char *backend, const char *split, int threads,
+                         int world, in_step *a, fb_run_result *res) {
   fb_run_config c;
   fb_config_defaults(&c);
   snprintf(c.model, sizeof c.model, "%s", r->model);
-  snprintf(c.strategy, sizeof c.strategy, "%s", world > 1 ? "ddp" : "single");
+  snprintf(c.strategy, sizeof c.strategy, "%s", world > 1 ? split : "single");
   snprintf(c.backend, sizeof c.backend, "%s", backend);
   snprintf(c.comm, sizeof c.comm, "local");
   c.world = world;
@@ -164,13 +164,13 @@ typedef struct in_step_fit {
 } in_step_fit;
 
 /* Runs the passes' configurations at `world` ranks and pools their ops into a fresh `a`. */
-static fb_status run_pass(const calib_run *runs, int nruns, const char *backend, int threads,
-                          int world, bool quiet, in_step *a) {
+static fb_status run_pass(const calib_run *runs, int nruns, const char *backend, const char *split,
+                          int threads, int world, bool quiet, in_step *a) {
   memset(a, 0, sizeof *a);
   for (int i = 0; i < nruns; i++) {
     fb_run_result res;
     memset(&res, 0, sizeof res);
-    fb_status st = run_one(&runs[i], backend, threads, world, a, &res);
+    fb_status st = run_one(&runs[i], backend, split, threads, world, a, &res);
     if (st == FB_OK && !quiet)
       printf("  %-12s %d rank(s) x batch %d x seq %d, %d steps\n", runs[i].model, world,
              runs[i].batch, runs[i].seq, runs[i].steps);
@@ -254,8 +254,8 @@ static void fit_pass(const in_step *a, const fb_hardware *hw, bool quiet, in_ste
            "%.1f %% (time-weighted)\n", 100 * f->kernel_rms);
 }
 
-fb_status fb_calibrate_in_step(fb_hardware *hw, const char *backend, int threads, bool quick,
-                               bool quiet, fb_calib_diag *diag) {
+fb_status fb_calibrate_in_step(fb_hardware *hw, const char *backend, const char *split,
+                               int threads, bool quick, bool quiet, fb_calib_diag *diag) {
   const calib_run *runs = quick ? runs_quick : runs_full;
   /* another CPU device (cpu-opaque: every op through its access guard, gpt2-124m's steps
    * 10x the debug models') leaves out the last, gpt2-124m run: the kernels are the same
@@ -267,7 +267,7 @@ fb_status fb_calibrate_in_step(fb_hardware *hw, const char *backend, int threads
   if (!a) return FB_ERR(FB_ENOMEM, "calibrate: out of host memory");
   if (!quiet) printf("\n  in-step rates: single-rank training steps on the %s executor (%d "
                      "thread(s)), ops of the steps after the first\n", backend, threads);
-  fb_status st = run_pass(runs, nruns, backend, threads, 1, quiet, a);
+  fb_status st = run_pass(runs, nruns, backend, split, threads, 1, quiet, a);
   if (st != FB_OK) goto out;
   in_step_fit f = {.kernels = hw->kernels, .nkernels = &hw->nkernels};
   fit_pass(a, hw, quiet, &f);
@@ -287,9 +287,10 @@ fb_status fb_calibrate_in_step(fb_hardware *hw, const char *backend, int threads
   const calib_run *sruns = quick ? split_quick : split_full;
   const int nsruns = quick ? (int)(sizeof split_quick / sizeof *split_quick)
                            : (int)(sizeof split_full / sizeof *split_full) - other;
-  if (!quiet) printf("\n  split rates: %d ranks of 1 thread at once (ddp, local communicator), "
-                     "every rank's ops of the steps after the first\n", threads);
-  if ((st = run_pass(sruns, nsruns, backend, threads, threads, quiet, a)) != FB_OK) goto out;
+  if (!quiet) printf("\n  split rates: %d ranks of 1 thread at once (%s, local communicator), "
+                     "every rank's ops of the steps after the first\n", threads, split);
+  if ((st = run_pass(sruns, nsruns, backend, split, threads, threads, quiet, a)) != FB_OK)
+    goto out;
   in_step_fit g = {.kernels = hw->split_kernels, .nkernels = &hw->nsplit_kernels};
   fit_pass(a, hw, quiet, &g);
   hw->split_ranks = threads;
