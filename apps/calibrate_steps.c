@@ -43,6 +43,15 @@ static const calib_run runs_quick[] = {{"debug", 2, 64, 2}};
 static const calib_run split_full[] = {
     {"debug", 6, 128, 4}, {"debug-llama", 3, 64, 3}, {"gpt2-124m", 1, 96, 3}};
 static const calib_run split_quick[] = {{"debug", 1, 96, 2}};
+/* Another CPU device (cpu-opaque: every op through its access guard; gpt2-124m's steps 10x the
+ * debug models') takes the debug models only (gpt2-124m's kernels are debug's GPT-2 ones),
+ * at sequences on both sides of its loop's default (debug 8 x 256, `validate --backend
+ * cpu-opaque`): attention per FLOP is faster at 256 than at 128 keys. */
+static const calib_run runs_device[] = {
+    {"debug", 12, 128, 4}, {"debug", 3, 256, 3}, {"debug-llama", 4, 128, 3}};
+static const calib_run split_device[] = {
+    {"debug", 6, 128, 4}, {"debug", 2, 256, 3}, {"debug-llama", 3, 64, 3}};
+#define NRUNS(a) ((int)(sizeof(a) / sizeof *(a)))
 
 enum { MAX_SIZES = 256, MAX_NAMES = FB_HW_MAX_KERNELS, MAX_STEPS = 32 };
 
@@ -256,13 +265,9 @@ static void fit_pass(const in_step *a, const fb_hardware *hw, bool quiet, in_ste
 
 fb_status fb_calibrate_in_step(fb_hardware *hw, const char *backend, const char *split,
                                int threads, bool quick, bool quiet, fb_calib_diag *diag) {
-  const calib_run *runs = quick ? runs_quick : runs_full;
-  /* another CPU device (cpu-opaque: every op through its access guard, gpt2-124m's steps
-   * 10x the debug models') leaves out the last, gpt2-124m run: the kernels are the same
-   * GPT-2 ones as debug's */
-  const int other = quick || !strcmp(backend, "cpu") ? 0 : 1;
-  const int nruns = quick ? (int)(sizeof runs_quick / sizeof *runs_quick)
-                          : (int)(sizeof runs_full / sizeof *runs_full) - other;
+  const bool cpu = !strcmp(backend, "cpu");
+  const calib_run *runs = quick ? runs_quick : cpu ? runs_full : runs_device;
+  const int nruns = quick ? NRUNS(runs_quick) : cpu ? NRUNS(runs_full) : NRUNS(runs_device);
   in_step *a = calloc(1, sizeof *a);
   if (!a) return FB_ERR(FB_ENOMEM, "calibrate: out of host memory");
   if (!quiet) printf("\n  in-step rates: single-rank training steps on the %s executor (%d "
@@ -283,10 +288,10 @@ fb_status fb_calibrate_in_step(fb_hardware *hw, const char *backend, const char 
   hw->nsplit_kernels = 0;
   if (threads < 2) goto out;
 
-  /* the split: `threads` 1-thread ranks at once (ddp: the same compute ops as single) */
-  const calib_run *sruns = quick ? split_quick : split_full;
-  const int nsruns = quick ? (int)(sizeof split_quick / sizeof *split_quick)
-                           : (int)(sizeof split_full / sizeof *split_full) - other;
+  /* the split: `threads` 1-thread ranks at once (ddp: the same compute ops as single; fsdp:
+   * those and its gathers' and flat copies' kernels) */
+  const calib_run *sruns = quick ? split_quick : cpu ? split_full : split_device;
+  const int nsruns = quick ? NRUNS(split_quick) : cpu ? NRUNS(split_full) : NRUNS(split_device);
   if (!quiet) printf("\n  split rates: %d ranks of 1 thread at once (%s, local communicator), "
                      "every rank's ops of the steps after the first\n", threads, split);
   if ((st = run_pass(sruns, nsruns, backend, split, threads, threads, quiet, a)) != FB_OK)
