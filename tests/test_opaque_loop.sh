@@ -51,7 +51,7 @@ check_loop() {
   printf '%s\n' "$o"
 }
 out1=$(check_loop --hardware "$tmp/p.yaml" --strategy single)
-grep -qE '^matmul_(fwd|bwd) ' <<<"$out1" && grep -qE '^adamw ' <<<"$out1" || bad "single: $out1"
+{ grep -qE '^matmul_(fwd|bwd) ' <<<"$out1" && grep -qE '^adamw ' <<<"$out1"; } || bad "single: $out1"
 out2=$(check_loop --hardware "$tmp/p.yaml" --strategy fsdp --world 2)
 grep -qE '^(all_gather|reduce_scatter) ' <<<"$out2" || bad "fsdp world 2: no collective rows: $out2"
 
