@@ -10,7 +10,10 @@
 #  - the simulated side takes the executed run's effective options, not the options as given:
 #    with a GPU profile (h100) and no --world, sim alone would resolve a world of 8 (the
 #    profile's devices per node) and bf16 parameters (a GPU profile's dtype) where cpu-opaque
-#    resolves 2 ranks in fp32; the loop must still be the same run on both sides.
+#    resolves 2 ranks in fp32; the loop must still be the same run on both sides;
+#  - over a GPU base (h100), the GPU path's in-step refit: the GEMM ceiling and attention curve
+#    refitted through simulated runs, PyTorch's step factor and kernel chains dropped, every
+#    memory-bound op (rope included) at its own rate.
 set -u
 : "${FSDPBENCH:?FSDPBENCH must point at the fsdpbench binary}"
 tmp=$(mktemp -d)
@@ -58,6 +61,19 @@ grep -qE '^(all_gather|reduce_scatter) ' <<<"$out2" || bad "fsdp world 2: no col
 # effective options: a GPU profile and no --world (sim alone: world 8, bf16 params)
 out3=$(check_loop --hardware h100 --strategy fsdp)
 grep -qE '^# validate: .*strategy fsdp, world 2,' <<<"$out3" || bad "auto world: $(head -1 <<<"$out3")"
+
+# the GPU shape model's in-step refit (what `calibrate --backend cuda` runs), on this device
+# over a GPU base: the GEMM ceiling and the attention curve refitted through simulated runs
+# matched op by op, the kernels this program's (no eager chains, no PyTorch step factor)
+o=$("$FSDPBENCH" calibrate --backend cpu-opaque --base h100 --quick --out "$tmp/g.yaml" 2>&1); rc=$?
+[ $rc -eq 0 ] || bad "calibrate --base h100 exited $rc: $(tail -3 <<<"$o")"
+grep -qE '^  in-step figures: +GEMMs [-+][0-9.]+%' <<<"$o" || bad "--base h100: no in-step refit: $o"
+for k in gemm_max_efficiency flash_fwd_efficiency flash_bwd_efficiency; do
+  grep -qE "^$k: +[0-9.e+-]+ +# measured on cpu-opaque.*in-step refit" "$tmp/g.yaml" || bad "--base h100: $k not refitted in step"
+done
+{ grep -qE '^sustained_compute: +1 ' "$tmp/g.yaml" && grep -qE '^eager_mem_factor: +0 ' "$tmp/g.yaml"; } ||
+  bad "--base h100: sustained_compute / eager_mem_factor of PyTorch kept: $(grep -E '^(sustained|eager)' "$tmp/g.yaml")"
+grep -qE '^  rope_fwd: +[0-9.e+-]+ +# measured on' "$tmp/g.yaml" || bad "--base h100: no in-step rope rate"
 
 [ $fail -eq 0 ] && echo "test_opaque_loop: ok"
 exit $fail
