@@ -15,7 +15,8 @@
 # profile, execute every configuration once. A configuration's error is the median over the
 # passes of (predicted - measured) / measured within the pass, so a prediction is only ever
 # compared with runs made in the same minutes as its calibration, and one disturbed
-# calibration or run moves one pass, not the median. The table shows the median of the runs'
+# calibration or run moves one pass, not the median. Each run first waits (up to 30 s) for the
+# conditions calibrate measures in (wait_quiet below). The table shows the median of the runs'
 # step times, their spread ((max - min) / median) and the median prediction.
 # --mpi adds the MPI communicator: `mpirun -np W fsdpbench calibrate --comm mpi` over the same
 # profile for W in {2, 4}, then debug x {ddp, zero3, fsdp, yafsdp} x W as mpirun processes
