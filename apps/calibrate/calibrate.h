@@ -147,11 +147,14 @@ fb_status fb_calib_check_out(const char *path, bool force);
 fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out, fb_calib_diag *diag);
 
 /* Refits hw's GEMM curve, attention efficiency and kernel_gbs on the ops of short single-rank
- * training runs on the cpu executor with `threads` threads (calibrate_steps.c). Keeps the
- * peak, bandwidths, launch overhead, overlap slowdown and communicator figures. Sets diag's
- * gemm_rms, attn_raw and kernel_rms (diag may be NULL). */
-fb_status fb_calibrate_in_step(fb_hardware *hw, int threads, bool quick, bool quiet,
-                               fb_calib_diag *diag);
+ * training runs on the `backend` executor (a CPU device: cpu, cpu-opaque) with `threads`
+ * threads (calibrate_steps.c), and with 2 or more threads the split figures on runs of
+ * `split` (ddp: the same compute ops as single; fsdp: its gathers' and flat copies' kernels
+ * too) over as many 1-thread ranks. Keeps the peak, bandwidths, launch overhead, overlap
+ * slowdown and communicator figures. Sets diag's gemm_rms, attn_raw and kernel_rms (diag may
+ * be NULL). */
+fb_status fb_calibrate_in_step(fb_hardware *hw, const char *backend, const char *split,
+                               int threads, bool quick, bool quiet, fb_calib_diag *diag);
 
 /* ---- a GPU (calibrate_device.c) ---- */
 

@@ -53,7 +53,7 @@ static fb_status time_point(fb_devcal *c, attn_pt *p) {
   fb_buf *act[] = {&a.q, &a.k, &a.v, &a.out, &a.dq, &a.dk, &a.dv, &a.dout};
   enum { NA = sizeof act / sizeof act[0] };
   const size_t n = (size_t)p->B * p->T * p->H * p->hd * 2; /* bf16 */
-  const int reps = c->o->quick ? 2 : 5;
+  const int reps = c->small ? 2 : 5;
   fb_status st = FB_OK;
   for (size_t i = 0; i < NA && st == FB_OK; i++) st = fb_devcal_zalloc(c, n, act[i]);
   if (st == FB_OK) st = fb_devcal_zalloc(c, (size_t)p->B * p->H * p->T * 4, &a.lse);
@@ -134,12 +134,13 @@ fb_status fb_devcal_attention(fb_devcal *c) {
   for (int h = 0; h < NHD; h++)
     for (int i = 0; i < NT; i++) {
       attn_pt *p = &pts[n++];
-      /* quick (tests on the cpu-opaque device): 32..256 tokens, head dim 16 and 32 */
-      p->T = c->o->quick ? attn_T[i] / 16 : attn_T[i];
-      p->hd = c->o->quick ? attn_hd[h] / 4 : attn_hd[h];
-      p->B = (c->o->quick ? 256 : 16384) / p->T;
-      p->H = (c->o->quick ? 64 : 2048) / p->hd;
-      if (c->o->quick && p->T > 128) n--; /* keep the quick grid small */
+      /* small (--quick, a CPU device: the cpu-opaque stand-in): 32..256 tokens, head dim 16
+       * and 32 */
+      p->T = c->small ? attn_T[i] / 16 : attn_T[i];
+      p->hd = c->small ? attn_hd[h] / 4 : attn_hd[h];
+      p->B = (c->small ? 256 : 16384) / p->T;
+      p->H = (c->small ? 64 : 2048) / p->hd;
+      if (c->small && p->T > 128) n--; /* keep the small grid small */
       else FB_TRY(time_point(c, p));
     }
   double t[2 * NT * NHD];

@@ -351,19 +351,21 @@ static fb_status make_local(void *ctx, int rank, fb_device *dev, fb_comm **out) 
   return fb_comm_local_create((fb_local_group *)ctx, rank, dev, out);
 }
 
-/* One pass of the 2-rank local benchmark, with a GEMM thread per rank when busy. */
-static fb_status local_pass(int reps, bool busy, fb_calib_times out) {
+/* One pass of the 2-rank local benchmark on `backend` devices (staged through host buffers
+ * where the host may not touch them), with a GEMM thread per rank when busy. */
+static fb_status local_pass(const char *backend, int reps, bool busy, fb_calib_times out) {
   fb_local_group *g = NULL;
   FB_TRY(fb_local_group_create(LOCAL_W, 30.0, &g));
-  fb_status st = fb_calib_comm_pass("cpu", LOCAL_W, reps, busy, make_local, g, out);
+  fb_status st = fb_calib_comm_pass(backend, LOCAL_W, reps, busy, make_local, g, out);
   fb_local_group_destroy(g);
   return st;
 }
 
-fb_status fb_calibrate_local_comm(fb_hardware *hw, bool quick, bool quiet, double *fit_rms) {
+fb_status fb_calibrate_local_comm(fb_hardware *hw, const char *backend, bool quick, bool quiet,
+                                  double *fit_rms) {
   fb_calib_times idle, busy;
-  FB_TRY(local_pass(quick ? 3 : 9, false, idle));
-  FB_TRY(local_pass(quick ? 3 : 9, true, busy));
+  FB_TRY(local_pass(backend, quick ? 3 : 9, false, idle));
+  FB_TRY(local_pass(backend, quick ? 3 : 9, true, busy));
   hw->shared_host = true;                  /* the ranks are threads of this one machine */
   hw->collectives = FB_COLLS_SHARED_MEMORY; /* and read each other's buffers */
   hw->devices_per_node = 1;

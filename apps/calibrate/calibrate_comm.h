@@ -63,10 +63,12 @@ typedef fb_status (*fb_calib_comm_make)(void *ctx, int rank, fb_device *dev, fb_
 fb_status fb_calib_comm_pass(const char *backend, int world, int reps, bool busy,
                              fb_calib_comm_make make, void *ctx, fb_calib_times out);
 
-/* The local communicator: 2 rank threads of this process, each with its own cpu device, idle
- * and with a GEMM thread per rank; sets hw's link figures, collectives = shared_memory, and
+/* The local communicator: 2 rank threads of this process, each with its own `backend` device
+ * (cpu; cpu-opaque, whose buffers it stages through host memory as a step does), idle and
+ * with a GEMM thread per rank; sets hw's link figures, collectives = shared_memory, and
  * *fit_rms (may be NULL) as fb_calib_fit_comm returns it. */
-fb_status fb_calibrate_local_comm(fb_hardware *hw, bool quick, bool quiet, double *fit_rms);
+fb_status fb_calibrate_local_comm(fb_hardware *hw, const char *backend, bool quick, bool quiet,
+                                  double *fit_rms);
 
 /* MPI (calibrate_mpi.c, built with MPI): every process of the launcher calls these. */
 /* MPI_Init and a cpu device, comm stream and MPI communicator for this process. */

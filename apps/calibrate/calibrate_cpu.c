@@ -713,11 +713,13 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out, fb_
   /* the local communicator: 2 rank threads (sets the links, shared_host, collectives and
    * devices_per_node) */
   fb_progress_update(&prog, 6, "local communicator");
-  FB_CHECK_GOTO(st, fb_calibrate_local_comm(&cc.hw, o->quick, quiet, &cc.dg.comm_rms), out);
+  FB_CHECK_GOTO(st, fb_calibrate_local_comm(&cc.hw, "cpu", o->quick, quiet, &cc.dg.comm_rms),
+                out);
   step_machine(&cc);
   /* the compute figures a step sees: refit on the ops of real single-rank steps */
   fb_progress_update(&prog, 7, "in-step rates");
-  FB_CHECK_GOTO(st, fb_calibrate_in_step(&cc.hw, threads, o->quick, quiet, &cc.dg), out);
+  FB_CHECK_GOTO(st, fb_calibrate_in_step(&cc.hw, "cpu", "ddp", threads, o->quick, quiet, &cc.dg),
+                out);
   fb_progress_update(&prog, 8, NULL);
   fb_progress_end(&prog);
   if (!quiet) print_summary(&cc);

@@ -87,6 +87,7 @@ static fb_status open_device(fb_devcal *c) {
   FB_TRY(fb_device_open(ops, 0, 1, 1, 0, NULL, &c->d));
   FB_TRY(c->d->ops->stream_create(c->d, FB_STREAM_COMPUTE, &c->s));
   c->k = (fb_kctx){.dev = c->d, .s = c->s, .act = FB_BF16, .unit = -1};
+  c->small = c->o->quick || !fb_device_caps_of(c->d)->gpu;
   if (fb_device_caps_of(c->d)->gpu) fb_gpu_name(c->gpu, sizeof c->gpu);
   else snprintf(c->gpu, sizeof c->gpu, "%s (this CPU)", be);
   return FB_OK;
@@ -126,7 +127,7 @@ static fb_status run_tiny(fb_devcal *c, void *p) {
 
 /* The device's copy bandwidth (read + write) against the profile's HBM figure. */
 static fb_status step_memory(fb_devcal *c) {
-  const size_t n = c->o->quick ? (size_t)8 << 20 : (size_t)1 << 30;
+  const size_t n = c->o->quick ? (size_t)8 << 20 : c->small ? (size_t)128 << 20 : (size_t)1 << 30;
   copy_arg a = {{0}, {0}};
   double t = 0;
   fb_status st;
@@ -209,7 +210,7 @@ static fb_status time_gemm(fb_devcal *c, int m, int n, int k, double *t) {
   FB_CHECK_GOTO(st, fb_devcal_zalloc(c, (size_t)m * k * e, &g.inp), out);
   FB_CHECK_GOTO(st, fb_devcal_zalloc(c, (size_t)n * k * e, &g.w), out);
   double flops = 2.0 * m * n * k;
-  int reps = c->o->quick ? 2 : (int)fmax(3, fmin(50, 2e13 / flops)); /* ~20 ms at 1 PFLOP/s */
+  int reps = c->small ? 2 : (int)fmax(3, fmin(50, 2e13 / flops)); /* ~20 ms at 1 PFLOP/s */
   st = fb_devcal_time(c, run_gemm, &g, reps, t);
 out:
   fb_free(c->d, &g.out, NULL);
@@ -256,8 +257,8 @@ static double key_scale(const char *key) {
 }
 
 static fb_status step_gemm(fb_devcal *c) {
-  const int (*grid)[3] = c->o->quick ? gemm_grid_quick : gemm_grid;
-  const int n = c->o->quick ? (int)(sizeof gemm_grid_quick / sizeof gemm_grid_quick[0])
+  const int (*grid)[3] = c->small ? gemm_grid_quick : gemm_grid;
+  const int n = c->small ? (int)(sizeof gemm_grid_quick / sizeof gemm_grid_quick[0])
                             : (int)(sizeof gemm_grid / sizeof gemm_grid[0]);
   double t[MAX_GEMMS];
   for (int i = 0; i < n; i++) FB_TRY(time_gemm(c, grid[i][0], grid[i][1], grid[i][2], &t[i]));
@@ -330,6 +331,19 @@ static fb_status step_nccl(fb_devcal *c) {
 
 /* ---- the profile --------------------------------------------------------------------------- */
 
+/* A kernel table measured in step (replaces the base's: `extends` does not merge tables). */
+static void write_table(FILE *f, const fb_devcal *c, const char *key, const fb_hw_kernel *k,
+                        int n) {
+  if (n <= 0) return;
+  fprintf(f, "%s: # measured on %s: in-step rates, GB/s of the bytes each op's wrapper "
+          "counts\n", key, c->gpu);
+  for (int i = 0; i < n; i++) {
+    char name[48];
+    snprintf(name, sizeof name, "%s:", k[i].name);
+    fprintf(f, "  %-25s %-12.5g # measured on %s\n", name, k[i].bw * 1e-9, c->gpu);
+  }
+}
+
 static fb_status write_tagged(FILE *f, const fb_devcal *c, double secs) {
   char when[64], name[64];
   time_t now = time(NULL);
@@ -347,6 +361,10 @@ static fb_status write_tagged(FILE *f, const fb_devcal *c, double secs) {
     snprintf(key, sizeof key, "%s:", c->tags[i].key);
     fprintf(f, "%-23s %-12.5g # measured on %s: %s\n", key, c->tags[i].value, c->gpu,
             c->tags[i].how);
+  }
+  if (c->tables) {
+    write_table(f, c, "kernel_gbs", c->hw.kernels, c->hw.nkernels);
+    write_table(f, c, "split_kernel_gbs", c->hw.split_kernels, c->hw.nsplit_kernels);
   }
   return ferror(f) ? FB_ERR(FB_EIO, "cannot write %s", c->o->out) : FB_OK;
 }
@@ -376,6 +394,7 @@ static fb_status calibrate_device(fb_devcal *c) {
   FB_TRY(step_gemm(c));
   FB_TRY(fb_devcal_attention(c));
   FB_TRY(step_nccl(c));
+  FB_TRY(fb_devcal_in_step(c));
   write_ctx w = {c, fb_cpu_clock() - t0};
   FB_TRY(fb_calib_write_file(c->o->out, write_cb, &w, c->o->force));
   fb_hardware back; /* what was written reads back as a profile */

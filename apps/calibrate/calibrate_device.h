@@ -11,7 +11,7 @@
 #include "../engine/sim/hardware.h"
 #include "calibrate.h"
 
-enum { FB_DEVCAL_MAX_TAGS = 24 };
+enum { FB_DEVCAL_MAX_TAGS = 48 };
 
 /* A measured figure as the profile file writes it: key, value in the key's units, how. */
 typedef struct fb_devcal_tag {
@@ -30,6 +30,9 @@ typedef struct fb_devcal {
   fb_hardware base, hw;    /* hw: the base with the measured figures */
   fb_devcal_tag tags[FB_DEVCAL_MAX_TAGS];
   int ntags;
+  bool small;              /* microbenchmarks at CPU sizes: --quick, or a device that is no
+                              GPU (the in-step refit sets its figures) */
+  bool tables;             /* hw's kernel tables were measured here (written with the tags) */
 } fb_devcal;
 
 /* Records a measured figure for the profile file (value in the key's YAML units). */
@@ -49,5 +52,12 @@ fb_status fb_devcal_zalloc(fb_devcal *c, size_t bytes, fb_buf *b);
  * sequence length and head dim, fits the profile's attention curve to them, and writes the
  * rows to o->rows in attention.csv's schema (impl "fsdpbench") when asked. */
 fb_status fb_devcal_attention(fb_devcal *c);
+
+/* The in-step step (calibrate_device_steps.c): short training runs on the device set each op
+ * family's level as a step runs it (kernel_gbs for every memory-bound op; on a GPU profile the
+ * GEMM ceiling and the attention curve through the simulated runs matched op by op; on a CPU
+ * device's profile the cpu calibration's in-step refit, split figures and local
+ * communicator). */
+fb_status fb_devcal_in_step(fb_devcal *c);
 
 #endif

@@ -43,6 +43,15 @@ static const calib_run runs_quick[] = {{"debug", 2, 64, 2}};
 static const calib_run split_full[] = {
     {"debug", 6, 128, 4}, {"debug-llama", 3, 64, 3}, {"gpt2-124m", 1, 96, 3}};
 static const calib_run split_quick[] = {{"debug", 1, 96, 2}};
+/* Another CPU device (cpu-opaque: every op through its access guard; gpt2-124m's steps 10x the
+ * debug models') takes the debug models only (gpt2-124m's kernels are debug's GPT-2 ones),
+ * at sequences on both sides of its loop's default (debug 8 x 256, `validate --backend
+ * cpu-opaque`): attention per FLOP is faster at 256 than at 128 keys. */
+static const calib_run runs_device[] = {
+    {"debug", 12, 128, 4}, {"debug", 3, 256, 3}, {"debug-llama", 4, 128, 3}};
+static const calib_run split_device[] = {
+    {"debug", 6, 128, 4}, {"debug", 2, 256, 3}, {"debug-llama", 3, 64, 3}};
+#define NRUNS(a) ((int)(sizeof(a) / sizeof *(a)))
 
 enum { MAX_SIZES = 256, MAX_NAMES = FB_HW_MAX_KERNELS, MAX_STEPS = 32 };
 
@@ -102,13 +111,13 @@ static void add_mem(in_step *a, const char *name, int step, double bytes, double
 
 /* Runs one calibration configuration (world 1: single; else ddp over `world` rank threads,
  * r->batch sequences each) and adds every rank's traced compute ops to `a`. */
-static fb_status run_one(const calib_run *r, int threads, int world, in_step *a,
-                         fb_run_result *res) {
+static fb_status run_one(const calib_run *r, const char *backend, const char *split, int threads,
+                         int world, in_step *a, fb_run_result *res) {
   fb_run_config c;
   fb_config_defaults(&c);
   snprintf(c.model, sizeof c.model, "%s", r->model);
-  snprintf(c.strategy, sizeof c.strategy, "%s", world > 1 ? "ddp" : "single");
-  snprintf(c.backend, sizeof c.backend, "cpu");
+  snprintf(c.strategy, sizeof c.strategy, "%s", world > 1 ? split : "single");
+  snprintf(c.backend, sizeof c.backend, "%s", backend);
   snprintf(c.comm, sizeof c.comm, "local");
   c.world = world;
   c.batch = r->batch * world;
@@ -164,13 +173,13 @@ typedef struct in_step_fit {
 } in_step_fit;
 
 /* Runs the passes' configurations at `world` ranks and pools their ops into a fresh `a`. */
-static fb_status run_pass(const calib_run *runs, int nruns, int threads, int world, bool quiet,
-                          in_step *a) {
+static fb_status run_pass(const calib_run *runs, int nruns, const char *backend, const char *split,
+                          int threads, int world, bool quiet, in_step *a) {
   memset(a, 0, sizeof *a);
   for (int i = 0; i < nruns; i++) {
     fb_run_result res;
     memset(&res, 0, sizeof res);
-    fb_status st = run_one(&runs[i], threads, world, a, &res);
+    fb_status st = run_one(&runs[i], backend, split, threads, world, a, &res);
     if (st == FB_OK && !quiet)
       printf("  %-12s %d rank(s) x batch %d x seq %d, %d steps\n", runs[i].model, world,
              runs[i].batch, runs[i].seq, runs[i].steps);
@@ -254,16 +263,16 @@ static void fit_pass(const in_step *a, const fb_hardware *hw, bool quiet, in_ste
            "%.1f %% (time-weighted)\n", 100 * f->kernel_rms);
 }
 
-fb_status fb_calibrate_in_step(fb_hardware *hw, int threads, bool quick, bool quiet,
-                               fb_calib_diag *diag) {
-  const calib_run *runs = quick ? runs_quick : runs_full;
-  const int nruns = quick ? (int)(sizeof runs_quick / sizeof *runs_quick)
-                          : (int)(sizeof runs_full / sizeof *runs_full);
+fb_status fb_calibrate_in_step(fb_hardware *hw, const char *backend, const char *split,
+                               int threads, bool quick, bool quiet, fb_calib_diag *diag) {
+  const bool cpu = !strcmp(backend, "cpu");
+  const calib_run *runs = quick ? runs_quick : cpu ? runs_full : runs_device;
+  const int nruns = quick ? NRUNS(runs_quick) : cpu ? NRUNS(runs_full) : NRUNS(runs_device);
   in_step *a = calloc(1, sizeof *a);
   if (!a) return FB_ERR(FB_ENOMEM, "calibrate: out of host memory");
-  if (!quiet) printf("\n  in-step rates: single-rank training steps on the cpu executor (%d "
-                     "thread(s)), ops of the steps after the first\n", threads);
-  fb_status st = run_pass(runs, nruns, threads, 1, quiet, a);
+  if (!quiet) printf("\n  in-step rates: single-rank training steps on the %s executor (%d "
+                     "thread(s)), ops of the steps after the first\n", backend, threads);
+  fb_status st = run_pass(runs, nruns, backend, split, threads, 1, quiet, a);
   if (st != FB_OK) goto out;
   in_step_fit f = {.kernels = hw->kernels, .nkernels = &hw->nkernels};
   fit_pass(a, hw, quiet, &f);
@@ -279,13 +288,14 @@ fb_status fb_calibrate_in_step(fb_hardware *hw, int threads, bool quick, bool qu
   hw->nsplit_kernels = 0;
   if (threads < 2) goto out;
 
-  /* the split: `threads` 1-thread ranks at once (ddp: the same compute ops as single) */
-  const calib_run *sruns = quick ? split_quick : split_full;
-  const int nsruns = quick ? (int)(sizeof split_quick / sizeof *split_quick)
-                           : (int)(sizeof split_full / sizeof *split_full);
-  if (!quiet) printf("\n  split rates: %d ranks of 1 thread at once (ddp, local communicator), "
-                     "every rank's ops of the steps after the first\n", threads);
-  if ((st = run_pass(sruns, nsruns, threads, threads, quiet, a)) != FB_OK) goto out;
+  /* the split: `threads` 1-thread ranks at once (ddp: the same compute ops as single; fsdp:
+   * those and its gathers' and flat copies' kernels) */
+  const calib_run *sruns = quick ? split_quick : cpu ? split_full : split_device;
+  const int nsruns = quick ? NRUNS(split_quick) : cpu ? NRUNS(split_full) : NRUNS(split_device);
+  if (!quiet) printf("\n  split rates: %d ranks of 1 thread at once (%s, local communicator), "
+                     "every rank's ops of the steps after the first\n", threads, split);
+  if ((st = run_pass(sruns, nsruns, backend, split, threads, threads, quiet, a)) != FB_OK)
+    goto out;
   in_step_fit g = {.kernels = hw->split_kernels, .nkernels = &hw->nsplit_kernels};
   fit_pass(a, hw, quiet, &g);
   hw->split_ranks = threads;

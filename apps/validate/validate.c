@@ -16,25 +16,14 @@
 #include "../strategies/strategy.h"
 #include "../engine/sim/gpu_profile.h"
 #include "gpu_name.h"
+#include "op_match.h"
 #include "validate_dataset.h"
 
-typedef struct op_row {
-  const char *name;
-  int64_t n;
-  double meas, pred; /* seconds, summed over matched ops */
-} op_row;
+typedef fb_op_row op_row;
 
 static int fail(fb_status st) {
   fprintf(stderr, "fsdpbench validate: error: %s\n", fb_error_msg());
   return st == FB_EUSAGE ? 2 : 1;
-}
-
-static op_row *row_of(op_row *rows, int *nrows, int cap, const char *name) {
-  for (int i = 0; i < *nrows; i++)
-    if (!strcmp(rows[i].name, name)) return &rows[i];
-  if (*nrows == cap) return NULL;
-  rows[*nrows] = (op_row){.name = name};
-  return &rows[(*nrows)++];
 }
 
 static int by_time(const void *a, const void *b) {
@@ -53,35 +42,6 @@ static double median_step(const fb_run_result *r) {
       s[j - 1] = t;
     }
   return n ? (n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2])) : NAN;
-}
-
-/* Matches the kept ops of measured rank `i` with predicted rank `i`, track by track. */
-static fb_status match(const fb_run_result *m, const fb_run_result *p, op_row *rows, int *nrows,
-                       int cap, int64_t *mismatched) {
-  for (int i = 0; i < m->nranks && i < p->nranks; i++) {
-    int64_t nm, np;
-    const fb_rec_op *om = fb_recorder_ops(m->ranks[i].rec, &nm);
-    const fb_rec_op *op = fb_recorder_ops(p->ranks[i].rec, &np);
-    for (int tr = 0; tr < fb_recorder_nstreams(m->ranks[i].rec); tr++) {
-      int64_t a = 0, b = 0;
-      for (;;) {
-        while (a < nm && om[a].stream != tr) a++;
-        while (b < np && op[b].stream != tr) b++;
-        if (a >= nm || b >= np) break;
-        if (strcmp(om[a].name, op[b].name) || om[a].step != op[b].step) {
-          (*mismatched)++;
-          break; /* the sequences diverged on this track: stop matching it */
-        }
-        op_row *row = row_of(rows, nrows, cap, om[a].name);
-        if (!row) return FB_ERR(FB_EINTERNAL, "validate: more than %d op names", cap);
-        row->n++;
-        row->meas += om[a].t1 - om[a].t0;
-        row->pred += op[b].t1 - op[b].t0;
-        a++, b++;
-      }
-    }
-  }
-  return FB_OK;
 }
 
 /* The measured backend (--backend; auto = cpu): a device that executes, available here; its
@@ -111,15 +71,25 @@ static fb_status choose_backends(fb_run_config *c, char *gpu, size_t ngpu) {
   return FB_OK;
 }
 
-/* The two runs' configurations: executed on the backend, simulated with the profile. */
-static fb_status configure(const fb_run_config *c, fb_run_config *cm, fb_run_config *cp) {
+/* The executed run's configuration: the options as given, on the backend. */
+static fb_status configure_measured(const fb_run_config *c, fb_run_config *cm) {
   *cm = *c;
-  *cp = *c;
   if (!strcmp(c->backend, "cpu")) snprintf(cm->comm, sizeof cm->comm, "local");
   cm->hardware[0] = 0;
+  return fb_run_config_finalize(cm);
+}
+
+/* The simulated run's: the executed run's EFFECTIVE options (what it resolved from auto and
+ * from its backend: the world, batch and micro-batch, the threads, the parameter dtype, the
+ * vocabulary padding a GPU backend's head takes, ...), on sim with the profile. Taken from the
+ * options as given instead, each side would resolve its own: a cuda run pads the vocabulary
+ * to a multiple of 128 and sim does not, so the head's ops and the peak memory differ. */
+static fb_status configure_predicted(const fb_run_result *m, const fb_run_config *c,
+                                     fb_run_config *cp) {
+  *cp = m->cfg;
   snprintf(cp->backend, sizeof cp->backend, "sim");
   snprintf(cp->comm, sizeof cp->comm, "sim");
-  FB_TRY(fb_run_config_finalize(cm));
+  snprintf(cp->hardware, sizeof cp->hardware, "%s", c->hardware);
   return fb_run_config_finalize(cp);
 }
 
@@ -221,12 +191,12 @@ int fb_validate_main(int argc, char **argv) {
   c.trace_warmup = c.steps > 2 ? 1 : 0; /* the first step warms caches */
   c.trace_active = c.steps - c.trace_warmup > 0 ? c.steps - c.trace_warmup : 1;
   c.quiet = true;
-  if ((st = configure(&c, &cm, &cp)) != FB_OK) return fail(st);
+  if ((st = configure_measured(&c, &cm)) != FB_OK) return fail(st);
   static const char *const outputs[] = {"trace.json", "validate.csv", NULL};
   if ((st = fb_check_output_dir(c.out, outputs, "--out")) != FB_OK) return fail(st);
   fb_run_result m, p;
   if ((st = fb_run(&cm, &m)) != FB_OK) return fail(st);
-  if ((st = fb_run(&cp, &p)) != FB_OK) {
+  if ((st = configure_predicted(&m, &c, &cp)) != FB_OK || (st = fb_run(&cp, &p)) != FB_OK) {
     fb_run_result_free(&m);
     return fail(st);
   }
@@ -234,7 +204,7 @@ int fb_validate_main(int argc, char **argv) {
   op_row rows[CAP];
   int nrows = 0;
   int64_t mismatched = 0;
-  st = match(&m, &p, rows, &nrows, CAP, &mismatched);
+  st = fb_op_match(&m, &p, rows, &nrows, CAP, &mismatched);
   if (st == FB_OK) {
     if (strcmp(gpu, c.backend)) printf("# the GPU: %s\n", gpu);
     print_table(&m, &p, &c, rows, nrows, mismatched);

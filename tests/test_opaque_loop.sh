@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The executor's own loop on the GPU stand-in: `calibrate --backend cpu-opaque`, then
+# `validate --backend cpu-opaque --hardware <that profile>`. What it asserts is structural (the
+# timing goal, all ops within 10 %, is the acceptance's and the benchmark's: a unit test on a
+# shared 2-vCPU machine asserts no timing):
+#  - the profile holds what the device measured in step: a kernel table (kernel_gbs) of this
+#    device's own rates, tagged, the split figures and the local communicator's link figures;
+#  - single and fsdp over 2 ranks against it: peak memory equal, no track diverged, every op
+#    family of the measured run priced (a positive prediction), the `all ops` line printed;
+#  - the simulated side takes the executed run's effective options, not the options as given:
+#    with a GPU profile (h100) and no --world, sim alone would resolve a world of 8 (the
+#    profile's devices per node) and bf16 parameters (a GPU profile's dtype) where cpu-opaque
+#    resolves 2 ranks in fp32; the loop must still be the same run on both sides;
+#  - over a GPU base (h100), the GPU path's in-step refit: the GEMM ceiling and attention curve
+#    refitted through simulated runs, PyTorch's step factor and kernel chains dropped, every
+#    memory-bound op (rope included) at its own rate.
+set -u
+: "${FSDPBENCH:?FSDPBENCH must point at the fsdpbench binary}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+bad() { echo "FAIL: $*" >&2; fail=1; }
+
+o=$("$FSDPBENCH" calibrate --backend cpu-opaque --quick --out "$tmp/p.yaml" 2>&1); rc=$?
+[ $rc -eq 0 ] || { echo "FAIL: calibrate --backend cpu-opaque exited $rc: $(tail -3 <<<"$o")" >&2; exit 1; }
+grep -qE '^kernel_gbs: # measured on cpu-opaque' "$tmp/p.yaml" || bad "no measured kernel table: $(cat "$tmp/p.yaml")"
+nk=$(sed -n '/^kernel_gbs:/,/^[^ ]/p' "$tmp/p.yaml" | grep -cE '^  [a-z_.]+: +[0-9.e+-]+ +# measured on cpu-opaque')
+[ "$nk" -ge 8 ] || bad "kernel table: $nk measured entries (want every memory-bound op of a step)"
+for k in adamw layernorm_fwd gelu_bwd softmax_xent; do
+  sed -n '/^kernel_gbs:/,/^[^ ]/p' "$tmp/p.yaml" | grep -qE "^  $k: " || bad "kernel table lacks $k"
+done
+sed -n '/^kernel_gbs:/,/^[^ ]/p' "$tmp/p.yaml" | grep -qE '^  matmul_' && bad "a GEMM in the kernel table"
+for k in intra_bw_gbs intra_lat_us split_ranks split_gemm_max_efficiency gemm_max_efficiency \
+  attention_efficiency; do
+  grep -qE "^$k: +[0-9.e+-]+ +# measured on cpu-opaque" "$tmp/p.yaml" || bad "no measured $k"
+done
+
+# validate ARGS...: runs the loop, checks the structure of its table
+check_loop() {
+  local what="$*" o rc
+  o=$("$FSDPBENCH" validate --backend cpu-opaque --model debug --steps 3 --batch 4 --seq 64 \
+    --out "$tmp/v" "$@" 2>&1); rc=$?
+  rm -rf "$tmp/v"
+  [ $rc -eq 0 ] || { bad "validate $what exited $rc: $(tail -3 <<<"$o")"; return; }
+  grep -qE '^peak memory rank 0: .*\(equal\)$' <<<"$o" || bad "validate $what: peak memory: $(grep '^peak' <<<"$o")"
+  grep -q 'diverged' <<<"$o" && bad "validate $what: $(grep diverged <<<"$o")"
+  grep -qE '^all ops +[0-9.]+ +[0-9.]+ +[-+]?[0-9.]+$' <<<"$o" || bad "validate $what: no 'all ops' line: $o"
+  # every op family: count > 0, measured and predicted time > 0
+  local fam zero
+  fam=$(grep -cE '^[a-z_.]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[-+]?[0-9.]+$' <<<"$o")
+  zero=$(awk '/^[a-z_.]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[-+]?[0-9.]+$/ && ($2 == 0 || $4 + 0 <= 0) { print $1 }' <<<"$o")
+  [ "$fam" -ge 10 ] || bad "validate $what: $fam op families matched: $o"
+  [ -z "$zero" ] || bad "validate $what: families without a prediction: $zero"
+  printf '%s\n' "$o"
+}
+out1=$(check_loop --hardware "$tmp/p.yaml" --strategy single)
+{ grep -qE '^matmul_(fwd|bwd) ' <<<"$out1" && grep -qE '^adamw ' <<<"$out1"; } || bad "single: $out1"
+out2=$(check_loop --hardware "$tmp/p.yaml" --strategy fsdp --world 2)
+grep -qE '^(all_gather|reduce_scatter) ' <<<"$out2" || bad "fsdp world 2: no collective rows: $out2"
+
+# effective options: a GPU profile and no --world (sim alone: world 8, bf16 params)
+out3=$(check_loop --hardware h100 --strategy fsdp)
+grep -qE '^# validate: .*strategy fsdp, world 2,' <<<"$out3" || bad "auto world: $(head -1 <<<"$out3")"
+
+# the GPU shape model's in-step refit (what `calibrate --backend cuda` runs), on this device
+# over a GPU base: the GEMM ceiling and the attention curve refitted through simulated runs
+# matched op by op, the kernels this program's (no eager chains, no PyTorch step factor)
+o=$("$FSDPBENCH" calibrate --backend cpu-opaque --base h100 --quick --out "$tmp/g.yaml" 2>&1); rc=$?
+[ $rc -eq 0 ] || bad "calibrate --base h100 exited $rc: $(tail -3 <<<"$o")"
+grep -qE '^  in-step figures: +GEMMs [-+][0-9.]+%' <<<"$o" || bad "--base h100: no in-step refit: $o"
+for k in gemm_max_efficiency flash_fwd_efficiency flash_bwd_efficiency; do
+  grep -qE "^$k: +[0-9.e+-]+ +# measured on cpu-opaque.*in-step refit" "$tmp/g.yaml" || bad "--base h100: $k not refitted in step"
+done
+{ grep -qE '^sustained_compute: +1 ' "$tmp/g.yaml" && grep -qE '^eager_mem_factor: +0 ' "$tmp/g.yaml"; } ||
+  bad "--base h100: sustained_compute / eager_mem_factor of PyTorch kept: $(grep -E '^(sustained|eager)' "$tmp/g.yaml")"
+grep -qE '^  rope_fwd: +[0-9.e+-]+ +# measured on' "$tmp/g.yaml" || bad "--base h100: no in-step rope rate"
+
+[ $fail -eq 0 ] && echo "test_opaque_loop: ok"
+exit $fail
