@@ -31,10 +31,13 @@ namespace {
 
 enum fstate { F_RUN, F_WARP, F_BAR, F_DONE };
 enum opkind { OP_SHFL_XOR, OP_SHFL_IDX, OP_SHFL_DOWN, OP_RED_MAX, OP_RED_MIN, OP_RED_ADD,
-              OP_BALLOT, OP_ANY, OP_ALL, OP_SYNCWARP, OP_LDSM, OP_LDSM_T, OP_MMA };
+              OP_BALLOT, OP_ANY, OP_ALL, OP_SYNCWARP, OP_LDSM, OP_LDSM_T, OP_MMA,
+              /* warpgroup collectives (128 threads) from here on */
+              OP_WGMMA, OP_WG_FENCE, OP_WG_COMMIT, OP_WG_WAIT };
 const char *const op_names[] = {"shfl_xor", "shfl_idx", "shfl_down", "reduce_max",
                                 "reduce_min", "reduce_add", "ballot", "any", "all",
-                                "syncwarp", "ldmatrix", "ldmatrix.trans", "mma"};
+                                "syncwarp", "ldmatrix", "ldmatrix.trans", "mma", "wgmma",
+                                "wgmma.fence", "wgmma.commit_group", "wgmma.wait_group"};
 
 /* Switching stacks. On x86-64 a six-register switch (the System V callee-saved registers and
  * the stack pointer): glibc's swapcontext also saves the signal mask, a system call per
@@ -86,6 +89,23 @@ struct warp_op {
   const void *ptr;
   uint32_t out[4];
   float acc[4];
+  /* wgmma: the accumulators (the fiber's own registers), N, descriptors, flags */
+  float *d;
+  int n, accumulate, tb, rs;
+  uint64_t da, db;
+};
+
+/* One issued wgmma of a warpgroup, computed when a wait retires its group. */
+struct wg_mma {
+  int n, accumulate, tb, rs;
+  uint64_t da, db;
+  float *d[128];
+  uint32_t a[128][4];
+};
+struct wg_state {
+  std::vector<wg_mma> open;
+  std::vector<std::vector<wg_mma>> groups; /* committed, oldest first */
+  bool fenced;
 };
 
 struct copy16 {
@@ -117,6 +137,8 @@ struct launch_state {
   size_t sched_size;
   dim3 block_id;
   emu_counts counts;
+  std::vector<wg_state> wgs; /* the block's warpgroups */
+  size_t smem_bytes;
 };
 launch_state *g;
 emu_counts g_last;
@@ -266,6 +288,7 @@ bool step_warp(fiber *l, int nlanes, int w) {
     if (l[i].state != F_WARP) continue;
     const unsigned mask = l[i].op.mask;
     const int kind = l[i].op.kind;
+    if (kind >= OP_WGMMA) continue; /* warpgroup collectives: step_warpgroup */
     const bool aligned = kind == OP_LDSM || kind == OP_LDSM_T || kind == OP_MMA;
     if (!(mask >> i & 1)) die("a lane's collective mask does not name the lane", w, mask);
     if (aligned && mask != 0xffffffffu) die("ldmatrix/mma with a partial mask", w, mask);
@@ -293,10 +316,130 @@ bool step_warp(fiber *l, int nlanes, int w) {
   return ran;
 }
 
+/* ---- warpgroup MMA ------------------------------------------------------------------------ */
+/* The byte in shared memory of element (row r, column k) of a K-major operand, or of
+ * (k, column nn) of an N-major one, per the descriptor: 128-byte swizzle only. */
+struct desc {
+  uint32_t start, lbo, sbo;
+};
+desc decode(uint64_t d, int w) {
+  if ((d >> 62) != 1) die("wgmma descriptor: only the 128-byte swizzle is emulated", w, 0);
+  if ((d >> 49 & 7) != 0) die("wgmma descriptor: a nonzero base offset is not emulated", w, 0);
+  return desc{(uint32_t)(d & 0x3fff) << 4, (uint32_t)(d >> 16 & 0x3fff) << 4,
+               (uint32_t)(d >> 32 & 0x3fff) << 4};
+}
+float smem_bf16(uint32_t addr, int w) {
+  addr ^= ((addr >> 7) & 7) << 4; /* the 128-byte swizzle */
+  if ((size_t)addr + 2 > g->smem_bytes) die("wgmma reads past the block's shared memory", w, 0);
+  uint16_t h;
+  memcpy(&h, g->f[0].b.smem + addr, 2);
+  return bf(h);
+}
+float k_major(const desc &d, int r, int k, int w) { /* ((8,m),(8,2)):((128B,SBO),(2B,16B)) */
+  return smem_bf16(d.start + (uint32_t)(r / 8) * d.sbo + (uint32_t)(r % 8) * 128 + 2u * k, w);
+}
+float n_major(const desc &d, int k, int nn, int w) { /* ((64,m),(8,k)):((2B,LBO),(128B,SBO)) */
+  return smem_bf16(d.start + (uint32_t)(nn / 64) * d.lbo + 2u * (nn % 64) +
+                       (uint32_t)(k / 8) * d.sbo + (uint32_t)(k % 8) * 128, w);
+}
+
+void exec_wgmma(const wg_mma &op, int wg) {
+  static float A[64][16], B[16][256];
+  const int N = op.n;
+  if (op.rs) {
+    for (int t = 0; t < 128; t++) {
+      const int r = 16 * (t / 32) + (t % 32) / 4, c = 2 * (t % 4);
+      for (int h = 0; h < 2; h++) {
+        A[r][c + h] = bf(op.a[t][0] >> (16 * h));
+        A[r + 8][c + h] = bf(op.a[t][1] >> (16 * h));
+        A[r][c + 8 + h] = bf(op.a[t][2] >> (16 * h));
+        A[r + 8][c + 8 + h] = bf(op.a[t][3] >> (16 * h));
+      }
+    }
+  } else {
+    const desc da = decode(op.da, 4 * wg);
+    for (int r = 0; r < 64; r++)
+      for (int k = 0; k < 16; k++) A[r][k] = k_major(da, r, k, 4 * wg);
+  }
+  const desc db = decode(op.db, 4 * wg);
+  for (int k = 0; k < 16; k++)
+    for (int nn = 0; nn < N; nn++)
+      B[k][nn] = op.tb ? n_major(db, k, nn, 4 * wg) : k_major(db, nn, k, 4 * wg);
+  for (int t = 0; t < 128; t++) {
+    const int r0 = 16 * (t / 32) + (t % 32) / 4, c0 = 2 * (t % 4);
+    for (int i = 0; i < N / 8; i++)
+      for (int e = 0; e < 4; e++) {
+        const int r = r0 + 8 * (e >> 1), c = 8 * i + c0 + (e & 1);
+        float acc = op.accumulate ? op.d[t][4 * i + e] : 0.0f;
+        for (int k = 0; k < 16; k++) acc += A[r][k] * B[k][c];
+        op.d[t][4 * i + e] = acc;
+      }
+  }
+}
+
+/* Executes the collective warpgroup wg's 128 threads all wait at; true if it ran. */
+bool step_warpgroup(fiber *l, int wg) {
+  int kind = -1;
+  for (int i = 0; i < 128; i++) {
+    if (l[i].state == F_RUN) return false;
+    if (l[i].state == F_WARP && l[i].op.kind < OP_WGMMA) return false; /* a warp op first */
+    if (l[i].state != F_WARP) {
+      for (int j = 0; j < 128; j++)
+        if (l[j].state == F_WARP && l[j].op.kind >= OP_WGMMA)
+          die("a warpgroup collective with threads of the warpgroup exited or at a barrier",
+              4 * wg + i / 32, 0);
+      return false;
+    }
+    if (kind < 0) kind = l[i].op.kind;
+    if (l[i].op.kind != kind) die("warpgroup threads at different wgmma calls", 4 * wg + i / 32, 0);
+  }
+  const warp_op &o = l[0].op;
+  wg_state &st = g->wgs[(size_t)wg];
+  for (int i = 1; i < 128; i++) {
+    const warp_op &x = l[i].op;
+    if (x.arg != o.arg || x.n != o.n || x.accumulate != o.accumulate || x.tb != o.tb ||
+        x.rs != o.rs || x.da != o.da || x.db != o.db)
+      die("warpgroup threads at one wgmma call with different operands", 4 * wg + i / 32, 0);
+  }
+  if (kind == OP_WG_FENCE) st.fenced = true;
+  if (kind == OP_WGMMA) {
+    if (!st.fenced) die("wgmma without a wgmma.fence since the warpgroup's last wait", 4 * wg, 0);
+    wg_mma m;
+    m.n = o.n, m.accumulate = o.accumulate, m.tb = o.tb, m.rs = o.rs, m.da = o.da, m.db = o.db;
+    for (int i = 0; i < 128; i++) {
+      m.d[i] = l[i].op.d;
+      memcpy(m.a[i], l[i].op.in, sizeof m.a[i]);
+    }
+    st.open.push_back(m);
+    g->counts.wgmma++;
+  }
+  if (kind == OP_WG_COMMIT) {
+    st.groups.push_back(st.open);
+    st.open.clear();
+  }
+  if (kind == OP_WG_WAIT) {
+    while ((int)st.groups.size() > o.arg) {
+      for (const wg_mma &m : st.groups.front()) exec_wgmma(m, wg);
+      st.groups.erase(st.groups.begin());
+    }
+    st.fenced = false;
+  }
+  for (int i = 0; i < 128; i++) l[i].state = F_RUN;
+  return true;
+}
+
 /* After a round: run what can run; false if nothing can (a deadlock). */
 bool settle(int n) {
   bool ran = false;
   for (int w = 0; w * 32 < n; w++) ran |= step_warp(&g->f[w * 32], n - w * 32 < 32 ? n - w * 32 : 32, w);
+  for (int w = 0; w * 128 < n; w++) {
+    bool any = false;
+    for (int i = w * 128; i < n && i < w * 128 + 128; i++)
+      any |= g->f[i].state == F_WARP && g->f[i].op.kind >= OP_WGMMA;
+    if (!any) continue;
+    if (n < w * 128 + 128) die("a warpgroup collective in a block without whole warpgroups", 4 * w, 0);
+    ran |= step_warpgroup(&g->f[(size_t)w * 128], w);
+  }
   if (ran) return true;
   int bar = 0, live = 0;
   for (int i = 0; i < n; i++) {
@@ -331,6 +474,7 @@ void run_block(dim3 grid, dim3 block, dim3 bid, std::vector<unsigned char> &smem
     f.fake_stack = nullptr;
     context_init(&f.ctx, f.stack, STACK_BYTES, fiber_entry);
   }
+  g->wgs.assign((size_t)(n + 127) / 128, wg_state{});
   std::vector<int> order((size_t)n);
   std::iota(order.begin(), order.end(), 0);
   for (;;) {
@@ -342,6 +486,9 @@ void run_block(dim3 grid, dim3 block, dim3 bid, std::vector<unsigned char> &smem
     if (done) break;
     if (!settle(n)) die("deadlock: threads wait at collectives or a barrier that cannot complete", -1, 0);
   }
+  for (const wg_state &w : g->wgs)
+    if (!w.open.empty() || !w.groups.empty())
+      die("the block exits with wgmma issued and not waited for", -1, 0);
 }
 
 } /* namespace */
@@ -415,6 +562,24 @@ void emu_cp_async_wait(int n) {
   }
 }
 
+void emu_wgmma(float *d, int n, const uint32_t *a, uint64_t da, uint64_t db, int acc, int tb) {
+  fiber *f = g->cur;
+  if (n % 8 || n < 8 || n > 256) die("wgmma with N not a multiple of 8 in 8..256", -1, 0);
+  f->op.d = d, f->op.n = n, f->op.accumulate = acc != 0, f->op.tb = tb, f->op.rs = a != nullptr;
+  f->op.da = da, f->op.db = db, f->op.arg = 0;
+  if (a) memcpy(f->op.in, a, 16);
+  arrive(OP_WGMMA, 0xffffffffu);
+}
+static void wg_simple(int kind, int arg) {
+  fiber *f = g->cur;
+  f->op.d = nullptr, f->op.n = 0, f->op.accumulate = 0, f->op.tb = 0, f->op.rs = 0;
+  f->op.da = f->op.db = 0, f->op.arg = arg;
+  arrive(kind, 0xffffffffu);
+}
+void wgmma_fence(void) { wg_simple(OP_WG_FENCE, 0); }
+void wgmma_commit(void) { wg_simple(OP_WG_COMMIT, 0); }
+void emu_wgmma_wait(int n) { wg_simple(OP_WG_WAIT, n); }
+
 uint32_t pack_bf16x2(float lo, float hi) {
   uint32_t r = 0;
   for (int h = 0; h < 2; h++) {
@@ -440,6 +605,7 @@ void emu_launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function<vo
   st.counts = emu_counts{};
   st.sched_bottom = nullptr;
   st.sched_size = 0;
+  st.smem_bytes = smem_bytes;
   g = &st;
   std::vector<unsigned char> smem(smem_bytes ? (smem_bytes + 15) / 16 * 16 : 16);
   std::vector<dim3> blocks;

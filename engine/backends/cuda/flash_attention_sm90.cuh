@@ -1,0 +1,419 @@
+/* Causal grouped-query attention on Hopper's warpgroup tensor cores (sm_90a wgmma, bf16 in,
+ * fp32 accumulation), with flash_attention.cuh's conventions (fa::args, layouts, lse in
+ * natural log, D = dO . O in Dbuf, dq/dk/dv overwritten) and its split, deterministic
+ * backward; kernels_attention_flash.cu picks these on an sm_90 device.
+ *
+ *  - A block is two warpgroups (256 threads); a warpgroup owns 64 rows (queries in the
+ *    forward and dQ kernels, keys in the dKV kernel), a warp 16 of them, so the fp32
+ *    accumulators of wgmma m64nNk16 have the per-warp layout of mma.m16n8 (wgmma.cuh) and the
+ *    online softmax is the sm_80 kernels' code.
+ *  - Operands in shared memory are tiles in the 128-byte swizzle wgmma reads: a tile of ROWS
+ *    rows and HD columns is HD/64 blocks of ROWS x 64 bf16 (128 bytes a row), the 16-byte
+ *    chunk c of row r stored at chunk c ^ (r % 8); every tile starts 1024-byte aligned. They
+ *    are filled by cp.async (16-byte copies, zero-filled past T and hd) in two stages, the
+ *    next key (query) tile landing while this one computes; not TMA, and not a separate
+ *    producer warp: every thread issues its share of the copies.
+ *  - Forward: S = Q K^T (A and B from shared memory, K-major), the softmax on S's registers,
+ *    O += P V with P from registers (bf16) and V read N-major (the descriptor's transpose).
+ *  - dQ kernel: S = Q K^T, dP = dO V^T, dS = P (dP - D), dQ += dS K (K N-major); writes D.
+ *    dKV kernel: keys of one KV head, over the heads of its group in order and the query
+ *    tiles from the diagonal down: S^T = K Q^T, dP^T = V dO^T, dV += P^T dO, dK += dS^T Q.
+ *    Every output element is written once by one thread after a fixed-order loop: the same
+ *    bits for any grid order and any run.
+ *  - Each wgmma batch is waited for before its registers are read (wgmma_wait<0>); the
+ *    softmax does not yet overlap the next tile's products.
+ * Needs the 16-byte path (fa::can_vec) and hd <= 128 (HD 64 or 128); the launcher falls back
+ * to the sm_80 kernels otherwise. The host emulator (tests/cuda_emu) compiles this file for
+ * the CPU. */
+#ifndef FB_FLASH_ATTENTION_SM90_CUH
+#define FB_FLASH_ATTENTION_SM90_CUH
+#include "flash_attention.cuh"
+#include "wgmma.cuh"
+
+namespace fa3 {
+
+using fa::args;
+constexpr int NWG = 2, NT = 128 * NWG; /* warpgroups, threads a block */
+constexpr int BR = 64 * NWG;           /* rows a block owns */
+constexpr int BC = 64;                 /* keys per tile (forward, dQ) */
+
+template <int HD>
+struct shape {
+  static constexpr int KS = HD / 16, DT = HD / 8;
+  static constexpr int BQ = HD <= 64 ? 64 : 32; /* query tile of the dKV kernel */
+};
+template <int ROWS, int HD>
+__host__ __device__ constexpr int tile_bytes() { return ROWS * HD * 2; }
+template <int HD>
+__host__ __device__ constexpr int fwd_smem_bytes() {
+  return 1024 + tile_bytes<BR, HD>() + 4 * tile_bytes<BC, HD>();
+}
+template <int HD>
+__host__ __device__ constexpr int dq_smem_bytes() {
+  return 1024 + 2 * tile_bytes<BR, HD>() + 4 * tile_bytes<BC, HD>();
+}
+template <int HD>
+__host__ __device__ constexpr int dkv_smem_bytes() {
+  return 1024 + 2 * tile_bytes<BR, HD>() + 4 * tile_bytes<shape<HD>::BQ, HD>() +
+         4 * shape<HD>::BQ * 4;
+}
+
+/* This thread's warpgroup, as a value the compiler knows is the same across the warp (a
+ * shuffle from lane 0), so branches on it are not divergent and wgmma is not serialized. */
+__device__ __forceinline__ int warpgroup(void) {
+  return __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0);
+}
+
+/* The dynamic shared memory rounded up to a 1024-byte shared address (the swizzle's period). */
+__device__ __forceinline__ unsigned char *align1024(unsigned char *p) {
+  return p + ((1024u - (smem_addr(p) & 1023u)) & 1023u);
+}
+
+/* Byte offset of 16-byte chunk c8 (columns 8 c8 .. 8 c8 + 7) of row r in a swizzled tile. */
+template <int ROWS>
+__device__ __forceinline__ uint32_t sw_off(int r, int c8) {
+  return (uint32_t)((c8 >> 3) * ROWS * 128 + r * 128 + (((c8 & 7) ^ (r & 7)) << 4));
+}
+
+/* Rows [r0, r0 + ROWS) of one head (g: row 0, column 0; stride ld) into a swizzled tile by
+ * cp.async; rows at or past T and columns at or past hd are zeros. The caller commits. */
+template <int HD, int ROWS>
+__device__ __forceinline__ void load_tile(unsigned char *s, const uint16_t *g, int64_t ld,
+                                          int r0, int T, int hd) {
+  constexpr int CH = HD / 8;
+  for (int c = threadIdx.x; c < ROWS * CH; c += NT) {
+    const int r = c / CH, c8 = c % CH, row = r0 + r, col = c8 * 8;
+    const bool ok = row < T && col < hd;
+    cp_async16(s + sw_off<ROWS>(r, c8), ok ? g + (int64_t)row * ld + col : g, ok);
+  }
+}
+
+/* Descriptor of a K-major operand: rows r0 .. of a swizzled tile of ROWS rows, columns
+ * 16 kk .. 16 kk + 15 (8-row groups 1024 bytes apart; the leading offset is unused). */
+template <int ROWS>
+__device__ __forceinline__ uint64_t desc_k(uint32_t tile, int r0, int kk) {
+  return sw128_desc(tile + (uint32_t)((kk >> 2) * ROWS * 128 + r0 * 128 + (kk & 3) * 32), 16,
+                    1024);
+}
+/* Descriptor of an N-major B (k = the tile's rows 16 kk .. 16 kk + 15, n = its columns):
+ * 64-column blocks ROWS * 128 bytes apart (leading), 8-row groups 1024 apart (stride). */
+template <int ROWS>
+__device__ __forceinline__ uint64_t desc_n(uint32_t tile, int kk) {
+  return sw128_desc(tile + (uint32_t)(kk * 16 * 128), ROWS * 128, 1024);
+}
+
+/* The A fragment (bf16) of k-step kk of a 64 x 16 KS accumulator tile (P, dS). */
+template <int R>
+__device__ __forceinline__ void frag_p(uint32_t (&a)[4], const float (&p)[R][4], int kk) {
+  a[0] = pack_bf16x2(p[2 * kk][0], p[2 * kk][1]);
+  a[1] = pack_bf16x2(p[2 * kk][2], p[2 * kk][3]);
+  a[2] = pack_bf16x2(p[2 * kk + 1][0], p[2 * kk + 1][1]);
+  a[3] = pack_bf16x2(p[2 * kk + 1][2], p[2 * kk + 1][3]);
+}
+
+/* The two-stage pipeline of the forward and dQ kernels: key/value tile jt+1 into the other
+ * buffer (when there is one), then tile jt (and what was committed with it) made visible
+ * to the block and to wgmma's proxy. */
+template <int HD>
+__device__ __forceinline__ void kv_stage(unsigned char *Ks, unsigned char *Vs,
+                                         const uint16_t *kg, const uint16_t *vg, const args &a,
+                                         int jt, int nkt) {
+  constexpr int KB = tile_bytes<BC, HD>();
+  if (jt + 1 < nkt) {
+    const int nb = (jt & 1) ^ 1, j1 = (jt + 1) * BC;
+    load_tile<HD, BC>(Ks + nb * KB, kg, a.ldkv, j1, a.T, a.hd);
+    load_tile<HD, BC>(Vs + nb * KB, vg, a.ldkv, j1, a.T, a.hd);
+  }
+  cp_async_commit();
+  cp_async_wait<1>();
+  fence_proxy_async();
+  __syncthreads();
+}
+
+/* ---- forward -------------------------------------------------------------------------------
+ * grid (B*H, tiles(T, BR)); blockIdx.y = 0 is the last query tile (the longest rows first). */
+template <int HD>
+__global__ void __launch_bounds__(NT, 1) flash_attn_fwd_sm90_k(args a) {
+  constexpr int KS = shape<HD>::KS, DT = shape<HD>::DT, KB = tile_bytes<BC, HD>();
+  FB_DECLARE_SMEM(smem_raw);
+  unsigned char *Qs = align1024(smem_raw), *Ks = Qs + tile_bytes<BR, HD>(), *Vs = Ks + 2 * KB;
+  const uint32_t qa = smem_addr(Qs), ka = smem_addr(Ks), va = smem_addr(Vs);
+  const int T = a.T, H = a.H, hd = a.hd;
+  const int tile = (int)gridDim.y - 1 - (int)blockIdx.y, i0 = tile * BR;
+  const int b = (int)blockIdx.x / H, h = (int)blockIdx.x % H, g = h / (H / a.KVH);
+  const int wg = warpgroup(), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g0 = i0 + 64 * wg, wr0 = i0 + warp * 16, row = wr0 + lane / 4, c2 = 2 * (lane % 4);
+  const uint16_t *kg = a.k + (int64_t)b * T * a.ldkv + (int64_t)g * hd;
+  const uint16_t *vg = a.v + (int64_t)b * T * a.ldkv + (int64_t)g * hd;
+  const int nkt = (min(T, i0 + BR) - 1) / BC + 1;
+
+  load_tile<HD, BR>(Qs, a.q + (int64_t)b * T * a.ldq + (int64_t)h * hd, a.ldq, i0, T, hd);
+  load_tile<HD, BC>(Ks, kg, a.ldkv, 0, T, hd);
+  load_tile<HD, BC>(Vs, vg, a.ldkv, 0, T, hd);
+  cp_async_commit();
+  float o[DT][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  fa::zero_acc(o);
+  for (int jt = 0; jt < nkt; jt++) {
+    const int buf = jt & 1, j0 = jt * BC;
+    kv_stage<HD>(Ks, Vs, kg, vg, a, jt, nkt);
+    if (j0 <= g0 + 63) { /* else every key of the tile is above this warpgroup's rows */
+      float s[BC / 8][4];
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < KS; kk++)
+        wgmma_ss<0>(s, desc_k<BR>(qa, 64 * wg, kk), desc_k<BC>(ka + buf * KB, 0, kk), kk > 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_acc(s);
+      const bool mask = j0 + BC - 1 > wr0 || j0 + BC > T;
+      float mx[2] = {m[0], m[1]};
+#pragma unroll
+      for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const int col = j0 + n * 8 + c2 + (e & 1), r = row + (e >> 1) * 8;
+          float x = s[n][e] * a.scale2;
+          if (mask && (col > r || col >= T)) x = -INFINITY;
+          s[n][e] = x;
+          mx[e >> 1] = fmaxf(mx[e >> 1], x);
+        }
+#pragma unroll
+      for (int r = 0; r < 2; r++) {
+        mx[r] = fa::quad_max(mx[r]); /* finite: key 0 is in the first tile of every row */
+        const float corr = fast_exp2(m[r] - mx[r]);
+        m[r] = mx[r];
+        l[r] *= corr;
+#pragma unroll
+        for (int n = 0; n < DT; n++) {
+          o[n][2 * r] *= corr;
+          o[n][2 * r + 1] *= corr;
+        }
+      }
+#pragma unroll
+      for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          s[n][e] = fast_exp2(s[n][e] - m[e >> 1]);
+          l[e >> 1] += s[n][e];
+        }
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BC / 16; kk++) {
+        uint32_t pa[4];
+        frag_p(pa, s, kk);
+        wgmma_rs<1>(o, pa, desc_n<BC>(va + buf * KB, kk), 1);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_acc(o);
+    }
+    __syncthreads(); /* tile jt consumed before its buffer is refilled */
+  }
+  l[0] = fa::quad_sum(l[0]);
+  l[1] = fa::quad_sum(l[1]);
+  uint16_t *og = a.o + (int64_t)b * T * H * hd + (int64_t)h * hd;
+  fa::store_rows<DT>(og, (int64_t)H * hd, o, row, T, hd, 1.0f / l[0], 1.0f / l[1], true);
+  if (lane % 4 == 0) {
+    float *lse = a.lse + ((int64_t)b * H + h) * T;
+    if (row < T) lse[row] = (m[0] + log2f(l[0])) * fa::LN2;
+    if (row + 8 < T) lse[row + 8] = (m[1] + log2f(l[1])) * fa::LN2;
+  }
+}
+
+/* ---- backward: dQ ---------------------------------------------------------------------------
+ * D_i = dO_i . O_i of this warp's 16 rows (from global memory; written to Dbuf for the dKV
+ * kernel) and lse2 of the thread's two rows. */
+__device__ __forceinline__ void dq_rowstats(const args &a, int b, int h, int wr0,
+                                            float (&D)[2], float (&L)[2]) {
+  const int lane = threadIdx.x % 32, T = a.T, hd = a.hd;
+  const int64_t ld = (int64_t)a.H * hd;
+  const uint16_t *og = a.out + (int64_t)b * T * ld + (int64_t)h * hd;
+  const uint16_t *dg = a.dout + (int64_t)b * T * ld + (int64_t)h * hd;
+  for (int rr = 0; rr < 16; rr++) {
+    const int r = wr0 + rr;
+    float p = 0.0f;
+    if (r < T)
+      for (int d = lane; d < hd; d += 32)
+        p += fa::bf16_to_f32(dg[r * ld + d]) * fa::bf16_to_f32(og[r * ld + d]);
+    for (int o = 16; o > 0; o >>= 1) p += __shfl_xor_sync(0xffffffffu, p, o);
+    if (rr == lane / 4) D[0] = p;
+    if (rr == lane / 4 + 8) D[1] = p;
+    if (lane == 0 && r < T) a.Dbuf[((int64_t)(b - a.b0) * a.H + h) * T + r] = p;
+  }
+  const float *lse = a.lse + ((int64_t)b * a.H + h) * T;
+  const int row = wr0 + lane / 4;
+  L[0] = row < T ? lse[row] * fa::LOG2E : 0.0f;
+  L[1] = row + 8 < T ? lse[row + 8] * fa::LOG2E : 0.0f;
+}
+
+/* grid (nb*H, tiles(T, BR)) for batches b0 .. b0+nb. */
+template <int HD>
+__global__ void __launch_bounds__(NT, 1) flash_attn_bwd_dq_sm90_k(args a) {
+  constexpr int KS = shape<HD>::KS, DT = shape<HD>::DT, KB = tile_bytes<BC, HD>();
+  FB_DECLARE_SMEM(smem_raw);
+  unsigned char *Qs = align1024(smem_raw), *dOs = Qs + tile_bytes<BR, HD>();
+  unsigned char *Ks = dOs + tile_bytes<BR, HD>(), *Vs = Ks + 2 * KB;
+  const uint32_t qa = smem_addr(Qs), da = smem_addr(dOs), ka = smem_addr(Ks),
+                 va = smem_addr(Vs);
+  const int T = a.T, H = a.H, hd = a.hd;
+  const int tile = (int)gridDim.y - 1 - (int)blockIdx.y, i0 = tile * BR;
+  const int b = a.b0 + (int)blockIdx.x / H, h = (int)blockIdx.x % H, g = h / (H / a.KVH);
+  const int wg = warpgroup(), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g0 = i0 + 64 * wg, wr0 = i0 + warp * 16, row = wr0 + lane / 4, c2 = 2 * (lane % 4);
+  const uint16_t *kg = a.k + (int64_t)b * T * a.ldkv + (int64_t)g * hd;
+  const uint16_t *vg = a.v + (int64_t)b * T * a.ldkv + (int64_t)g * hd;
+  const int nkt = (min(T, i0 + BR) - 1) / BC + 1;
+
+  load_tile<HD, BR>(Qs, a.q + (int64_t)b * T * a.ldq + (int64_t)h * hd, a.ldq, i0, T, hd);
+  load_tile<HD, BR>(dOs, a.dout + (int64_t)b * T * H * hd + (int64_t)h * hd, (int64_t)H * hd,
+                    i0, T, hd);
+  load_tile<HD, BC>(Ks, kg, a.ldkv, 0, T, hd);
+  load_tile<HD, BC>(Vs, vg, a.ldkv, 0, T, hd);
+  cp_async_commit();
+  float dq[DT][4], D[2] = {0.0f, 0.0f}, L[2] = {0.0f, 0.0f};
+  fa::zero_acc(dq);
+  dq_rowstats(a, b, h, wr0, D, L);
+  for (int jt = 0; jt < nkt; jt++) {
+    const int buf = jt & 1, j0 = jt * BC;
+    kv_stage<HD>(Ks, Vs, kg, vg, a, jt, nkt);
+    if (j0 <= g0 + 63) {
+      float s[BC / 8][4], dp[BC / 8][4];
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < KS; kk++)
+        wgmma_ss<0>(s, desc_k<BR>(qa, 64 * wg, kk), desc_k<BC>(ka + buf * KB, 0, kk), kk > 0);
+#pragma unroll
+      for (int kk = 0; kk < KS; kk++)
+        wgmma_ss<0>(dp, desc_k<BR>(da, 64 * wg, kk), desc_k<BC>(va + buf * KB, 0, kk), kk > 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_acc(s);
+      fence_acc(dp);
+      const bool mask = j0 + BC - 1 > wr0 || j0 + BC > T;
+#pragma unroll
+      for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const int col = j0 + n * 8 + c2 + (e & 1), r = row + (e >> 1) * 8;
+          float p = fast_exp2(s[n][e] * a.scale2 - L[e >> 1]);
+          if (mask && (col > r || col >= T)) p = 0.0f;
+          s[n][e] = p * (dp[n][e] - D[e >> 1]); /* dS, unscaled */
+        }
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BC / 16; kk++) {
+        uint32_t sa[4];
+        frag_p(sa, s, kk);
+        wgmma_rs<1>(dq, sa, desc_n<BC>(ka + buf * KB, kk), 1);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_acc(dq);
+    }
+    __syncthreads();
+  }
+  uint16_t *dqg = a.dq + (int64_t)b * T * a.ldq + (int64_t)h * hd;
+  fa::store_rows<DT>(dqg, a.ldq, dq, row, T, hd, a.scale, a.scale, true);
+}
+
+/* ---- backward: dK, dV -----------------------------------------------------------------------
+ * grid (nb*KVH, tiles(T, BR)); blockIdx.y = 0 is the first key tile. Items: (head of the
+ * group, query tile), heads in order, query tiles from the one holding the block's first key
+ * to the end; each item's Q, dO, lse2 and D stream through two stages. */
+template <int HD>
+__device__ __forceinline__ void dkv_load_item(const args &a, unsigned char *Qs,
+                                              unsigned char *dOs, float *Ls, float *Ds, int b,
+                                              int h, int i0) {
+  constexpr int BQ = shape<HD>::BQ;
+  const int T = a.T, H = a.H, hd = a.hd;
+  load_tile<HD, BQ>(Qs, a.q + (int64_t)b * T * a.ldq + (int64_t)h * hd, a.ldq, i0, T, hd);
+  load_tile<HD, BQ>(dOs, a.dout + (int64_t)b * T * H * hd + (int64_t)h * hd, (int64_t)H * hd,
+                    i0, T, hd);
+  fa::load_vals<NT>(Ls, a.lse + ((int64_t)b * H + h) * T, i0, BQ, T, fa::LOG2E);
+  fa::load_vals<NT>(Ds, a.Dbuf + ((int64_t)(b - a.b0) * H + h) * T, i0, BQ, T, 1.0f);
+}
+
+template <int HD>
+__global__ void __launch_bounds__(NT, 1) flash_attn_bwd_dkv_sm90_k(args a) {
+  constexpr int KS = shape<HD>::KS, DT = shape<HD>::DT, BQ = shape<HD>::BQ;
+  constexpr int QB = tile_bytes<BQ, HD>();
+  FB_DECLARE_SMEM(smem_raw);
+  unsigned char *Ks = align1024(smem_raw), *Vs = Ks + tile_bytes<BR, HD>();
+  unsigned char *Qs = Vs + tile_bytes<BR, HD>(), *dOs = Qs + 2 * QB;
+  float *Ls = (float *)(dOs + 2 * QB), *Ds = Ls + 2 * BQ;
+  const uint32_t ka = smem_addr(Ks), va = smem_addr(Vs), qa = smem_addr(Qs),
+                 da = smem_addr(dOs);
+  const int T = a.T, rep = a.H / a.KVH, hd = a.hd;
+  const int b = a.b0 + (int)blockIdx.x / a.KVH, g = (int)blockIdx.x % a.KVH;
+  const int j0 = (int)blockIdx.y * BR;
+  const int wg = warpgroup(), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g0 = j0 + 64 * wg, wk0 = j0 + warp * 16, key = wk0 + lane / 4, c2 = 2 * (lane % 4);
+  const int q0 = j0 / BQ * BQ, nq = fa::tiles(T - q0, BQ), items = rep * nq;
+
+  const int64_t kvo = (int64_t)b * T * a.ldkv + (int64_t)g * hd;
+  load_tile<HD, BR>(Ks, a.k + kvo, a.ldkv, j0, T, hd);
+  load_tile<HD, BR>(Vs, a.v + kvo, a.ldkv, j0, T, hd);
+  dkv_load_item<HD>(a, Qs, dOs, Ls, Ds, b, g * rep, q0);
+  cp_async_commit();
+  float dk[DT][4], dv[DT][4];
+  fa::zero_acc(dk);
+  fa::zero_acc(dv);
+  for (int it = 0; it < items; it++) {
+    const int buf = it & 1, i0 = q0 + (it % nq) * BQ;
+    if (it + 1 < items) {
+      const int nb = buf ^ 1;
+      dkv_load_item<HD>(a, Qs + nb * QB, dOs + nb * QB, Ls + nb * BQ, Ds + nb * BQ, b,
+                        g * rep + (it + 1) / nq, q0 + ((it + 1) % nq) * BQ);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    fence_proxy_async();
+    __syncthreads();
+    const uint32_t qt = qa + buf * QB, dt = da + buf * QB;
+    const float *Lt = Ls + buf * BQ, *Dt = Ds + buf * BQ;
+    if (i0 + BQ - 1 >= g0) { /* else every query of the tile precedes this warpgroup's keys */
+      float s[BQ / 8][4], dp[BQ / 8][4];
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < KS; kk++) /* S^T = K Q^T */
+        wgmma_ss<0>(s, desc_k<BR>(ka, 64 * wg, kk), desc_k<BQ>(qt, 0, kk), kk > 0);
+#pragma unroll
+      for (int kk = 0; kk < KS; kk++) /* dP^T = V dO^T */
+        wgmma_ss<0>(dp, desc_k<BR>(va, 64 * wg, kk), desc_k<BQ>(dt, 0, kk), kk > 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_acc(s);
+      fence_acc(dp);
+      const bool mask = i0 < wk0 + 15 || i0 + BQ > T;
+#pragma unroll
+      for (int n = 0; n < BQ / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const int cq = n * 8 + c2 + (e & 1), qi = i0 + cq, kj = key + (e >> 1) * 8;
+          float p = fast_exp2(s[n][e] * a.scale2 - Lt[cq]);
+          if (mask && (qi < kj || qi >= T)) p = 0.0f;
+          s[n][e] = p;
+          dp[n][e] = p * (dp[n][e] - Dt[cq]); /* dS^T, unscaled */
+        }
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BQ / 16; kk++) {
+        uint32_t pa[4], sa[4];
+        frag_p(pa, s, kk);
+        frag_p(sa, dp, kk);
+        wgmma_rs<1>(dv, pa, desc_n<BQ>(dt, kk), 1); /* dV += P^T dO */
+        wgmma_rs<1>(dk, sa, desc_n<BQ>(qt, kk), 1); /* dK += dS^T Q */
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_acc(dv);
+      fence_acc(dk);
+    }
+    __syncthreads();
+  }
+  fa::store_rows<DT>(a.dk + kvo, a.ldkv, dk, key, T, hd, a.scale, a.scale, true);
+  fa::store_rows<DT>(a.dv + kvo, a.ldkv, dv, key, T, hd, 1.0f, 1.0f, true);
+}
+
+} /* namespace fa3 */
+#endif
