@@ -10,18 +10,21 @@
  *  - Operands in shared memory are tiles in the 128-byte swizzle wgmma reads: a tile of ROWS
  *    rows and HD columns is HD/64 blocks of ROWS x 64 bf16 (128 bytes a row), the 16-byte
  *    chunk c of row r stored at chunk c ^ (r % 8); every tile starts 1024-byte aligned. They
- *    are filled by cp.async (16-byte copies, zero-filled past T and hd) in two stages, the
- *    next key (query) tile landing while this one computes; not TMA, and not a separate
- *    producer warp: every thread issues its share of the copies.
+ *    are filled by cp.async (16-byte copies, zero-filled past T and hd) in stages, the next
+ *    key (query) tile landing while this one computes; not TMA, and not a separate producer
+ *    warp: every thread issues its share of the copies.
  *  - Forward: S = Q K^T (A and B from shared memory, K-major), the softmax on S's registers,
  *    O += P V with P from registers (bf16) and V read N-major (the descriptor's transpose).
+ *    Key/value tiles in three stages; S of tile j+1 is issued before the softmax of tile j,
+ *    so the exponentials overlap the next tile's product (FlashAttention-3's intra-warpgroup
+ *    pipelining; no ping-pong between the two warpgroups).
  *  - dQ kernel: S = Q K^T, dP = dO V^T, dS = P (dP - D), dQ += dS K (K N-major); writes D.
  *    dKV kernel: keys of one KV head, over the heads of its group in order and the query
  *    tiles from the diagonal down: S^T = K Q^T, dP^T = V dO^T, dV += P^T dO, dK += dS^T Q.
  *    Every output element is written once by one thread after a fixed-order loop: the same
  *    bits for any grid order and any run.
- *  - Each wgmma batch is waited for before its registers are read (wgmma_wait<0>); the
- *    softmax does not yet overlap the next tile's products.
+ *  - Each wgmma batch is waited for before its registers are read (wgmma_wait<0>). The
+ *    backward does not overlap its elementwise work with the products yet.
  * Needs the 16-byte path (fa::can_vec) and hd <= 128 (HD 64 or 128); the launcher falls back
  * to the sm_80 kernels otherwise. The host emulator (tests/cuda_emu) compiles this file for
  * the CPU. */
@@ -46,7 +49,7 @@ template <int ROWS, int HD>
 __host__ __device__ constexpr int tile_bytes() { return ROWS * HD * 2; }
 template <int HD>
 __host__ __device__ constexpr int fwd_smem_bytes() {
-  return 1024 + tile_bytes<BR, HD>() + 4 * tile_bytes<BC, HD>();
+  return 1024 + tile_bytes<BR, HD>() + 6 * tile_bytes<BC, HD>(); /* 3 K/V stages */
 }
 template <int HD>
 __host__ __device__ constexpr int dq_smem_bytes() {
@@ -131,83 +134,127 @@ __device__ __forceinline__ void kv_stage(unsigned char *Ks, unsigned char *Vs,
 }
 
 /* ---- forward -------------------------------------------------------------------------------
- * grid (B*H, tiles(T, BR)); blockIdx.y = 0 is the last query tile (the longest rows first). */
+ * grid (B*H, tiles(T, BR)); blockIdx.y = 0 is the last query tile (the longest rows first).
+ * Key/value tiles rotate through three stages: while a warpgroup runs the softmax of tile j,
+ * the tensor cores compute S of tile j+1 (issued before it) and tile j+2 is loading. */
+constexpr int FWD_STAGES = 3;
+
+/* The online-softmax step of one tile: S (scaled to log2, masked) to P in place, the running
+ * max m and sum l updated, o rescaled. */
+template <int DT>
+__device__ __forceinline__ void softmax_tile(float (&s)[BC / 8][4], float (&o)[DT][4],
+                                             float (&m)[2], float (&l)[2], const args &a,
+                                             int j0, int wr0) {
+  const int lane = threadIdx.x % 32, row = wr0 + lane / 4, c2 = 2 * (lane % 4);
+  const bool mask = j0 + BC - 1 > wr0 || j0 + BC > a.T;
+  float mx[2] = {m[0], m[1]};
+#pragma unroll
+  for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const int col = j0 + n * 8 + c2 + (e & 1), r = row + (e >> 1) * 8;
+      float x = s[n][e] * a.scale2;
+      if (mask && (col > r || col >= a.T)) x = -INFINITY;
+      s[n][e] = x;
+      mx[e >> 1] = fmaxf(mx[e >> 1], x);
+    }
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    mx[r] = fa::quad_max(mx[r]); /* finite: key 0 is in the first tile of every row */
+    const float corr = fast_exp2(m[r] - mx[r]);
+    m[r] = mx[r];
+    l[r] *= corr;
+#pragma unroll
+    for (int n = 0; n < DT; n++) {
+      o[n][2 * r] *= corr;
+      o[n][2 * r + 1] *= corr;
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      s[n][e] = fast_exp2(s[n][e] - m[e >> 1]);
+      l[e >> 1] += s[n][e];
+    }
+}
+
 template <int HD>
 __global__ void __launch_bounds__(NT, 1) flash_attn_fwd_sm90_k(args a) {
   constexpr int KS = shape<HD>::KS, DT = shape<HD>::DT, KB = tile_bytes<BC, HD>();
   FB_DECLARE_SMEM(smem_raw);
-  unsigned char *Qs = align1024(smem_raw), *Ks = Qs + tile_bytes<BR, HD>(), *Vs = Ks + 2 * KB;
+  unsigned char *Qs = align1024(smem_raw), *Ks = Qs + tile_bytes<BR, HD>();
+  unsigned char *Vs = Ks + FWD_STAGES * KB;
   const uint32_t qa = smem_addr(Qs), ka = smem_addr(Ks), va = smem_addr(Vs);
   const int T = a.T, H = a.H, hd = a.hd;
   const int tile = (int)gridDim.y - 1 - (int)blockIdx.y, i0 = tile * BR;
   const int b = (int)blockIdx.x / H, h = (int)blockIdx.x % H, g = h / (H / a.KVH);
   const int wg = warpgroup(), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int g0 = i0 + 64 * wg, wr0 = i0 + warp * 16, row = wr0 + lane / 4, c2 = 2 * (lane % 4);
+  const int g0 = i0 + 64 * wg, wr0 = i0 + warp * 16, row = wr0 + lane / 4;
   const uint16_t *kg = a.k + (int64_t)b * T * a.ldkv + (int64_t)g * hd;
   const uint16_t *vg = a.v + (int64_t)b * T * a.ldkv + (int64_t)g * hd;
   const int nkt = (min(T, i0 + BR) - 1) / BC + 1;
+  const int mine = (min(T, g0 + 64) - 1) / BC + 1; /* tiles this warpgroup's rows reach */
 
   load_tile<HD, BR>(Qs, a.q + (int64_t)b * T * a.ldq + (int64_t)h * hd, a.ldq, i0, T, hd);
   load_tile<HD, BC>(Ks, kg, a.ldkv, 0, T, hd);
   load_tile<HD, BC>(Vs, vg, a.ldkv, 0, T, hd);
   cp_async_commit();
-  float o[DT][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  if (nkt > 1) {
+    load_tile<HD, BC>(Ks + KB, kg, a.ldkv, BC, T, hd);
+    load_tile<HD, BC>(Vs + KB, vg, a.ldkv, BC, T, hd);
+  }
+  cp_async_commit();
+  cp_async_wait<1>(); /* Q and tile 0 */
+  fence_proxy_async();
+  __syncthreads();
+  float o[DT][4], s[BC / 8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   fa::zero_acc(o);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < KS; kk++)
+    wgmma_ss<0>(s, desc_k<BR>(qa, 64 * wg, kk), desc_k<BC>(ka, 0, kk), kk > 0);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_acc(s);
   for (int jt = 0; jt < nkt; jt++) {
-    const int buf = jt & 1, j0 = jt * BC;
-    kv_stage<HD>(Ks, Vs, kg, vg, a, jt, nkt);
-    if (j0 <= g0 + 63) { /* else every key of the tile is above this warpgroup's rows */
-      float s[BC / 8][4];
+    const int st = jt % FWD_STAGES, st1 = (jt + 1) % FWD_STAGES, st2 = (jt + 2) % FWD_STAGES;
+    cp_async_wait<0>(); /* tile jt+1 */
+    fence_proxy_async();
+    __syncthreads(); /* ... visible; and stage st2 (tile jt-1) read by every warpgroup */
+    if (jt + 2 < nkt) {
+      load_tile<HD, BC>(Ks + st2 * KB, kg, a.ldkv, (jt + 2) * BC, T, hd);
+      load_tile<HD, BC>(Vs + st2 * KB, vg, a.ldkv, (jt + 2) * BC, T, hd);
+    }
+    cp_async_commit();
+    float sn[BC / 8][4];
+    const bool next = jt + 1 < mine;
+    if (next) { /* S of tile jt+1, computing while the softmax of tile jt runs */
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < KS; kk++)
-        wgmma_ss<0>(s, desc_k<BR>(qa, 64 * wg, kk), desc_k<BC>(ka + buf * KB, 0, kk), kk > 0);
+        wgmma_ss<0>(sn, desc_k<BR>(qa, 64 * wg, kk), desc_k<BC>(ka + st1 * KB, 0, kk), kk > 0);
       wgmma_commit();
-      wgmma_wait<0>();
-      fence_acc(s);
-      const bool mask = j0 + BC - 1 > wr0 || j0 + BC > T;
-      float mx[2] = {m[0], m[1]};
+    }
+    if (jt < mine) {
+      softmax_tile<DT>(s, o, m, l, a, jt * BC, wr0);
+      uint32_t pa[BC / 16][4];
 #pragma unroll
-      for (int n = 0; n < BC / 8; n++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const int col = j0 + n * 8 + c2 + (e & 1), r = row + (e >> 1) * 8;
-          float x = s[n][e] * a.scale2;
-          if (mask && (col > r || col >= T)) x = -INFINITY;
-          s[n][e] = x;
-          mx[e >> 1] = fmaxf(mx[e >> 1], x);
-        }
-#pragma unroll
-      for (int r = 0; r < 2; r++) {
-        mx[r] = fa::quad_max(mx[r]); /* finite: key 0 is in the first tile of every row */
-        const float corr = fast_exp2(m[r] - mx[r]);
-        m[r] = mx[r];
-        l[r] *= corr;
-#pragma unroll
-        for (int n = 0; n < DT; n++) {
-          o[n][2 * r] *= corr;
-          o[n][2 * r + 1] *= corr;
-        }
-      }
-#pragma unroll
-      for (int n = 0; n < BC / 8; n++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          s[n][e] = fast_exp2(s[n][e] - m[e >> 1]);
-          l[e >> 1] += s[n][e];
-        }
+      for (int kk = 0; kk < BC / 16; kk++) frag_p(pa[kk], s, kk);
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < BC / 16; kk++) {
-        uint32_t pa[4];
-        frag_p(pa, s, kk);
-        wgmma_rs<1>(o, pa, desc_n<BC>(va + buf * KB, kk), 1);
-      }
+      for (int kk = 0; kk < BC / 16; kk++) wgmma_rs<1>(o, pa[kk], desc_n<BC>(va + st * KB, kk), 1);
       wgmma_commit();
-      wgmma_wait<0>();
-      fence_acc(o);
     }
-    __syncthreads(); /* tile jt consumed before its buffer is refilled */
+    wgmma_wait<0>();
+    if (next) {
+      fence_acc(sn);
+#pragma unroll
+      for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) s[n][e] = sn[n][e];
+    }
+    fence_acc(o);
   }
   l[0] = fa::quad_sum(l[0]);
   l[1] = fa::quad_sum(l[1]);
@@ -299,13 +346,12 @@ __global__ void __launch_bounds__(NT, 1) flash_attn_bwd_dq_sm90_k(args a) {
           if (mask && (col > r || col >= T)) p = 0.0f;
           s[n][e] = p * (dp[n][e] - D[e >> 1]); /* dS, unscaled */
         }
+      uint32_t sa[BC / 16][4];
+#pragma unroll
+      for (int kk = 0; kk < BC / 16; kk++) frag_p(sa[kk], s, kk);
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < BC / 16; kk++) {
-        uint32_t sa[4];
-        frag_p(sa, s, kk);
-        wgmma_rs<1>(dq, sa, desc_n<BC>(ka + buf * KB, kk), 1);
-      }
+      for (int kk = 0; kk < BC / 16; kk++) wgmma_rs<1>(dq, sa[kk], desc_n<BC>(ka + buf * KB, kk), 1);
       wgmma_commit();
       wgmma_wait<0>();
       fence_acc(dq);
@@ -395,15 +441,13 @@ __global__ void __launch_bounds__(NT, 1) flash_attn_bwd_dkv_sm90_k(args a) {
           s[n][e] = p;
           dp[n][e] = p * (dp[n][e] - Dt[cq]); /* dS^T, unscaled */
         }
+      uint32_t pa[BQ / 16][4], sa[BQ / 16][4];
+#pragma unroll
+      for (int kk = 0; kk < BQ / 16; kk++) frag_p(pa[kk], s, kk), frag_p(sa[kk], dp, kk);
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < BQ / 16; kk++) {
-        uint32_t pa[4], sa[4];
-        frag_p(pa, s, kk);
-        frag_p(sa, dp, kk);
-        wgmma_rs<1>(dv, pa, desc_n<BQ>(dt, kk), 1); /* dV += P^T dO */
-        wgmma_rs<1>(dk, sa, desc_n<BQ>(qt, kk), 1); /* dK += dS^T Q */
-      }
+      for (int kk = 0; kk < BQ / 16; kk++) /* dV += P^T dO, dK += dS^T Q */
+        wgmma_rs<1>(dv, pa[kk], desc_n<BQ>(dt, kk), 1), wgmma_rs<1>(dk, sa[kk], desc_n<BQ>(qt, kk), 1);
       wgmma_commit();
       wgmma_wait<0>();
       fence_acc(dv);
