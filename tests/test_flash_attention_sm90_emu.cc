@@ -4,7 +4,8 @@
  * reference of causal GQA attention (flash_attention_ref.h): out, lse, dq, dk, dv for head
  * dims 64 and 128 and ones padded to them (40, 96), GQA groups of 1, 2 and 4 heads, sequence
  * lengths inside one 128-row block and across several (1, 33, 64, 65, 130, 200, 257), q/k/v
- * fused or apart, the backward in batch chunks. Every kernel is run twice more with other
+ * fused or apart, the backward in batch chunks; the TMA-fed, warp-specialized forward must
+ * give the cp.async forward's bits. Every kernel is run twice more with other
  * block orders and fiber schedules: the results must be the same bits (the strategies'
  * bitwise equality needs it). What it cannot check, and what does instead: the GPU's own
  * reading of the descriptors and fragment layouts (the emulator implements the PTX ISA's
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "cuda_emu/cuda_emu.h"
@@ -41,6 +43,29 @@ void launch_fwd(const fa::args &a, emu_launch_opts o) {
   emu_launch(dim3(a.B * a.H, fa::tiles(a.T, fa3::BR)), dim3(fa3::NT), fa3::fwd_smem_bytes<HD>(),
              [&] { fa3::flash_attn_fwd_sm90_k<HD>(a); }, o);
 }
+/* The TMA-fed forward: tensor maps as kernels_attention_sm90.cu makes them (4-D: hd, heads,
+ * T, B; boxes of 64 columns and a tile of rows). */
+fb_tmap tmap(const uint16_t *base, const fa::args &a, int heads, int ld, int rows) {
+  fb_tmap m{};
+  m.base = base;
+  m.dim[0] = (uint64_t)a.hd, m.dim[1] = (uint64_t)heads, m.dim[2] = (uint64_t)a.T;
+  m.dim[3] = (uint64_t)a.B;
+  m.stride[0] = 2, m.stride[1] = 2 * (uint64_t)a.hd, m.stride[2] = 2 * (uint64_t)ld;
+  m.stride[3] = 2 * (uint64_t)ld * (uint64_t)a.T;
+  m.box[0] = 64, m.box[1] = 1, m.box[2] = (uint32_t)rows, m.box[3] = 1;
+  m.swizzle128 = 1;
+  return m;
+}
+template <int HD>
+void launch_fwd_tma(const fa::args &a, emu_launch_opts o) {
+  fa3::tmaps tm;
+  tm.q = tmap(a.q, a, a.H, a.ldq, fa3::BR);
+  tm.k = tmap(a.k, a, a.KVH, a.ldkv, fa3::BC);
+  tm.v = tmap(a.v, a, a.KVH, a.ldkv, fa3::BC);
+  emu_launch(dim3(a.B * a.H, fa::tiles(a.T, fa3::BR)), dim3(fa3::NT + 128),
+             fa3::fwd_tma_smem_bytes<HD>(), [&] { fa3::flash_attn_fwd_tma_sm90_k<HD>(a, tm); }, o);
+}
+
 template <int HD>
 void launch_bwd(fa::args a, int bchunk, emu_launch_opts o) {
   for (int b0 = 0; b0 < a.B; b0 += bchunk) {
@@ -108,6 +133,16 @@ void run_case(const shape_case &c, uint64_t seed) {
                       t.dvbuf == dv0;
     check(same, order == 1 ? "same bits, blocks reversed" : "same bits, blocks shuffled", c,
           same ? 0.0 : 1.0, 0.0);
+  }
+  /* the TMA-fed forward: the same products in the same order, so the same bits */
+  for (int run = 0; run < 3; run++) { /* copies land at other times each run */
+    std::fill(t.out.begin(), t.out.end(), (uint16_t)0);
+    launch_fwd_tma<HD>(a, emu_launch_opts{(unsigned)(seed * 17 + run), run});
+    const emu_counts tc = emu_last_counts();
+    check(tc.tma > 0 && tc.wgmma > 0 && tc.cp_async == 0, "TMA forward ran on TMA and wgmma",
+          c, (double)tc.tma, 1);
+    const bool same = t.out == out0 && t.lse == lse0;
+    check(same, "TMA forward: the cp.async forward's bits", c, same ? 0.0 : 1.0, 0.0);
   }
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <ucontext.h>
 
+#include <map>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -29,7 +30,7 @@ emu_builtins *emu_cur;
 
 namespace {
 
-enum fstate { F_RUN, F_WARP, F_BAR, F_DONE };
+enum fstate { F_RUN, F_WARP, F_BAR, F_DONE, F_SPIN /* yielded in mbar_wait: runs again */ };
 enum opkind { OP_SHFL_XOR, OP_SHFL_IDX, OP_SHFL_DOWN, OP_RED_MAX, OP_RED_MIN, OP_RED_ADD,
               OP_BALLOT, OP_ANY, OP_ALL, OP_SYNCWARP, OP_LDSM, OP_LDSM_T, OP_MMA,
               /* warpgroup collectives (128 threads) from here on */
@@ -114,6 +115,19 @@ struct copy16 {
   bool pred;
 };
 
+/* An mbarrier (keyed by its shared-memory offset) and the TMA copies reporting to it. */
+struct tma_copy {
+  unsigned char *dst;
+  fb_tmap map;
+  int c[4];
+};
+struct mbar {
+  int expected, pending;
+  long long tx;
+  unsigned phase; /* phases completed */
+  std::vector<tma_copy> copies;
+};
+
 struct fiber {
   context ctx;
   emu_builtins b;
@@ -138,6 +152,9 @@ struct launch_state {
   dim3 block_id;
   emu_counts counts;
   std::vector<wg_state> wgs; /* the block's warpgroups */
+  std::map<uint32_t, mbar> bars;
+  bool progress; /* a thread did more than spin this round */
+  uint64_t tma_rng; /* when each TMA copy lands: at issue or at the next wait (seeded) */
   size_t smem_bytes;
 };
 launch_state *g;
@@ -151,6 +168,7 @@ emu_counts g_last;
 
 /* ---- switching ---------------------------------------------------------------------------- */
 void to_scheduler(fiber *f) {
+  if (f->state != F_SPIN) g->progress = true;
 #ifdef EMU_ASAN
   __sanitizer_start_switch_fiber(f->state == F_DONE ? nullptr : &f->fake_stack,
                                  g->sched_bottom, g->sched_size);
@@ -297,7 +315,7 @@ bool step_warp(fiber *l, int nlanes, int w) {
       if (!(mask >> j & 1)) continue;
       if (j >= nlanes || l[j].state == F_DONE) die("a lane of the mask has exited", w, mask);
       if (l[j].state == F_BAR) die("lanes of one mask at __syncthreads and a collective", w, mask);
-      if (l[j].state == F_RUN) { ready = false; break; }
+      if (l[j].state == F_RUN || l[j].state == F_SPIN) { ready = false; break; }
       if (l[j].op.kind != kind || l[j].op.mask != mask) {
         char msg[96];
         snprintf(msg, sizeof msg, "lanes at different collectives (%s, %s)", op_names[kind],
@@ -381,7 +399,7 @@ void exec_wgmma(const wg_mma &op, int wg) {
 bool step_warpgroup(fiber *l, int wg) {
   int kind = -1;
   for (int i = 0; i < 128; i++) {
-    if (l[i].state == F_RUN) return false;
+    if (l[i].state == F_RUN || l[i].state == F_SPIN) return false;
     if (l[i].state == F_WARP && l[i].op.kind < OP_WGMMA) return false; /* a warp op first */
     if (l[i].state != F_WARP) {
       for (int j = 0; j < 128; j++)
@@ -440,6 +458,9 @@ bool settle(int n) {
     if (n < w * 128 + 128) die("a warpgroup collective in a block without whole warpgroups", 4 * w, 0);
     ran |= step_warpgroup(&g->f[(size_t)w * 128], w);
   }
+  bool spin = false; /* threads that yielded in mbar_wait try again next round */
+  for (int i = 0; i < n; i++)
+    if (g->f[i].state == F_SPIN) g->f[i].state = F_RUN, spin = true;
   if (ran) return true;
   int bar = 0, live = 0;
   for (int i = 0; i < n; i++) {
@@ -453,7 +474,7 @@ bool settle(int n) {
     g->counts.barriers++;
     return true;
   }
-  return false;
+  return spin && g->progress; /* a round in which every thread only spun changes nothing */
 }
 
 void run_block(dim3 grid, dim3 block, dim3 bid, std::vector<unsigned char> &smem,
@@ -475,16 +496,27 @@ void run_block(dim3 grid, dim3 block, dim3 bid, std::vector<unsigned char> &smem
     context_init(&f.ctx, f.stack, STACK_BYTES, fiber_entry);
   }
   g->wgs.assign((size_t)(n + 127) / 128, wg_state{});
+  g->bars.clear();
   std::vector<int> order((size_t)n);
   std::iota(order.begin(), order.end(), 0);
+  const int nwg = n / 128;
+  int stall_wg = -1, stall_left = 0;
   for (;;) {
+    g->progress = false;
     std::shuffle(order.begin(), order.end(), rng);
-    for (int i : order)
-      if (g->f[i].state == F_RUN) resume(&g->f[i]);
+    if (stall_left == 0 && nwg > 1 && rng() % 8 == 0) /* hold one warpgroup back a while */
+      stall_wg = (int)(rng() % (unsigned)nwg), stall_left = 1 + (int)(rng() % 256);
+    bool held = false; /* threads that could run but were held back */
+    for (int i : order) {
+      if (g->f[i].state != F_RUN) continue;
+      if (stall_left > 0 && i / 128 == stall_wg) held = true;
+      else resume(&g->f[i]);
+    }
+    if (stall_left > 0) stall_left--;
     bool done = true;
     for (int i = 0; i < n; i++) done &= g->f[i].state == F_DONE;
     if (done) break;
-    if (!settle(n)) die("deadlock: threads wait at collectives or a barrier that cannot complete", -1, 0);
+    if (!settle(n) && !held) die("deadlock: threads wait at collectives or a barrier that cannot complete", -1, 0);
   }
   for (const wg_state &w : g->wgs)
     if (!w.open.empty() || !w.groups.empty())
@@ -562,6 +594,91 @@ void emu_cp_async_wait(int n) {
   }
 }
 
+/* ---- TMA and mbarriers ---------------------------------------------------------------------- */
+static mbar &bar_of(uint64_t *bar, const char *what) {
+  const uint32_t off = smem_addr(bar);
+  auto it = g->bars.find(off);
+  if (off % 8 || it == g->bars.end()) die(what, (int)(threadIdx.x / 32), 0);
+  return it->second;
+}
+static void bar_check(mbar &b) {
+  if (b.pending == 0 && b.tx == 0) b.phase++, b.pending = b.expected;
+}
+static long long tma_bytes(const tma_copy &c) {
+  return (long long)c.map.box[0] * c.map.box[1] * c.map.box[2] * c.map.box[3] *
+         (long long)c.map.stride[0];
+}
+static void tma_do(const tma_copy &c) {
+  const fb_tmap &m = c.map;
+  const uint32_t es = (uint32_t)m.stride[0], base = smem_addr(c.dst);
+  uint32_t i = 0;
+  for (uint32_t i3 = 0; i3 < m.box[3]; i3++)
+    for (uint32_t i2 = 0; i2 < m.box[2]; i2++)
+      for (uint32_t i1 = 0; i1 < m.box[1]; i1++)
+        for (uint32_t i0 = 0; i0 < m.box[0]; i0++, i++) {
+          const int64_t x[4] = {c.c[0] + (int64_t)i0, c.c[1] + (int64_t)i1,
+                                c.c[2] + (int64_t)i2, c.c[3] + (int64_t)i3};
+          bool in = true;
+          int64_t src = 0;
+          for (int d = 0; d < 4; d++) {
+            in &= x[d] >= 0 && x[d] < (int64_t)m.dim[d];
+            src += x[d] * (int64_t)m.stride[d];
+          }
+          uint32_t a = base + i * es;
+          if (m.swizzle128) a ^= ((a >> 7) & 7) << 4;
+          if ((size_t)a + es > g->smem_bytes) die("TMA writes past the block's shared memory", -1, 0);
+          unsigned char *d = g->f[0].b.smem + a;
+          if (in) memcpy(d, (const unsigned char *)m.base + src, es);
+          else memset(d, 0, es);
+        }
+}
+void tma_load_4d(void *dst, const fb_tmap *map, int c0, int c1, int c2, int c3, uint64_t *bar) {
+  const int w = (int)(threadIdx.x / 32);
+  if (map->swizzle128 && (map->box[0] * map->stride[0] != 128 || smem_addr(dst) % 1024))
+    die("TMA: only 128-byte box rows into 1024-byte aligned tiles are emulated (swizzle)", w, 0);
+  mbar &b = bar_of(bar, "TMA reports to an address that is no initialized mbarrier");
+  const tma_copy c{(unsigned char *)dst, *map, {c0, c1, c2, c3}};
+  g->counts.tma++;
+  g->tma_rng = g->tma_rng * 6364136223846793005ull + 1442695040888963407ull;
+  if (g->tma_rng >> 63) { /* lands at once: overwriting a tile still in use shows */
+    tma_do(c);
+    b.tx -= tma_bytes(c);
+    bar_check(b);
+  } else { /* lands at the next wait: reading a tile before waiting for it shows */
+    b.copies.push_back(c);
+  }
+}
+void mbar_init(uint64_t *bar, int n) {
+  if (smem_addr(bar) % 8 || n <= 0) die("mbarrier.init: misaligned or a count below 1", -1, 0);
+  g->bars[smem_addr(bar)] = mbar{n, n, 0, 0, {}};
+}
+void mbar_arrive(uint64_t *bar) {
+  mbar &b = bar_of(bar, "mbarrier.arrive on no initialized mbarrier");
+  if (b.pending <= 0) die("mbarrier.arrive past the expected count", (int)(threadIdx.x / 32), 0);
+  b.pending--;
+  bar_check(b);
+}
+void mbar_arrive_tx(uint64_t *bar, int bytes) {
+  mbar &b = bar_of(bar, "mbarrier.arrive.expect_tx on no initialized mbarrier");
+  b.tx += bytes;
+  mbar_arrive(bar);
+}
+void mbar_wait(uint64_t *bar, int parity) {
+  for (;;) {
+    mbar &b = bar_of(bar, "mbarrier.try_wait on no initialized mbarrier");
+    const std::vector<tma_copy> copies = std::move(b.copies);
+    b.copies.clear();
+    for (const tma_copy &c : copies) {
+      tma_do(c);
+      b.tx -= tma_bytes(c);
+    }
+    if (!copies.empty()) bar_check(b);
+    if ((int)(b.phase & 1) != parity) return; /* the phase of this parity has completed */
+    g->cur->state = F_SPIN;
+    to_scheduler(g->cur);
+  }
+}
+
 void emu_wgmma(float *d, int n, const uint32_t *a, uint64_t da, uint64_t db, int acc, int tb) {
   fiber *f = g->cur;
   if (n % 8 || n < 8 || n > 256) die("wgmma with N not a multiple of 8 in 8..256", -1, 0);
@@ -606,6 +723,7 @@ void emu_launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function<vo
   st.sched_bottom = nullptr;
   st.sched_size = 0;
   st.smem_bytes = smem_bytes;
+  st.tma_rng = opts.seed * 0x9e3779b97f4a7c15ull + 1;
   g = &st;
   std::vector<unsigned char> smem(smem_bytes ? (smem_bytes + 15) / 16 * 16 : 16);
   std::vector<dim3> blocks;

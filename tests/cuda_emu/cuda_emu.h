@@ -9,7 +9,9 @@
  *    undefined on a GPU fails here.
  *  - Fibers resume in a pseudo-random order each round (seeded per launch) and blocks run in a
  *    chosen order, so results that depend on scheduling (a missing barrier) show as
- *    differences between runs.
+ *    differences between runs. In blocks of several warpgroups one of them is now and then
+ *    held back for up to 256 rounds, so warpgroups that pace each other only through
+ *    mbarriers drift apart as they may on a GPU.
  *  - cp.async copies are deferred to cp_async_wait: reading shared memory before the wait
  *    reads the old contents, as on a GPU.
  *  - The tensor-core operations follow the PTX ISA's fragment layouts (mma.m16n8k16 with
@@ -29,6 +31,15 @@
  *    results here too. A wgmma with no wgmma_fence since the warpgroup's last wait aborts, as
  *    does a block that exits with wgmma groups not waited for. fence_proxy_async is a no-op:
  *    the emulator has one memory, so a missing proxy fence is not detected (a GPU check).
+ *  - TMA and mbarriers (tma.cuh): fb_tmap here is a plain description of a 4-D tensor and
+ *    its box; tma_load_4d makes the copy (the box, out-of-bounds elements zero, in the
+ *    128-byte swizzle of the destination address) either at once or when a thread next
+ *    waits on its mbarrier, chosen per copy from the launch's seed (so overwriting a tile
+ *    still in use and reading one before waiting for it both show), and then counts its
+ *    bytes as completed transactions. An mbarrier completes a phase when its arrivals and expected bytes have
+ *    all come; mbar_wait(parity) spins (the fiber yields) until the phase of that parity is
+ *    complete; a round in which every running thread only spun aborts as a deadlock.
+ *    setmaxnreg is a no-op (the GPU's register budget is checked by ptxas: no spills).
  * Not emulated: global-memory ordering between blocks (blocks run one after another), warp
  * divergence inside a collective's mask, texture/constant memory, clusters. Include this
  * header before the kernel header; link cuda_emu.cc. */
@@ -63,6 +74,7 @@ extern emu_builtins *emu_cur;
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+#define __grid_constant__
 #define FB_DECLARE_SMEM(name) unsigned char *name = emu_cur->smem
 using std::max;
 using std::min;
@@ -125,6 +137,25 @@ inline void fence_proxy_async(void) {}
 template <int R>
 inline void fence_acc(float (&)[R][4]) {}
 
+/* tma.cuh's primitives */
+struct fb_tmap {             /* what cuTensorMapEncodeTiled encodes, for the emulator */
+  const void *base;
+  uint64_t dim[4];           /* elements, dimension 0 innermost */
+  uint64_t stride[4];        /* bytes; stride[0] = the element size */
+  uint32_t box[4];           /* elements a copy moves along each dimension */
+  int swizzle128;            /* the 128-byte swizzle (the only one emulated) */
+};
+void tma_load_4d(void *dst, const fb_tmap *map, int c0, int c1, int c2, int c3, uint64_t *bar);
+void mbar_init(uint64_t *bar, int n);
+inline void mbar_init_fence(void) {}
+void mbar_arrive(uint64_t *bar);
+void mbar_arrive_tx(uint64_t *bar, int bytes);
+void mbar_wait(uint64_t *bar, int parity);
+template <int N>
+inline void setmaxnreg_dec(void) {}
+template <int N>
+inline void setmaxnreg_inc(void) {}
+
 /* The launch: `body` runs once per thread (it calls the kernel with its arguments). Blocks
  * run one at a time in `order` (0: x fastest ascending, 1: descending, 2: shuffled by seed);
  * the seed also shuffles the fibers' resume order. Returns after the whole grid ran. */
@@ -136,7 +167,7 @@ void emu_launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function<vo
                 emu_launch_opts opts);
 /* Counters of the last launch, for tests that check a kernel did use the tensor cores. */
 struct emu_counts {
-  long long mma, ldsm, shfl, barriers, cp_async, wgmma;
+  long long mma, ldsm, shfl, barriers, cp_async, wgmma, tma;
 };
 emu_counts emu_last_counts(void);
 

@@ -31,6 +31,7 @@
 #ifndef FB_FLASH_ATTENTION_SM90_CUH
 #define FB_FLASH_ATTENTION_SM90_CUH
 #include "flash_attention.cuh"
+#include "tma.cuh"
 #include "wgmma.cuh"
 
 namespace fa3 {
@@ -179,9 +180,68 @@ __device__ __forceinline__ void softmax_tile(float (&s)[BC / 8][4], float (&o)[D
     }
 }
 
+/* Issues S = Q K^T of one key tile (Q rows r0.. of the BR-row tile at qa, the key tile at
+ * ka) as one wgmma group; the caller waits. */
+template <int HD>
+__device__ __forceinline__ void issue_s(float (&s)[BC / 8][4], uint32_t qa, int r0,
+                                        uint32_t ka) {
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < shape<HD>::KS; kk++)
+    wgmma_ss<0>(s, desc_k<BR>(qa, r0, kk), desc_k<BC>(ka, 0, kk), kk > 0);
+  wgmma_commit();
+}
+
+/* The softmax of key tile j0 on S, then O += P V (V tile at va) issued as one wgmma group. */
+template <int HD>
+__device__ __forceinline__ void softmax_pv(float (&s)[BC / 8][4], float (&o)[HD / 8][4],
+                                           float (&m)[2], float (&l)[2], const args &a, int j0,
+                                           int wr0, uint32_t va) {
+  softmax_tile<HD / 8>(s, o, m, l, a, j0, wr0);
+  uint32_t pa[BC / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < BC / 16; kk++) frag_p(pa[kk], s, kk);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < BC / 16; kk++) wgmma_rs<1>(o, pa[kk], desc_n<BC>(va, kk), 1);
+  wgmma_commit();
+}
+
+/* Waits for the tile's groups; the next tile's S (when issued) becomes the current one. */
+template <int DT>
+__device__ __forceinline__ void finish_tile(float (&s)[BC / 8][4], float (&sn)[BC / 8][4],
+                                            float (&o)[DT][4], bool next) {
+  wgmma_wait<0>();
+  if (next) {
+    fence_acc(sn);
+#pragma unroll
+    for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) s[n][e] = sn[n][e];
+  }
+  fence_acc(o);
+}
+
+/* O / l to out (bf16) and lse of the thread's two rows. */
+template <int DT>
+__device__ __forceinline__ void fwd_store(const args &a, float (&o)[DT][4], const float (&m)[2],
+                                          float (&l)[2], int b, int h, int row) {
+  const int T = a.T, H = a.H, hd = a.hd;
+  l[0] = fa::quad_sum(l[0]);
+  l[1] = fa::quad_sum(l[1]);
+  uint16_t *og = a.o + (int64_t)b * T * H * hd + (int64_t)h * hd;
+  fa::store_rows<DT>(og, (int64_t)H * hd, o, row, T, hd, 1.0f / l[0], 1.0f / l[1], true);
+  if (threadIdx.x % 4 == 0) {
+    float *lse = a.lse + ((int64_t)b * H + h) * T;
+    if (row < T) lse[row] = (m[0] + log2f(l[0])) * fa::LN2;
+    if (row + 8 < T) lse[row + 8] = (m[1] + log2f(l[1])) * fa::LN2;
+  }
+}
+
+/* The cp.async-fed forward: every thread loads its share of each tile. */
 template <int HD>
 __global__ void __launch_bounds__(NT, 1) flash_attn_fwd_sm90_k(args a) {
-  constexpr int KS = shape<HD>::KS, DT = shape<HD>::DT, KB = tile_bytes<BC, HD>();
+  constexpr int DT = shape<HD>::DT, KB = tile_bytes<BC, HD>();
   FB_DECLARE_SMEM(smem_raw);
   unsigned char *Qs = align1024(smem_raw), *Ks = Qs + tile_bytes<BR, HD>();
   unsigned char *Vs = Ks + FWD_STAGES * KB;
@@ -208,13 +268,9 @@ __global__ void __launch_bounds__(NT, 1) flash_attn_fwd_sm90_k(args a) {
   cp_async_wait<1>(); /* Q and tile 0 */
   fence_proxy_async();
   __syncthreads();
-  float o[DT][4], s[BC / 8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  float o[DT][4], s[BC / 8][4], sn[BC / 8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   fa::zero_acc(o);
-  wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < KS; kk++)
-    wgmma_ss<0>(s, desc_k<BR>(qa, 64 * wg, kk), desc_k<BC>(ka, 0, kk), kk > 0);
-  wgmma_commit();
+  issue_s<HD>(s, qa, 64 * wg, ka);
   wgmma_wait<0>();
   fence_acc(s);
   for (int jt = 0; jt < nkt; jt++) {
@@ -227,44 +283,102 @@ __global__ void __launch_bounds__(NT, 1) flash_attn_fwd_sm90_k(args a) {
       load_tile<HD, BC>(Vs + st2 * KB, vg, a.ldkv, (jt + 2) * BC, T, hd);
     }
     cp_async_commit();
-    float sn[BC / 8][4];
+    const bool next = jt + 1 < mine; /* S of tile jt+1 computes during the softmax of jt */
+    if (next) issue_s<HD>(sn, qa, 64 * wg, ka + st1 * KB);
+    if (jt < mine) softmax_pv<HD>(s, o, m, l, a, jt * BC, wr0, va + st * KB);
+    finish_tile(s, sn, o, next);
+  }
+  fwd_store(a, o, m, l, b, h, row);
+}
+
+/* The TMA-fed forward: warpgroup 0 is the producer (one thread issues the tensor copies of Q
+ * and of each key/value tile into a ring of TMA_STAGES stages, paced by mbarriers: full[s]
+ * when a tile landed, empty[s] when both consumers are done with it); warpgroups 1 and 2
+ * consume, 64 query rows each, as the cp.async kernel does, with no block barrier in the
+ * loop. Registers move from the producer (24) to the consumers (240). */
+constexpr int TMA_STAGES = 3;
+struct tmaps {
+  fb_tmap q, k, v; /* [B][T][heads][hd] as 4-D tensors (hd, heads, T, B), boxes of 64 columns */
+};
+template <int HD>
+__host__ __device__ constexpr int fwd_tma_smem_bytes() {
+  return 1024 + tile_bytes<BR, HD>() + 2 * TMA_STAGES * tile_bytes<BC, HD>() +
+         (1 + 2 * TMA_STAGES) * 8;
+}
+
+/* The producer's copies: Q, then key/value tiles 0 .. nkt-1 as stages free up. */
+template <int HD>
+__device__ __forceinline__ void fwd_produce(const tmaps &tm, unsigned char *Qs,
+                                            unsigned char *Ks, unsigned char *Vs,
+                                            uint64_t *bars, int b, int h, int g, int i0,
+                                            int nkt) {
+  constexpr int KB = tile_bytes<BC, HD>(), QB = tile_bytes<BR, HD>();
+  uint64_t *full = bars + 1, *empty = bars + 1 + TMA_STAGES;
+  mbar_arrive_tx(bars, QB);
+  for (int c = 0; c < HD / 64; c++) tma_load_4d(Qs + c * BR * 128, &tm.q, c * 64, h, i0, b, bars);
+  for (int t = 0; t < nkt; t++) {
+    const int st = t % TMA_STAGES;
+    if (t >= TMA_STAGES) mbar_wait(empty + st, (t / TMA_STAGES - 1) & 1);
+    mbar_arrive_tx(full + st, 2 * KB);
+    for (int c = 0; c < HD / 64; c++) {
+      tma_load_4d(Ks + st * KB + c * BC * 128, &tm.k, c * 64, g, t * BC, b, full + st);
+      tma_load_4d(Vs + st * KB + c * BC * 128, &tm.v, c * 64, g, t * BC, b, full + st);
+    }
+  }
+}
+
+template <int HD>
+__global__ void __launch_bounds__(NT + 128, 1)
+    flash_attn_fwd_tma_sm90_k(args a, const __grid_constant__ tmaps tm) {
+  constexpr int DT = shape<HD>::DT, KB = tile_bytes<BC, HD>();
+  FB_DECLARE_SMEM(smem_raw);
+  unsigned char *Qs = align1024(smem_raw), *Ks = Qs + tile_bytes<BR, HD>();
+  unsigned char *Vs = Ks + TMA_STAGES * KB;
+  uint64_t *bars = (uint64_t *)(Vs + TMA_STAGES * KB); /* Q, full[], empty[] */
+  uint64_t *full = bars + 1, *empty = bars + 1 + TMA_STAGES;
+  const int T = a.T, H = a.H;
+  const int tile = (int)gridDim.y - 1 - (int)blockIdx.y, i0 = tile * BR;
+  const int b = (int)blockIdx.x / H, h = (int)blockIdx.x % H, g = h / (H / a.KVH);
+  const int nkt = (min(T, i0 + BR) - 1) / BC + 1;
+  const int wg = warpgroup();
+  if (threadIdx.x == 0) {
+    mbar_init(bars, 1);
+    for (int st = 0; st < TMA_STAGES; st++) mbar_init(full + st, 1), mbar_init(empty + st, NWG);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  if (wg == 0) {
+    setmaxnreg_dec<24>();
+    if (threadIdx.x == 0) fwd_produce<HD>(tm, Qs, Ks, Vs, bars, b, h, g, i0, nkt);
+    return;
+  }
+  setmaxnreg_inc<240>();
+  const uint32_t qa = smem_addr(Qs), ka = smem_addr(Ks), va = smem_addr(Vs);
+  const int cw = wg - 1, warp = (int)threadIdx.x / 32 - 4, lane = threadIdx.x % 32;
+  const int g0 = i0 + 64 * cw, wr0 = i0 + warp * 16, row = wr0 + lane / 4;
+  const int mine = (min(T, g0 + 64) - 1) / BC + 1;
+  float o[DT][4], s[BC / 8][4], sn[BC / 8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  fa::zero_acc(o);
+  mbar_wait(bars, 0);
+  mbar_wait(full, 0);
+  issue_s<HD>(s, qa, 64 * cw, ka);
+  wgmma_wait<0>();
+  fence_acc(s);
+  for (int jt = 0; jt < nkt; jt++) {
+    const int st = jt % TMA_STAGES, st1 = (jt + 1) % TMA_STAGES;
     const bool next = jt + 1 < mine;
-    if (next) { /* S of tile jt+1, computing while the softmax of tile jt runs */
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < KS; kk++)
-        wgmma_ss<0>(sn, desc_k<BR>(qa, 64 * wg, kk), desc_k<BC>(ka + st1 * KB, 0, kk), kk > 0);
-      wgmma_commit();
-    }
-    if (jt < mine) {
-      softmax_tile<DT>(s, o, m, l, a, jt * BC, wr0);
-      uint32_t pa[BC / 16][4];
-#pragma unroll
-      for (int kk = 0; kk < BC / 16; kk++) frag_p(pa[kk], s, kk);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < BC / 16; kk++) wgmma_rs<1>(o, pa[kk], desc_n<BC>(va + st * KB, kk), 1);
-      wgmma_commit();
-    }
-    wgmma_wait<0>();
     if (next) {
-      fence_acc(sn);
-#pragma unroll
-      for (int n = 0; n < BC / 8; n++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) s[n][e] = sn[n][e];
+      mbar_wait(full + st1, ((jt + 1) / TMA_STAGES) & 1);
+      issue_s<HD>(sn, qa, 64 * cw, ka + st1 * KB);
     }
-    fence_acc(o);
+    if (jt < mine) softmax_pv<HD>(s, o, m, l, a, jt * BC, wr0, va + st * KB);
+    finish_tile(s, sn, o, next);
+    /* A warpgroup past its diagonal waits for tile jt too before releasing it: its release
+     * must not complete the stage's phase for a tile the other warpgroup still reads. */
+    if (jt >= mine) mbar_wait(full + st, (jt / TMA_STAGES) & 1);
+    if (threadIdx.x % 128 == 0) mbar_arrive(empty + st); /* this warpgroup is done with jt */
   }
-  l[0] = fa::quad_sum(l[0]);
-  l[1] = fa::quad_sum(l[1]);
-  uint16_t *og = a.o + (int64_t)b * T * H * hd + (int64_t)h * hd;
-  fa::store_rows<DT>(og, (int64_t)H * hd, o, row, T, hd, 1.0f / l[0], 1.0f / l[1], true);
-  if (lane % 4 == 0) {
-    float *lse = a.lse + ((int64_t)b * H + h) * T;
-    if (row < T) lse[row] = (m[0] + log2f(l[0])) * fa::LN2;
-    if (row + 8 < T) lse[row + 8] = (m[1] + log2f(l[1])) * fa::LN2;
-  }
+  fwd_store(a, o, m, l, b, h, row);
 }
 
 /* ---- backward: dQ ---------------------------------------------------------------------------
