@@ -9,15 +9,17 @@
  *    online softmax is the sm_80 kernels' code.
  *  - Operands in shared memory are tiles in the 128-byte swizzle wgmma reads: a tile of ROWS
  *    rows and HD columns is HD/64 blocks of ROWS x 64 bf16 (128 bytes a row), the 16-byte
- *    chunk c of row r stored at chunk c ^ (r % 8); every tile starts 1024-byte aligned. They
- *    are filled by cp.async (16-byte copies, zero-filled past T and hd) in stages, the next
- *    key (query) tile landing while this one computes; not TMA, and not a separate producer
- *    warp: every thread issues its share of the copies.
+ *    chunk c of row r stored at chunk c ^ (r % 8); every tile starts 1024-byte aligned.
  *  - Forward: S = Q K^T (A and B from shared memory, K-major), the softmax on S's registers,
  *    O += P V with P from registers (bf16) and V read N-major (the descriptor's transpose).
  *    Key/value tiles in three stages; S of tile j+1 is issued before the softmax of tile j,
  *    so the exponentials overlap the next tile's product (FlashAttention-3's intra-warpgroup
- *    pipelining; no ping-pong between the two warpgroups).
+ *    pipelining; no ping-pong scheduling between the two consumer warpgroups). Two kernels:
+ *    flash_attn_fwd_tma_sm90_k, fed by TMA (tma.cuh) from a producer warpgroup through
+ *    mbarriers (the default), and flash_attn_fwd_sm90_k, where every thread issues its share
+ *    of cp.async copies (16 bytes, zero-filled past T and hd) between block barriers (the
+ *    fallback); both give the same bits.
+ *  - The backward kernels load by cp.async, two stages, as the fallback forward does.
  *  - dQ kernel: S = Q K^T, dP = dO V^T, dS = P (dP - D), dQ += dS K (K N-major); writes D.
  *    dKV kernel: keys of one KV head, over the heads of its group in order and the query
  *    tiles from the diagonal down: S^T = K Q^T, dP^T = V dO^T, dV += P^T dO, dK += dS^T Q.
