@@ -46,7 +46,7 @@ constexpr int BC = 64;                 /* keys per tile (forward, dQ) */
 template <int HD>
 struct shape {
   static constexpr int KS = HD / 16, DT = HD / 8;
-  static constexpr int BQ = HD <= 64 ? 64 : 32; /* query tile of the dKV kernel */
+  static constexpr int BQ = 64; /* query tile of the dKV kernel */
 };
 template <int ROWS, int HD>
 __host__ __device__ constexpr int tile_bytes() { return ROWS * HD * 2; }
