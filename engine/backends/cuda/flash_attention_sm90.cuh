@@ -409,10 +409,52 @@ __device__ __forceinline__ void dq_rowstats(const args &a, int b, int h, int wr0
   L[1] = row + 8 < T ? lse[row + 8] * fa::LOG2E : 0.0f;
 }
 
+/* One key tile of the dQ kernel for this warpgroup's 64 query rows (r0 within the BR-row Q
+ * and dO tiles at qa, da; key and value tiles at ka, va): S = Q K^T, dP = dO V^T,
+ * dS = P (dP - D), dQ += dS K. */
+template <int HD>
+__device__ __forceinline__ void dq_tile(float (&dq)[HD / 8][4], const args &a, uint32_t qa,
+                                        uint32_t da, uint32_t ka, uint32_t va, int r0, int j0,
+                                        int wr0, const float (&D)[2], const float (&L)[2]) {
+  constexpr int KS = shape<HD>::KS;
+  const int lane = threadIdx.x % 32, row = wr0 + lane / 4, c2 = 2 * (lane % 4), T = a.T;
+  float s[BC / 8][4], dp[BC / 8][4];
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < KS; kk++)
+    wgmma_ss<0>(s, desc_k<BR>(qa, r0, kk), desc_k<BC>(ka, 0, kk), kk > 0);
+#pragma unroll
+  for (int kk = 0; kk < KS; kk++)
+    wgmma_ss<0>(dp, desc_k<BR>(da, r0, kk), desc_k<BC>(va, 0, kk), kk > 0);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_acc(s);
+  fence_acc(dp);
+  const bool mask = j0 + BC - 1 > wr0 || j0 + BC > T;
+#pragma unroll
+  for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const int col = j0 + n * 8 + c2 + (e & 1), r = row + (e >> 1) * 8;
+      float p = fast_exp2(s[n][e] * a.scale2 - L[e >> 1]);
+      if (mask && (col > r || col >= T)) p = 0.0f;
+      s[n][e] = p * (dp[n][e] - D[e >> 1]); /* dS, unscaled */
+    }
+  uint32_t sa[BC / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < BC / 16; kk++) frag_p(sa[kk], s, kk);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < BC / 16; kk++) wgmma_rs<1>(dq, sa[kk], desc_n<BC>(ka, kk), 1);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_acc(dq);
+}
+
 /* grid (nb*H, tiles(T, BR)) for batches b0 .. b0+nb. */
 template <int HD>
 __global__ void __launch_bounds__(NT, 1) flash_attn_bwd_dq_sm90_k(args a) {
-  constexpr int KS = shape<HD>::KS, DT = shape<HD>::DT, KB = tile_bytes<BC, HD>();
+  constexpr int DT = shape<HD>::DT, KB = tile_bytes<BC, HD>();
   FB_DECLARE_SMEM(smem_raw);
   unsigned char *Qs = align1024(smem_raw), *dOs = Qs + tile_bytes<BR, HD>();
   unsigned char *Ks = dOs + tile_bytes<BR, HD>(), *Vs = Ks + 2 * KB;
@@ -422,7 +464,7 @@ __global__ void __launch_bounds__(NT, 1) flash_attn_bwd_dq_sm90_k(args a) {
   const int tile = (int)gridDim.y - 1 - (int)blockIdx.y, i0 = tile * BR;
   const int b = a.b0 + (int)blockIdx.x / H, h = (int)blockIdx.x % H, g = h / (H / a.KVH);
   const int wg = warpgroup(), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int g0 = i0 + 64 * wg, wr0 = i0 + warp * 16, row = wr0 + lane / 4, c2 = 2 * (lane % 4);
+  const int g0 = i0 + 64 * wg, wr0 = i0 + warp * 16, row = wr0 + lane / 4;
   const uint16_t *kg = a.k + (int64_t)b * T * a.ldkv + (int64_t)g * hd;
   const uint16_t *vg = a.v + (int64_t)b * T * a.ldkv + (int64_t)g * hd;
   const int nkt = (min(T, i0 + BR) - 1) / BC + 1;
@@ -439,39 +481,8 @@ __global__ void __launch_bounds__(NT, 1) flash_attn_bwd_dq_sm90_k(args a) {
   for (int jt = 0; jt < nkt; jt++) {
     const int buf = jt & 1, j0 = jt * BC;
     kv_stage<HD>(Ks, Vs, kg, vg, a, jt, nkt);
-    if (j0 <= g0 + 63) {
-      float s[BC / 8][4], dp[BC / 8][4];
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < KS; kk++)
-        wgmma_ss<0>(s, desc_k<BR>(qa, 64 * wg, kk), desc_k<BC>(ka + buf * KB, 0, kk), kk > 0);
-#pragma unroll
-      for (int kk = 0; kk < KS; kk++)
-        wgmma_ss<0>(dp, desc_k<BR>(da, 64 * wg, kk), desc_k<BC>(va + buf * KB, 0, kk), kk > 0);
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_acc(s);
-      fence_acc(dp);
-      const bool mask = j0 + BC - 1 > wr0 || j0 + BC > T;
-#pragma unroll
-      for (int n = 0; n < BC / 8; n++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const int col = j0 + n * 8 + c2 + (e & 1), r = row + (e >> 1) * 8;
-          float p = fast_exp2(s[n][e] * a.scale2 - L[e >> 1]);
-          if (mask && (col > r || col >= T)) p = 0.0f;
-          s[n][e] = p * (dp[n][e] - D[e >> 1]); /* dS, unscaled */
-        }
-      uint32_t sa[BC / 16][4];
-#pragma unroll
-      for (int kk = 0; kk < BC / 16; kk++) frag_p(sa[kk], s, kk);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < BC / 16; kk++) wgmma_rs<1>(dq, sa[kk], desc_n<BC>(ka + buf * KB, kk), 1);
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_acc(dq);
-    }
+    if (j0 <= g0 + 63)
+      dq_tile<HD>(dq, a, qa, da, ka + buf * KB, va + buf * KB, 64 * wg, j0, wr0, D, L);
     __syncthreads();
   }
   uint16_t *dqg = a.dq + (int64_t)b * T * a.ldq + (int64_t)h * hd;
@@ -495,10 +506,57 @@ __device__ __forceinline__ void dkv_load_item(const args &a, unsigned char *Qs,
   fa::load_vals<NT>(Ds, a.Dbuf + ((int64_t)(b - a.b0) * H + h) * T, i0, BQ, T, 1.0f);
 }
 
+/* One item of the dKV kernel for this warpgroup's 64 keys (r0 within the BR-row K and V
+ * tiles at ka, va; the item's query and dO tiles at qt, dt): S^T = K Q^T, dP^T = V dO^T,
+ * dV += P^T dO, dK += dS^T Q. lse2 of query cq is Lq[cq] * lmul and D is Dq[cq], for cq <
+ * nq (the rest are masked and not read). */
+template <int HD>
+__device__ __forceinline__ void dkv_item(float (&dk)[HD / 8][4], float (&dv)[HD / 8][4],
+                                         const args &a, uint32_t ka, uint32_t va, uint32_t qt,
+                                         uint32_t dt, int r0, int i0, int wk0, const float *Lq,
+                                         const float *Dq, float lmul, int nq) {
+  constexpr int KS = shape<HD>::KS, BQ = shape<HD>::BQ;
+  const int lane = threadIdx.x % 32, key = wk0 + lane / 4, c2 = 2 * (lane % 4), T = a.T;
+  float s[BQ / 8][4], dp[BQ / 8][4];
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < KS; kk++) /* S^T = K Q^T */
+    wgmma_ss<0>(s, desc_k<BR>(ka, r0, kk), desc_k<BQ>(qt, 0, kk), kk > 0);
+#pragma unroll
+  for (int kk = 0; kk < KS; kk++) /* dP^T = V dO^T */
+    wgmma_ss<0>(dp, desc_k<BR>(va, r0, kk), desc_k<BQ>(dt, 0, kk), kk > 0);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_acc(s);
+  fence_acc(dp);
+  const bool mask = i0 < wk0 + 15 || i0 + BQ > T;
+#pragma unroll
+  for (int n = 0; n < BQ / 8; n++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const int cq = n * 8 + c2 + (e & 1), qi = i0 + cq, kj = key + (e >> 1) * 8;
+      const float lq = cq < nq ? Lq[cq] * lmul : 0.0f, dq = cq < nq ? Dq[cq] : 0.0f;
+      float p = fast_exp2(s[n][e] * a.scale2 - lq);
+      if (mask && (qi < kj || qi >= T)) p = 0.0f;
+      s[n][e] = p;
+      dp[n][e] = p * (dp[n][e] - dq); /* dS^T, unscaled */
+    }
+  uint32_t pa[BQ / 16][4], sa[BQ / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < BQ / 16; kk++) frag_p(pa[kk], s, kk), frag_p(sa[kk], dp, kk);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < BQ / 16; kk++) /* dV += P^T dO, dK += dS^T Q */
+    wgmma_rs<1>(dv, pa[kk], desc_n<BQ>(dt, kk), 1), wgmma_rs<1>(dk, sa[kk], desc_n<BQ>(qt, kk), 1);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_acc(dv);
+  fence_acc(dk);
+}
+
 template <int HD>
 __global__ void __launch_bounds__(NT, 1) flash_attn_bwd_dkv_sm90_k(args a) {
-  constexpr int KS = shape<HD>::KS, DT = shape<HD>::DT, BQ = shape<HD>::BQ;
-  constexpr int QB = tile_bytes<BQ, HD>();
+  constexpr int DT = shape<HD>::DT, BQ = shape<HD>::BQ, QB = tile_bytes<BQ, HD>();
   FB_DECLARE_SMEM(smem_raw);
   unsigned char *Ks = align1024(smem_raw), *Vs = Ks + tile_bytes<BR, HD>();
   unsigned char *Qs = Vs + tile_bytes<BR, HD>(), *dOs = Qs + 2 * QB;
@@ -509,7 +567,7 @@ __global__ void __launch_bounds__(NT, 1) flash_attn_bwd_dkv_sm90_k(args a) {
   const int b = a.b0 + (int)blockIdx.x / a.KVH, g = (int)blockIdx.x % a.KVH;
   const int j0 = (int)blockIdx.y * BR;
   const int wg = warpgroup(), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int g0 = j0 + 64 * wg, wk0 = j0 + warp * 16, key = wk0 + lane / 4, c2 = 2 * (lane % 4);
+  const int g0 = j0 + 64 * wg, wk0 = j0 + warp * 16, key = wk0 + lane / 4;
   const int q0 = j0 / BQ * BQ, nq = fa::tiles(T - q0, BQ), items = rep * nq;
 
   const int64_t kvo = (int64_t)b * T * a.ldkv + (int64_t)g * hd;
@@ -533,42 +591,8 @@ __global__ void __launch_bounds__(NT, 1) flash_attn_bwd_dkv_sm90_k(args a) {
     __syncthreads();
     const uint32_t qt = qa + buf * QB, dt = da + buf * QB;
     const float *Lt = Ls + buf * BQ, *Dt = Ds + buf * BQ;
-    if (i0 + BQ - 1 >= g0) { /* else every query of the tile precedes this warpgroup's keys */
-      float s[BQ / 8][4], dp[BQ / 8][4];
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < KS; kk++) /* S^T = K Q^T */
-        wgmma_ss<0>(s, desc_k<BR>(ka, 64 * wg, kk), desc_k<BQ>(qt, 0, kk), kk > 0);
-#pragma unroll
-      for (int kk = 0; kk < KS; kk++) /* dP^T = V dO^T */
-        wgmma_ss<0>(dp, desc_k<BR>(va, 64 * wg, kk), desc_k<BQ>(dt, 0, kk), kk > 0);
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_acc(s);
-      fence_acc(dp);
-      const bool mask = i0 < wk0 + 15 || i0 + BQ > T;
-#pragma unroll
-      for (int n = 0; n < BQ / 8; n++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const int cq = n * 8 + c2 + (e & 1), qi = i0 + cq, kj = key + (e >> 1) * 8;
-          float p = fast_exp2(s[n][e] * a.scale2 - Lt[cq]);
-          if (mask && (qi < kj || qi >= T)) p = 0.0f;
-          s[n][e] = p;
-          dp[n][e] = p * (dp[n][e] - Dt[cq]); /* dS^T, unscaled */
-        }
-      uint32_t pa[BQ / 16][4], sa[BQ / 16][4];
-#pragma unroll
-      for (int kk = 0; kk < BQ / 16; kk++) frag_p(pa[kk], s, kk), frag_p(sa[kk], dp, kk);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < BQ / 16; kk++) /* dV += P^T dO, dK += dS^T Q */
-        wgmma_rs<1>(dv, pa[kk], desc_n<BQ>(dt, kk), 1), wgmma_rs<1>(dk, sa[kk], desc_n<BQ>(qt, kk), 1);
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_acc(dv);
-      fence_acc(dk);
-    }
+    if (i0 + BQ - 1 >= g0) /* else every query of the tile precedes this warpgroup's keys */
+      dkv_item<HD>(dk, dv, a, ka, va, qt, dt, 64 * wg, i0, wk0, Lt, Dt, 1.0f, BQ);
     __syncthreads();
   }
   fa::store_rows<DT>(a.dk + kvo, a.ldkv, dk, key, T, hd, a.scale, a.scale, true);
