@@ -4,8 +4,8 @@
  * reference of causal GQA attention (flash_attention_ref.h): out, lse, dq, dk, dv for head
  * dims 64 and 128 and ones padded to them (40, 96), GQA groups of 1, 2 and 4 heads, sequence
  * lengths inside one 128-row block and across several (1, 33, 64, 65, 130, 200, 257), q/k/v
- * fused or apart, the backward in batch chunks; the TMA-fed, warp-specialized forward must
- * give the cp.async forward's bits. Every kernel is run twice more with other
+ * fused or apart, the backward in batch chunks; the TMA-fed, warp-specialized kernels must
+ * give the cp.async kernels' bits (three runs each, TMA copies landing at other times). Every kernel is run twice more with other
  * block orders and fiber schedules: the results must be the same bits (the strategies'
  * bitwise equality needs it). What it cannot check, and what does instead: the GPU's own
  * reading of the descriptors and fragment layouts (the emulator implements the PTX ISA's
@@ -64,6 +64,25 @@ void launch_fwd_tma(const fa::args &a, emu_launch_opts o) {
   tm.v = tmap(a.v, a, a.KVH, a.ldkv, fa3::BC);
   emu_launch(dim3(a.B * a.H, fa::tiles(a.T, fa3::BR)), dim3(fa3::NT + 128),
              fa3::fwd_tma_smem_bytes<HD>(), [&] { fa3::flash_attn_fwd_tma_sm90_k<HD>(a, tm); }, o);
+}
+
+template <int HD>
+void launch_bwd_tma(fa::args a, int bchunk, emu_launch_opts o) {
+  fa3::bwd_tmaps tm;
+  tm.q = tmap(a.q, a, a.H, a.ldq, 64);
+  tm.k = tmap(a.k, a, a.KVH, a.ldkv, 64);
+  tm.v = tmap(a.v, a, a.KVH, a.ldkv, 64);
+  tm.dout = tmap(a.dout, a, a.H, a.H * a.hd, 64);
+  for (int b0 = 0; b0 < a.B; b0 += bchunk) {
+    const int nb = a.B - b0 < bchunk ? a.B - b0 : bchunk;
+    a.b0 = b0;
+    emu_launch(dim3(nb * a.H, fa::tiles(a.T, fa3::BR)), dim3(fa3::NT + 128),
+               fa3::dq_tma_smem_bytes<HD>(), [&] { fa3::flash_attn_bwd_dq_tma_sm90_k<HD>(a, tm); }, o);
+    if (emu_last_counts().tma == 0) failures++, fprintf(stderr, "FAIL: TMA dq kernel ran no TMA\n");
+    emu_launch(dim3(nb * a.KVH, fa::tiles(a.T, fa3::BR)), dim3(fa3::NT + 128),
+               fa3::dkv_tma_smem_bytes<HD>(), [&] { fa3::flash_attn_bwd_dkv_tma_sm90_k<HD>(a, tm); }, o);
+    if (emu_last_counts().tma == 0) failures++, fprintf(stderr, "FAIL: TMA dkv kernel ran no TMA\n");
+  }
 }
 
 template <int HD>
@@ -143,6 +162,12 @@ void run_case(const shape_case &c, uint64_t seed) {
           c, (double)tc.tma, 1);
     const bool same = t.out == out0 && t.lse == lse0;
     check(same, "TMA forward: the cp.async forward's bits", c, same ? 0.0 : 1.0, 0.0);
+    std::fill(t.dqkv.begin(), t.dqkv.end(), (uint16_t)0);
+    std::fill(t.dkbuf.begin(), t.dkbuf.end(), (uint16_t)0);
+    std::fill(t.dvbuf.begin(), t.dvbuf.end(), (uint16_t)0);
+    launch_bwd_tma<HD>(a, c.bchunk, emu_launch_opts{(unsigned)(seed * 19 + run), run});
+    const bool sameb = t.dqkv == dqkv0 && t.dkbuf == dk0 && t.dvbuf == dv0;
+    check(sameb, "TMA backward: the cp.async backward's bits", c, sameb ? 0.0 : 1.0, 0.0);
   }
 }
 

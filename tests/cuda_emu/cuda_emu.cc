@@ -477,6 +477,24 @@ bool settle(int n) {
   return spin && g->progress; /* a round in which every thread only spun changes nothing */
 }
 
+/* On a deadlock: where each thread stopped (runs of equal states), and the mbarriers. */
+void dump_block(int n) {
+  static const char *const st[] = {"running", "at a collective", "at a barrier", "exited",
+                                   "spinning"};
+  for (int i = 0; i < n;) {
+    int j = i;
+    while (j < n && g->f[j].state == g->f[i].state &&
+           (g->f[i].state != F_WARP || g->f[j].op.kind == g->f[i].op.kind))
+      j++;
+    fprintf(stderr, "cuda_emu:   threads %d-%d %s%s%s\n", i, j - 1, st[g->f[i].state],
+            g->f[i].state == F_WARP ? " " : "", g->f[i].state == F_WARP ? op_names[g->f[i].op.kind] : "");
+    i = j;
+  }
+  for (const auto &kv : g->bars)
+    fprintf(stderr, "cuda_emu:   mbarrier at %u: %d of %d arrivals pending, %lld bytes, %u phases done\n",
+            kv.first, kv.second.pending, kv.second.expected, kv.second.tx, kv.second.phase);
+}
+
 void run_block(dim3 grid, dim3 block, dim3 bid, std::vector<unsigned char> &smem,
                std::mt19937 &rng) {
   const int n = (int)(block.x * block.y * block.z);
@@ -516,7 +534,10 @@ void run_block(dim3 grid, dim3 block, dim3 bid, std::vector<unsigned char> &smem
     bool done = true;
     for (int i = 0; i < n; i++) done &= g->f[i].state == F_DONE;
     if (done) break;
-    if (!settle(n) && !held) die("deadlock: threads wait at collectives or a barrier that cannot complete", -1, 0);
+    if (!settle(n) && !held) {
+      dump_block(n);
+      die("deadlock: threads wait at collectives or a barrier that cannot complete", -1, 0);
+    }
   }
   for (const wg_state &w : g->wgs)
     if (!w.open.empty() || !w.groups.empty())

@@ -19,14 +19,16 @@
  *    mbarriers (the default), and flash_attn_fwd_sm90_k, where every thread issues its share
  *    of cp.async copies (16 bytes, zero-filled past T and hd) between block barriers (the
  *    fallback); both give the same bits.
- *  - The backward kernels load by cp.async, two stages, as the fallback forward does.
+ *  - The backward likewise has a TMA-fed pair (flash_attn_bwd_dq_tma_sm90_k,
+ *    flash_attn_bwd_dkv_tma_sm90_k: producer warpgroup, two stages, the default) and a
+ *    cp.async pair (the fallback), with the same bits; neither overlaps its elementwise work
+ *    with the products yet.
  *  - dQ kernel: S = Q K^T, dP = dO V^T, dS = P (dP - D), dQ += dS K (K N-major); writes D.
  *    dKV kernel: keys of one KV head, over the heads of its group in order and the query
  *    tiles from the diagonal down: S^T = K Q^T, dP^T = V dO^T, dV += P^T dO, dK += dS^T Q.
  *    Every output element is written once by one thread after a fixed-order loop: the same
  *    bits for any grid order and any run.
- *  - Each wgmma batch is waited for before its registers are read (wgmma_wait<0>). The
- *    backward does not overlap its elementwise work with the products yet.
+ *  - Each wgmma batch is waited for before its registers are read (wgmma_wait<0>).
  * Needs the 16-byte path (fa::can_vec) and hd <= 128 (HD 64 or 128); the launcher falls back
  * to the sm_80 kernels otherwise. The host emulator (tests/cuda_emu) compiles this file for
  * the CPU. */
@@ -295,8 +297,8 @@ __global__ void __launch_bounds__(NT, 1) flash_attn_fwd_sm90_k(args a) {
 
 /* The TMA-fed forward: warpgroup 0 is the producer (one thread issues the tensor copies of Q
  * and of each key/value tile into a ring of TMA_STAGES stages, paced by mbarriers: full[s]
- * when a tile landed, empty[s] when both consumers are done with it); warpgroups 1 and 2
- * consume, 64 query rows each, as the cp.async kernel does, with no block barrier in the
+ * when a tile landed, empty[s] when all 256 consumer threads are done with it); warpgroups
+ * 1 and 2 consume, 64 query rows each, as the cp.async kernel does, with no block barrier in the
  * loop. Registers move from the producer (24) to the consumers (240). */
 constexpr int TMA_STAGES = 3;
 struct tmaps {
@@ -345,7 +347,7 @@ __global__ void __launch_bounds__(NT + 128, 1)
   const int wg = warpgroup();
   if (threadIdx.x == 0) {
     mbar_init(bars, 1);
-    for (int st = 0; st < TMA_STAGES; st++) mbar_init(full + st, 1), mbar_init(empty + st, NWG);
+    for (int st = 0; st < TMA_STAGES; st++) mbar_init(full + st, 1), mbar_init(empty + st, NT);
     mbar_init_fence();
   }
   __syncthreads();
@@ -376,9 +378,11 @@ __global__ void __launch_bounds__(NT + 128, 1)
     if (jt < mine) softmax_pv<HD>(s, o, m, l, a, jt * BC, wr0, va + st * KB);
     finish_tile(s, sn, o, next);
     /* A warpgroup past its diagonal waits for tile jt too before releasing it: its release
-     * must not complete the stage's phase for a tile the other warpgroup still reads. */
+     * must not complete the stage's phase for a tile the other warpgroup still reads. Every
+     * thread arrives (one per warpgroup could let the stage refill and its phase parity turn
+     * over twice before a slower warp of the warpgroup saw the tile land). */
     if (jt >= mine) mbar_wait(full + st, (jt / TMA_STAGES) & 1);
-    if (threadIdx.x % 128 == 0) mbar_arrive(empty + st); /* this warpgroup is done with jt */
+    mbar_arrive(empty + st); /* this thread is done with jt */
   }
   fwd_store(a, o, m, l, b, h, row);
 }
@@ -597,6 +601,150 @@ __global__ void __launch_bounds__(NT, 1) flash_attn_bwd_dkv_sm90_k(args a) {
   }
   fa::store_rows<DT>(a.dk + kvo, a.ldkv, dk, key, T, hd, a.scale, a.scale, true);
   fa::store_rows<DT>(a.dv + kvo, a.ldkv, dv, key, T, hd, 1.0f, 1.0f, true);
+}
+
+/* ---- backward fed by TMA ---------------------------------------------------------------------
+ * The same per-tile work as the kernels above, with warpgroup 0 producing as in the forward:
+ * the dQ kernel streams key/value tiles past fixed Q and dO tiles, the dKV kernel streams
+ * (Q, dO) tiles of its items past fixed K and V tiles (lse and D read from global memory).
+ * Every consumer thread waits for every tile before releasing it (each thread arrives: a
+ * release by one thread of a warpgroup could let the stage refill, and its phase parity
+ * turn over twice, before a slower warp of the same warpgroup saw the tile land). The tensor maps all have boxes of 64 rows. */
+struct bwd_tmaps {
+  fb_tmap q, k, v, dout;
+};
+constexpr int BWD_STAGES = 2;
+template <int HD>
+__host__ __device__ constexpr int dq_tma_smem_bytes() {
+  return dq_smem_bytes<HD>() + (1 + 2 * BWD_STAGES) * 8;
+}
+template <int HD>
+__host__ __device__ constexpr int dkv_tma_smem_bytes() {
+  return 1024 + 2 * tile_bytes<BR, HD>() + 2 * BWD_STAGES * tile_bytes<shape<HD>::BQ, HD>() +
+         (1 + 2 * BWD_STAGES) * 8;
+}
+
+/* Rows [r0, r0 + ROWS) of one head (ROWS a multiple of 64) into a swizzled tile: a box of
+ * 64 rows x 64 columns per copy, reported to bar. */
+template <int HD, int ROWS>
+__device__ __forceinline__ void tma_tile(unsigned char *s, const fb_tmap *m, int head, int r0,
+                                         int b, uint64_t *bar) {
+#pragma unroll
+  for (int c = 0; c < HD / 64; c++)
+#pragma unroll
+    for (int r = 0; r < ROWS; r += 64)
+      tma_load_4d(s + c * ROWS * 128 + r * 128, m, c * 64, head, r0 + r, b, bar);
+}
+
+template <int HD>
+__global__ void __launch_bounds__(NT + 128, 1)
+    flash_attn_bwd_dq_tma_sm90_k(args a, const __grid_constant__ bwd_tmaps tm) {
+  constexpr int DT = shape<HD>::DT, KB = tile_bytes<BC, HD>(), QB = tile_bytes<BR, HD>();
+  FB_DECLARE_SMEM(smem_raw);
+  unsigned char *Qs = align1024(smem_raw), *dOs = Qs + QB, *Ks = dOs + QB;
+  unsigned char *Vs = Ks + BWD_STAGES * KB;
+  uint64_t *bars = (uint64_t *)(Vs + BWD_STAGES * KB); /* Q and dO, full[], empty[] */
+  uint64_t *full = bars + 1, *empty = bars + 1 + BWD_STAGES;
+  const int T = a.T, H = a.H;
+  const int tile = (int)gridDim.y - 1 - (int)blockIdx.y, i0 = tile * BR;
+  const int b = a.b0 + (int)blockIdx.x / H, h = (int)blockIdx.x % H, g = h / (H / a.KVH);
+  const int nkt = (min(T, i0 + BR) - 1) / BC + 1, wg = warpgroup();
+  if (threadIdx.x == 0) {
+    mbar_init(bars, 1);
+    for (int st = 0; st < BWD_STAGES; st++) mbar_init(full + st, 1), mbar_init(empty + st, NT);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  if (wg == 0) {
+    setmaxnreg_dec<24>();
+    if (threadIdx.x == 0) {
+      mbar_arrive_tx(bars, 2 * QB);
+      tma_tile<HD, BR>(Qs, &tm.q, h, i0, b, bars);
+      tma_tile<HD, BR>(dOs, &tm.dout, h, i0, b, bars);
+      for (int t = 0; t < nkt; t++) {
+        const int st = t % BWD_STAGES;
+        if (t >= BWD_STAGES) mbar_wait(empty + st, (t / BWD_STAGES - 1) & 1);
+        mbar_arrive_tx(full + st, 2 * KB);
+        tma_tile<HD, BC>(Ks + st * KB, &tm.k, g, t * BC, b, full + st);
+        tma_tile<HD, BC>(Vs + st * KB, &tm.v, g, t * BC, b, full + st);
+      }
+    }
+    return;
+  }
+  setmaxnreg_inc<240>();
+  const uint32_t qa = smem_addr(Qs), da = smem_addr(dOs), ka = smem_addr(Ks),
+                 va = smem_addr(Vs);
+  const int cw = wg - 1, warp = (int)threadIdx.x / 32 - 4, lane = threadIdx.x % 32;
+  const int g0 = i0 + 64 * cw, wr0 = i0 + warp * 16, row = wr0 + lane / 4;
+  float dq[DT][4], D[2] = {0.0f, 0.0f}, L[2] = {0.0f, 0.0f};
+  fa::zero_acc(dq);
+  dq_rowstats(a, b, h, wr0, D, L);
+  mbar_wait(bars, 0);
+  for (int jt = 0; jt < nkt; jt++) {
+    const int st = jt % BWD_STAGES, j0 = jt * BC;
+    mbar_wait(full + st, (jt / BWD_STAGES) & 1);
+    if (j0 <= g0 + 63) dq_tile<HD>(dq, a, qa, da, ka + st * KB, va + st * KB, 64 * cw, j0, wr0, D, L);
+    mbar_arrive(empty + st);
+  }
+  uint16_t *dqg = a.dq + (int64_t)b * T * a.ldq + (int64_t)h * a.hd;
+  fa::store_rows<DT>(dqg, a.ldq, dq, row, T, a.hd, a.scale, a.scale, true);
+}
+
+template <int HD>
+__global__ void __launch_bounds__(NT + 128, 1)
+    flash_attn_bwd_dkv_tma_sm90_k(args a, const __grid_constant__ bwd_tmaps tm) {
+  constexpr int DT = shape<HD>::DT, BQ = shape<HD>::BQ, QB = tile_bytes<BQ, HD>();
+  FB_DECLARE_SMEM(smem_raw);
+  unsigned char *Ks = align1024(smem_raw), *Vs = Ks + tile_bytes<BR, HD>();
+  unsigned char *Qs = Vs + tile_bytes<BR, HD>(), *dOs = Qs + BWD_STAGES * QB;
+  uint64_t *bars = (uint64_t *)(dOs + BWD_STAGES * QB); /* K and V, full[], empty[] */
+  uint64_t *full = bars + 1, *empty = bars + 1 + BWD_STAGES;
+  const int T = a.T, H = a.H, rep = a.H / a.KVH;
+  const int b = a.b0 + (int)blockIdx.x / a.KVH, g = (int)blockIdx.x % a.KVH;
+  const int j0 = (int)blockIdx.y * BR, wg = warpgroup();
+  const int q0 = j0 / BQ * BQ, nq = fa::tiles(T - q0, BQ), items = rep * nq;
+  if (threadIdx.x == 0) {
+    mbar_init(bars, 1);
+    for (int st = 0; st < BWD_STAGES; st++) mbar_init(full + st, 1), mbar_init(empty + st, NT);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  if (wg == 0) {
+    setmaxnreg_dec<24>();
+    if (threadIdx.x == 0) {
+      mbar_arrive_tx(bars, 2 * tile_bytes<BR, HD>());
+      tma_tile<HD, BR>(Ks, &tm.k, g, j0, b, bars);
+      tma_tile<HD, BR>(Vs, &tm.v, g, j0, b, bars);
+      for (int it = 0; it < items; it++) {
+        const int st = it % BWD_STAGES, h = g * rep + it / nq, i0 = q0 + (it % nq) * BQ;
+        if (it >= BWD_STAGES) mbar_wait(empty + st, (it / BWD_STAGES - 1) & 1);
+        mbar_arrive_tx(full + st, 2 * QB);
+        tma_tile<HD, BQ>(Qs + st * QB, &tm.q, h, i0, b, full + st);
+        tma_tile<HD, BQ>(dOs + st * QB, &tm.dout, h, i0, b, full + st);
+      }
+    }
+    return;
+  }
+  setmaxnreg_inc<240>();
+  const uint32_t ka = smem_addr(Ks), va = smem_addr(Vs), qa = smem_addr(Qs), da = smem_addr(dOs);
+  const int cw = wg - 1, warp = (int)threadIdx.x / 32 - 4, lane = threadIdx.x % 32;
+  const int g0 = j0 + 64 * cw, wk0 = j0 + warp * 16, key = wk0 + lane / 4;
+  float dk[DT][4], dv[DT][4];
+  fa::zero_acc(dk);
+  fa::zero_acc(dv);
+  mbar_wait(bars, 0);
+  for (int it = 0; it < items; it++) {
+    const int st = it % BWD_STAGES, h = g * rep + it / nq, i0 = q0 + (it % nq) * BQ;
+    mbar_wait(full + st, (it / BWD_STAGES) & 1);
+    if (i0 + BQ - 1 >= g0)
+      dkv_item<HD>(dk, dv, a, ka, va, qa + st * QB, da + st * QB, 64 * cw, i0, wk0,
+                   a.lse + ((int64_t)b * H + h) * T + i0,
+                   a.Dbuf + ((int64_t)(b - a.b0) * H + h) * T + i0, fa::LOG2E, T - i0);
+    mbar_arrive(empty + st);
+  }
+  const int64_t kvo = (int64_t)b * T * a.ldkv + (int64_t)g * a.hd;
+  fa::store_rows<DT>(a.dk + kvo, a.ldkv, dk, key, T, a.hd, a.scale, a.scale, true);
+  fa::store_rows<DT>(a.dv + kvo, a.ldkv, dv, key, T, a.hd, 1.0f, 1.0f, true);
 }
 
 } /* namespace fa3 */

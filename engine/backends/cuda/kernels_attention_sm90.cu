@@ -3,7 +3,8 @@
  * consumer warpgroups a block; shared memory opted into per launch. The forward is the
  * TMA-fed one (tensor maps of q, k and v made per call by the driver's
  * cuTensorMapEncodeTiled, found through the runtime, so nothing links libcuda); if the driver
- * cannot make them, or FSDPB_ATTN_TMA=0, the cp.async forward runs. This file is compiled for sm_90a
+ * cannot make them, or FSDPB_ATTN_TMA=0, the cp.async kernels run. The forward's tensor maps
+ * have boxes of 128 query / 64 key rows, the backward's of 64 rows. This file is compiled for sm_90a
  * only (CMakeLists.txt: its own object library), so its kernels exist in no other
  * architecture's code; kernels_attention_flash.cu calls these on a compute capability 9.0
  * device when the 16-byte path applies, else runs the sm_80 kernels. */
@@ -75,6 +76,34 @@ fb_status fwd_tma(const fb_kctx *k, const fa::args &a, bool *ran) {
   return launch_check(k, "attention_fwd (sm_90a TMA + wgmma)");
 }
 
+/* The TMA-fed backward; *ran false (nothing launched) if the tensor maps cannot be made or
+ * FSDPB_ATTN_TMA=0. */
+template <int HD>
+fb_status bwd_tma(const fb_kctx *k, fa::args a, int bchunk, bool *ran) {
+  const char *env = getenv("FSDPB_ATTN_TMA");
+  fa3::bwd_tmaps tm;
+  *ran = false;
+  if ((env && env[0] == '0') || !make_tmap(&tm.q, a.q, a, a.H, a.ldq, 64) ||
+      !make_tmap(&tm.k, a.k, a, a.KVH, a.ldkv, 64) ||
+      !make_tmap(&tm.v, a.v, a, a.KVH, a.ldkv, 64) ||
+      !make_tmap(&tm.dout, a.dout, a, a.H, a.H * a.hd, 64))
+    return FB_OK;
+  constexpr int smq = fa3::dq_tma_smem_bytes<HD>(), smkv = fa3::dkv_tma_smem_bytes<HD>();
+  FB_TRY(smem_optin(k, fa3::flash_attn_bwd_dq_tma_sm90_k<HD>, smq));
+  FB_TRY(smem_optin(k, fa3::flash_attn_bwd_dkv_tma_sm90_k<HD>, smkv));
+  const unsigned ty = (unsigned)fa::tiles(a.T, fa3::BR);
+  for (int b0 = 0; b0 < a.B; b0 += bchunk) {
+    const int nb = a.B - b0 < bchunk ? a.B - b0 : bchunk;
+    a.b0 = b0;
+    fa3::flash_attn_bwd_dq_tma_sm90_k<HD><<<dim3((unsigned)(nb * a.H), ty), fa3::NT + 128, smq,
+                                            k->s->s>>>(a, tm);
+    fa3::flash_attn_bwd_dkv_tma_sm90_k<HD><<<dim3((unsigned)(nb * a.KVH), ty), fa3::NT + 128,
+                                             smkv, k->s->s>>>(a, tm);
+  }
+  *ran = true;
+  return launch_check(k, "attention_bwd (sm_90a TMA + wgmma)");
+}
+
 template <int HD>
 fb_status bwd(const fb_kctx *k, fa::args a, int bchunk) {
   constexpr int smq = fa3::dq_smem_bytes<HD>(), smkv = fa3::dkv_smem_bytes<HD>();
@@ -102,5 +131,8 @@ fb_status fb_cuda_flash_attention_sm90_fwd(const fb_kctx *k, const fa::args &a) 
 }
 
 fb_status fb_cuda_flash_attention_sm90_bwd(const fb_kctx *k, const fa::args &a, int bchunk) {
+  bool ran = false;
+  FB_TRY(a.hd <= 64 ? bwd_tma<64>(k, a, bchunk, &ran) : bwd_tma<128>(k, a, bchunk, &ran));
+  if (ran) return FB_OK;
   return a.hd <= 64 ? bwd<64>(k, a, bchunk) : bwd<128>(k, a, bchunk);
 }
