@@ -11,7 +11,12 @@
  * reading of the descriptors and fragment layouts (the emulator implements the PTX ISA's
  * text; a GPU self-test row and the SASS check of ../shared/acceptance/Q-gpu-ahead, HGMMA
  * in every sm_90a attention kernel, no local memory); the async-proxy fence
- * (fence.proxy.async is a no-op here); timing; races the schedules do not expose. */
+ * (fence.proxy.async is a no-op here); setmaxnreg (a no-op here; ptxas's register counts
+ * and the absence of LDL/STL in the SASS check it); the host's cuTensorMapEncodeTiled call
+ * (kernels_attention_sm90.cu; tmap() below mirrors its dimensions, strides and boxes, the
+ * GPU self-test checks the real one); whether TMA counts a box's out-of-bounds part in its
+ * transaction bytes (the emulator does, as the kernels assume); timing; races the
+ * schedules do not expose. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
