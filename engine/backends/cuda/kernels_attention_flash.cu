@@ -2,10 +2,19 @@
  * the head dim picks the tile width (64 for hd <= 64, 128 for hd <= 128), four warps a block,
  * shared memory opted into per launch (above 48 KiB; the attribute is per device and cheap to
  * set again). The backward keeps D = dO . O in the stream's scratch, so it runs over as many
- * batches at a time as the scratch holds. kernels_attention.cu decides when these run;
- * this file does not handle fp32 or head dims above 128. */
+ * batches at a time as the scratch holds. On a compute capability 9.0 device (H100, H200)
+ * with 16-byte aligned rows the sm_90a warpgroup kernels (kernels_attention_sm90.cu) run
+ * instead, unless FSDPB_ATTN_SM90=0 (for comparing the two on one GPU). This file is
+ * compiled for sm_80 (SASS, and PTX that later GPUs compile at load) and no other
+ * architecture. kernels_attention.cu decides when these run; this file does not handle fp32
+ * or head dims above 128. */
+#include <stdlib.h>
+
 #include "flash_attention.cuh"
 #include "kernels.cuh"
+
+fb_status fb_cuda_flash_attention_sm90_fwd(const fb_kctx *k, const fa::args &a);
+fb_status fb_cuda_flash_attention_sm90_bwd(const fb_kctx *k, const fa::args &a, int bchunk);
 
 namespace {
 
@@ -27,6 +36,18 @@ fa::args make_args(int B, int T, int H, int KVH, int hd, int ldq, int ldkv) {
 }
 
 constexpr int WARPS = 4;
+
+/* Whether the sm_90a kernels run: a 9.0 device, the 16-byte path, not switched off. */
+bool use_sm90(const fa::args &a) {
+  const char *env = getenv("FSDPB_ATTN_SM90");
+  if (!a.vec || (env && env[0] == '0')) return false;
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+    return false;
+  return major == 9 && minor == 0;
+}
 
 template <int HD>
 fb_status fwd(const fb_kctx *k, const fa::args &a) {
@@ -63,6 +84,7 @@ fb_status fb_cuda_flash_attention_fwd(const fb_kctx *k, void *out, float *lse, c
   a.q = (const uint16_t *)q, a.k = (const uint16_t *)kk, a.v = (const uint16_t *)v;
   a.o = (uint16_t *)out, a.lse = lse;
   a.vec = fa::can_vec(a);
+  if (use_sm90(a)) return fb_cuda_flash_attention_sm90_fwd(k, a);
   return hd <= 64 ? fwd<64>(k, a) : fwd<128>(k, a);
 }
 
@@ -77,5 +99,6 @@ fb_status fb_cuda_flash_attention_bwd(const fb_kctx *k, void *dq, void *dk, void
   a.dq = (uint16_t *)dq, a.dk = (uint16_t *)dk, a.dv = (uint16_t *)dv;
   a.lse = (float *)lse, a.Dbuf = (float *)k->s->scratch;
   a.vec = fa::can_vec(a);
+  if (use_sm90(a)) return fb_cuda_flash_attention_sm90_bwd(k, a, bchunk);
   return hd <= 64 ? bwd<64>(k, a, bchunk) : bwd<128>(k, a, bchunk);
 }
