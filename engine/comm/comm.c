@@ -43,7 +43,19 @@ void fb_comm_destroy(fb_comm *c) {
   c->ops->destroy(c);
 }
 
-static fb_status split(fb_comm *c, int color, int key, int size, int stride, fb_comm **out) {
+void fb_comm_place(fb_comm *c, int first, int node_ranks) {
+  c->first = first;
+  c->node_ranks = node_ranks;
+  const int st = c->stride > 1 ? c->stride : 1;
+  int nodes = 1;
+  for (int i = 1; node_ranks > 0 && i < c->world; i++) /* members ascend: count node changes */
+    nodes += (first + i * st) / node_ranks != (first + (i - 1) * st) / node_ranks;
+  c->nodes = nodes;
+}
+
+/* `base`: c's rank of the group's member 0 (a strided split), -1 when not known (colors). */
+static fb_status split(fb_comm *c, int color, int key, int size, int stride, int base,
+                       fb_comm **out) {
   if (!c->ops->split)
     return FB_ERR(FB_EUNSUPPORTED, "rank %d: the %s communicator cannot be split", c->rank,
                   c->ops->name);
@@ -55,7 +67,15 @@ static fb_status split(fb_comm *c, int color, int key, int size, int stride, fb_
     return FB_ERR(FB_EINTERNAL, "rank %d: split: the group of color %d has %d ranks, expected %d",
                   c->rank, color, s->world, size);
   }
-  s->stride = (c->stride > 1 ? c->stride : 1) * stride;
+  const int parent = c->stride > 1 ? c->stride : 1;
+  s->stride = parent * stride;
+  if (base >= 0) {
+    fb_comm_place(s, c->first + base * parent, c->node_ranks);
+  } else {
+    s->first = c->first;
+    s->node_ranks = c->node_ranks;
+    s->nodes = c->nodes;
+  }
   return FB_OK;
 }
 
@@ -64,7 +84,7 @@ fb_status fb_comm_split(fb_comm *c, int color, int key, fb_comm **out) {
   if (!c) return FB_ERR(FB_EINTERNAL, "split: communicator is NULL");
   if (color < 0)
     return FB_ERR(FB_EINTERNAL, "rank %d: split: color %d is negative (want >= 0)", c->rank, color);
-  return split(c, color, key, 0, 1, out);
+  return split(c, color, key, 0, 1, -1, out);
 }
 
 fb_status fb_comm_split_strided(fb_comm *c, int size, int stride, fb_comm **out) {
@@ -76,7 +96,7 @@ fb_status fb_comm_split_strided(fb_comm *c, int size, int stride, fb_comm **out)
                   stride);
   const int block = size * stride;
   const int color = c->rank / block * block + c->rank % stride;
-  return split(c, color, c->rank / stride % size, size, stride, out);
+  return split(c, color, c->rank / stride % size, size, stride, color, out);
 }
 
 static bool dtype_ok(fb_dtype t) {
@@ -131,6 +151,7 @@ static fb_status recorded(fb_comm *c, fb_stream *s, int unit, const coll_call *a
       .dtype = a->t,
       .world = c->world,
       .stride = c->stride,
+      .nodes = c->nodes,
       .bytes = fb_coll_bytes(a->op, (int64_t)a->count, a->t, c->world),
   };
   uint64_t t0 = dev->ops->mark(dev, s);

@@ -72,6 +72,10 @@ struct fb_comm {
   int rank, world;
   int stride;        /* placement, for the cost model: launch-world ranks between consecutive
                         members (a mesh's replica group: SHARD); 0 or 1 = consecutive ranks */
+  int first;         /* placement: launch-world rank of member 0 (fb_comm_place, splits) */
+  int node_ranks;    /* placement: launch-world ranks per node; 0 = not placed (one node) */
+  int nodes;         /* the nodes the members sit on (fb_comm_place), what the ledger splits
+                        intra- from inter-node bytes by (fb_coll_wire_split); 0 = one */
   fb_device *dev;    /* this rank's device (streams belong to it) */
   double timeout_s;  /* collective wait limit */
   bool staged;       /* host_memory comm on a device the host may not touch: stage */
@@ -121,6 +125,15 @@ fb_status fb_comm_split(fb_comm *c, int color, int key, fb_comm **out);
 fb_status fb_comm_split_strided(fb_comm *c, int size, int stride, fb_comm **out);
 
 void fb_comm_destroy(fb_comm *c);
+
+/* Placement of a communicator's members on nodes, for the ledger's intra-/inter-node split:
+ * its members are the launch-world ranks first + i * stride (i < world), and a node holds
+ * `node_ranks` consecutive launch-world ranks (<= 0: all of them: one node). Sets c->first,
+ * c->node_ranks and c->nodes. The runner places the run's communicator (first 0; node_ranks
+ * the profile's devices_per_node, else the ranks the launch put on one machine); splits
+ * inherit it: a strided split knows its members, a split by color (whose members are not known
+ * here) keeps its parent's node count. */
+void fb_comm_place(fb_comm *c, int first, int node_ranks);
 
 /* Recording wrappers: stamp marks on the stream around the collective, account its cost on
  * sim, add the bytes to the rank's ledger. `unit` is the unit it serves (-1 for none). */
