@@ -8,6 +8,7 @@
 
 #include "../backends/registry.h"
 #include "../device/recorder.h"
+#include "comm_record.h"
 #include "comm_staged.h"
 
 extern const fb_comm_ops fb_local_comm_ops;
@@ -141,45 +142,58 @@ static fb_status issue(fb_comm *c, fb_stream *s, const coll_call *a) {
   return c->staged ? fb_comm_issue_staged(c, s, a) : c->ops->issue(c, s, a);
 }
 
-static fb_status recorded(fb_comm *c, fb_stream *s, int unit, const coll_call *a) {
-  fb_device *dev = c->dev;
+fb_status fb_comm_record(fb_comm *on, fb_comm *as, fb_stream *s, int unit, const coll_call *a) {
+  fb_device *dev = as->dev;
   const fb_op_cost cost = {
       .kind = FB_OP_COLL,
       .name = fb_coll_name(a->op),
       .coll = a->op,
       .count = (int64_t)a->count,
       .dtype = a->t,
-      .world = c->world,
-      .stride = c->stride,
-      .nodes = c->nodes,
-      .bytes = fb_coll_bytes(a->op, (int64_t)a->count, a->t, c->world),
+      .world = as->world,
+      .stride = as->stride,
+      .nodes = as->nodes,
+      .bytes = fb_coll_bytes(a->op, (int64_t)a->count, a->t, as->world),
   };
   uint64_t t0 = dev->ops->mark(dev, s);
-  FB_TRY(issue(c, s, a));
+  if (on) FB_TRY(issue(on, s, a));
   if (dev->ops->account) dev->ops->account(dev, s, &cost);
   uint64_t t1 = dev->ops->mark(dev, s);
   if (dev->rec) fb_recorder_op(dev->rec, s, &cost, unit, t0, t1);
   return FB_OK;
 }
 
+static fb_status recorded(fb_comm *c, fb_stream *s, int unit, const coll_call *a) {
+  return fb_comm_record(c, c, s, unit, a);
+}
+
+fb_status fb_comm_check_call(const fb_comm *c, const fb_stream *s, const coll_call *a) {
+  const bool root_only = a->op == FB_COLL_REDUCE;
+  FB_TRY(check_args(c, s, a->op, a->send, a->op != FB_COLL_BARRIER, a->recv,
+                    a->op != FB_COLL_BARRIER && (!root_only || c->rank == a->root), a->count,
+                    a->t));
+  if (a->op == FB_COLL_BROADCAST || a->op == FB_COLL_REDUCE) FB_TRY(check_root(c, a->op, a->root));
+  return FB_OK;
+}
+
 fb_status fb_all_gather(fb_comm *c, fb_stream *s, int unit, const void *send, void *recv,
                         size_t count, fb_dtype t) {
   FB_TRY(check_args(c, s, FB_COLL_ALL_GATHER, send, true, recv, true, count, t));
-  const coll_call a = {FB_COLL_ALL_GATHER, send, recv, count, t, 0};
+  const coll_call a = {FB_COLL_ALL_GATHER, send, recv, count, t, 0, 0};
   return recorded(c, s, unit, &a);
 }
 
 fb_status fb_reduce_scatter(fb_comm *c, fb_stream *s, int unit, const void *send, void *recv,
                             size_t count, fb_dtype t) {
   FB_TRY(check_args(c, s, FB_COLL_REDUCE_SCATTER, send, true, recv, true, count, t));
-  const coll_call a = {FB_COLL_REDUCE_SCATTER, send, recv, count, t, 0};
+  const coll_call a = {FB_COLL_REDUCE_SCATTER, send, recv, count, t, 0, 0};
   return recorded(c, s, unit, &a);
 }
 
 fb_status fb_all_reduce(fb_comm *c, fb_stream *s, int unit, const void *send, void *recv,
                         size_t count, fb_dtype t) {
   FB_TRY(check_args(c, s, FB_COLL_ALL_REDUCE, send, true, recv, true, count, t));
-  const coll_call a = {FB_COLL_ALL_REDUCE, send, recv, count, t, 0};
+  const coll_call a = {FB_COLL_ALL_REDUCE, send, recv, count, t, 0, 0};
   return recorded(c, s, unit, &a);
 }
 
@@ -187,7 +201,7 @@ fb_status fb_broadcast(fb_comm *c, fb_stream *s, int unit, void *buf, size_t cou
                        int root) {
   FB_TRY(check_args(c, s, FB_COLL_BROADCAST, buf, true, buf, true, count, t));
   FB_TRY(check_root(c, FB_COLL_BROADCAST, root));
-  const coll_call a = {FB_COLL_BROADCAST, buf, buf, count, t, root};
+  const coll_call a = {FB_COLL_BROADCAST, buf, buf, count, t, root, 0};
   return recorded(c, s, unit, &a);
 }
 
@@ -196,7 +210,7 @@ fb_status fb_reduce(fb_comm *c, fb_stream *s, int unit, const void *send, void *
                     size_t count, fb_dtype t, int root) {
   FB_TRY(check_args(c, s, FB_COLL_REDUCE, send, true, recv, c && c->rank == root, count, t));
   FB_TRY(check_root(c, FB_COLL_REDUCE, root));
-  const coll_call a = {FB_COLL_REDUCE, send, recv, count, t, root};
+  const coll_call a = {FB_COLL_REDUCE, send, recv, count, t, root, 0};
   return recorded(c, s, unit, &a);
 }
 
@@ -205,7 +219,7 @@ fb_status fb_comm_unrecorded(fb_comm *c, fb_stream *s, fb_coll op, const void *s
   FB_TRY(check_args(c, s, op, send, op != FB_COLL_BARRIER, recv,
                     op != FB_COLL_BARRIER && (op != FB_COLL_REDUCE || c->rank == root), count, t));
   if (op == FB_COLL_BROADCAST || op == FB_COLL_REDUCE) FB_TRY(check_root(c, op, root));
-  const coll_call a = {op, send, recv, count, t, root};
+  const coll_call a = {op, send, recv, count, t, root, 0};
   return issue(c, s, &a);
 }
 
@@ -225,6 +239,6 @@ fb_status fb_comm_group_end(fb_comm *c) {
 
 fb_status fb_barrier(fb_comm *c, fb_stream *s) {
   FB_TRY(check_args(c, s, FB_COLL_BARRIER, NULL, false, NULL, false, 0, FB_F32));
-  const coll_call a = {FB_COLL_BARRIER, NULL, NULL, 0, FB_F32, 0};
+  const coll_call a = {FB_COLL_BARRIER, NULL, NULL, 0, FB_F32, 0, 0};
   return recorded(c, s, -1, &a);
 }
