@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Strategies under the MPI communicator (ranks are processes started by mpirun): for W in
-# {2, 4} every strategy (and on a 2x2 mesh each that takes --mesh) ends within 1e-6 (relative) of the single-rank reference that runs the
-# same W micro-batches — MPI may reduce in any order, so bitwise equality is not required here
+# {2, 4} every strategy (and on a 2x2 mesh each that takes --mesh) ends within 1e-6
+# (relative) of the single-rank reference that runs the same W micro-batches — MPI may reduce in any order, so bitwise equality is not required here
 # (the local communicator's suite asserts it). Each process writes its own rank's outputs and
 # every rank's executed peak memory equals the simulated one (zero3: ranks differ).
 # Skips (77) without MPI support or mpirun.
