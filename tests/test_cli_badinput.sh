@@ -66,6 +66,13 @@ expect "seq beyond context" "--seq" "" -- --seq 4096
 expect "mem-limit garbage" "--mem-limit" "" -- --mem-limit lots
 expect "backend unknown" "--backend" "" -- --backend gpu
 expect "batch not divisible" "--batch" "" -- --world 3 --batch 8
+# --mesh: only on the strategies that take it (registry), its product the world
+expect "mesh on ddp" "--mesh" "" -- --strategy ddp --world 4 --mesh 2x2
+expect "mesh on single" "--mesh" "" -- --strategy single --mesh 1x1
+expect "mesh on fsdp (hsdp)" "hsdp" "" -- --strategy fsdp --world 4 --mesh 2x2
+expect "mesh not the world" "--mesh" "" -- --strategy zero3 --world 4 --mesh 3x2
+expect "mesh shard 0" "--mesh" "" -- --strategy zero1 --world 4 --mesh 4x0
+expect "mesh malformed" "--mesh" "" -- --strategy fsdp2 --world 4 --mesh 2-2
 
 printf 'model: debug\nsteps: [1, 2\nbatch: 3\n' >"$tmp/malformed.yaml"
 expect "malformed YAML" "malformed.yaml:" "" -- --config "$tmp/malformed.yaml"

@@ -51,7 +51,8 @@ typedef struct fb_run_config {
   int recompute_layers;  /* checkpoint K of the model's blocks (0 = all; <= layers) */
   int recompute_passes;  /* times a fully checkpointed block's forward reruns in backward (1;
                             2 = two nested checkpoint wrappers) */
-  char mesh[32];         /* hsdp device mesh "REPLICAxSHARD" ("" = the strategy's default) */
+  char mesh[32];         /* device mesh "REPLICAxSHARD" of a strategy that takes it
+                            (fb_strategy.mesh; "" = the strategy's default) */
   int vocab_pad;         /* the head's GEMMs pad the vocabulary to a multiple of this (0 =
                           * auto: 128 on a GPU backend, 1 elsewhere; fb_tf_logits) */
   /* resources and output */

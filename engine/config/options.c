@@ -119,9 +119,11 @@ static const fb_option options[] = {
              "level); the results are the same bits"},
 
     {.name = "mesh", .group = G_STRAT, .kind = FB_OPT_STR, FIELD(mesh), .metavar = "RxS",
-     .dflt = "\"\" = SHARD = devices per node on sim, world otherwise",
-     .help = "hsdp device mesh: REPLICA x SHARD ranks (REPLICA*SHARD = world), parameters "
-             "sharded over SHARD consecutive ranks and replicated REPLICA times"},
+     .dflt = "\"\" = 1 x world (hsdp: SHARD = devices per node on sim)",
+     .help = "device mesh of a sharded strategy whose table takes it (another strategy "
+             "refuses it, naming those that do): REPLICA x SHARD ranks (REPLICA*SHARD = world), state "
+             "sharded over SHARD consecutive ranks and replicated REPLICA times; gradients "
+             "reduced in the shard group, then all-reduced across replicas"},
 
     {.name = "vocab-pad", .group = G_STRAT, .kind = FB_OPT_INT, FIELD(vocab_pad), .metavar = "N",
      .min = 0, .max = 1 << 16, .dflt = "0 = auto: 128 on cuda, 1 elsewhere",
