@@ -83,6 +83,8 @@ typedef struct fb_strategy {
   bool tunes_prefetch;       /* honours --prefetch-forward / --prefetch-backward */
   bool tunes_reshard;        /* honours --reshard-after-forward */
   bool shards_all;           /* parameters, gradients and optimizer state are all 1/W per rank */
+  bool takes_zeropp;         /* honours --zeropp-quant-weights/-hpz/-quant-grads (zeropp);
+                                the others refuse them */
   unsigned accum_modes;      /* --accum modes beyond reduce that change what it does, as
                                 bits (1u << FB_ACCUM_...); the others are refused in setup */
   const char *memory;        /* persistent bytes per rank, P parameters, W ranks (README) */
