@@ -14,7 +14,7 @@
 template <typename T>
 __global__ void quantize_blocks_k(uint8_t *q, float *scales, const T *x, size_t nseg,
                                   size_t seglen, int group, int bits, int rows, size_t bps) {
-  __shared__ float red[QB_THREADS / 32];
+  FB_SHARED float red[QB_THREADS / 32];
   const size_t b = blockIdx.x, s = b / bps, off = (b % bps) * (size_t)group;
   const size_t len = off + (size_t)group < seglen ? (size_t)group : seglen - off;
   const int64_t i0 = (int64_t)(s * seglen + off);
