@@ -69,6 +69,17 @@ fb_status fb_run_config_finalize(fb_run_config *c) {
   if (c->zeropp_hpz == 1 || (c->zeropp_hpz > 1 && c->world > 0 && c->world % c->zeropp_hpz))
     return FB_ERR(FB_EUSAGE, "--zeropp-hpz: %d is not allowed with --world %d (want 0 = off, or "
                   "a divisor of the world from 2)", c->zeropp_hpz, c->world);
+  if (c->mesh[0] && !s->mesh) {
+    char with[256] = "";
+    size_t o = 0;
+    for (int i = 0; fb_strategy_at(i) && o < sizeof with; i++)
+      if (fb_strategy_at(i)->mesh)
+        o += (size_t)snprintf(with + o, sizeof with - o, "%s%s", o ? ", " : "",
+                              fb_strategy_at(i)->name);
+    return FB_ERR(FB_EUSAGE, "--mesh: '%s' is not allowed with --strategy %s (want no --mesh, or "
+                  "one of: %s%s)", c->mesh, c->strategy, with,
+                  !strcmp(c->strategy, "fsdp") ? "; fsdp on a mesh is --strategy hsdp" : "");
+  }
   if (s->one_rank && c->world > 1)
     return FB_ERR(FB_EUSAGE,
                   "--world: %d is not allowed with --strategy %s (want 1, or 0 = auto)",

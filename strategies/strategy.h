@@ -85,6 +85,9 @@ typedef struct fb_strategy {
   bool shards_all;           /* parameters, gradients and optimizer state are all 1/W per rank */
   bool takes_zeropp;         /* honours --zeropp-quant-weights/-hpz/-quant-grads (zeropp);
                                 the others refuse them */
+  bool mesh;                 /* honours --mesh REPLICAxSHARD (strategies/mesh.h): its state
+                                sharded over SHARD consecutive ranks, replicated REPLICA times;
+                                gradients reduced in the shard group, then across replicas */
   unsigned accum_modes;      /* --accum modes beyond reduce that change what it does, as
                                 bits (1u << FB_ACCUM_...); the others are refused in setup */
   const char *memory;        /* persistent bytes per rank, P parameters, W ranks (README) */
