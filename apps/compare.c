@@ -467,10 +467,12 @@ static void collect(cmp_row *row, const fb_run_result *res) {
 }
 
 /* cfg runs `name`; a one-rank strategy (the reference) takes the others' global batch on one
- * rank, their micro-batches in turn. */
+ * rank, their micro-batches in turn; the --zeropp-* switches reach only zeropp. */
 static void set_strategy(fb_run_config *cfg, const char *name) {
   snprintf(cfg->strategy, sizeof cfg->strategy, "%s", name);
   const fb_strategy *strat = fb_strategy_lookup(name);
+  if (strat && !strat->takes_zeropp) /* --zeropp-* apply to zeropp alone */
+    cfg->zeropp_quant_weights = cfg->zeropp_quant_grads = false, cfg->zeropp_hpz = 0;
   if (strat && strat->one_rank && cfg->world > 1) {
     if (cfg->batch <= 0) cfg->batch = fb_auto_batch(cfg->world);
     if (cfg->micro_batch <= 0) cfg->micro_batch = cfg->batch / cfg->world;
