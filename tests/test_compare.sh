@@ -38,10 +38,10 @@ fi
 ncol=$(echo "$HEAD" | awk -F, '{print NF}')
 awk -F, -v n="$ncol" 'NR > 1 && NF != n { bad = 1 } END { exit bad }' "$OUT/compare.csv" ||
   fail "compare.csv rows do not all have $ncol fields"
-awk -F, 'NR > 1 && ($21 != "ok" || $45 != "=" || $44 == "" || $23 <= 0 || $31 <= 0) { bad = 1 }
+awk -F, 'NR > 1 && ($21 != "ok" || $46 != "=" || $45 == "" || $23 <= 0 || $31 <= 0) { bad = 1 }
          END { exit bad }' "$OUT/compare.csv" || fail "compare.csv rows: status/param_match/figures"
 # every category at the peak adds up to the peak
-awk -F, 'NR > 1 { s = 0; for (i = 32; i <= 39; i++) s += $i; if (s != $31) bad = 1 } END { exit bad }' \
+awk -F, 'NR > 1 { s = 0; for (i = 32; i <= 40; i++) s += $i; if (s != $31) bad = 1 } END { exit bad }' \
   "$OUT/compare.csv" || fail "category bytes at the peak do not add up to peak_bytes"
 [ "$(grep -c '^1,ddp,2,' "$OUT/compare_steps.csv")" -eq 3 ] || fail "compare_steps.csv: 3 ddp steps"
 grep -q ',free,param_full,' "$OUT/memory_timeline.csv" || fail "memory_timeline.csv: no fsdp param free"
