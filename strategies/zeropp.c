@@ -35,6 +35,9 @@
  *    no rows: we use 2048. DeepSpeed averages; we sum (the loss is scaled, as everywhere here).
  * Determinism: quantisation is per block, sums run in fixed peer order: the same bits every
  * run, and every rank holds the same gathered weights.
+ * Streams: the quantise and dequantise kernels run on the comm stream, between its
+ * collectives (on the cpu device a kernel on a worker stream waits for the stream's earlier
+ * work first); on sim they cost the bytes they move (engine/device/kernels.c).
  * What it does not do: accumulation modes other than reduce, DeepSpeed's per-tensor
  * grouping, the secondary copy in int8 (DeepSpeed keeps it in the compute dtype too), LoCo's
  * error feedback. */
