@@ -152,6 +152,8 @@ static void usage(FILE *f) {
           "flag\n                     below (world, model, seq, batch, micro-batch, "
           "prefetch-forward, accum, ...)\n"
           "  --out DIR          output directory (default %s)\n"
+          "--mesh RxS applies to the strategies that take it; the others run on the same world "
+          "without it.\n"
           "param sum column: '=' equals, bit for bit, the first successful strategy of the same "
           "sweep point.\n"
           "Exit codes: 0 at least one run completed and every record was written; 1 no run "
@@ -467,10 +469,17 @@ static void collect(cmp_row *row, const fb_run_result *res) {
 }
 
 /* cfg runs `name`; a one-rank strategy (the reference) takes the others' global batch on one
- * rank, their micro-batches in turn; the --zeropp-* switches reach only zeropp. */
+ * rank, their micro-batches in turn; --mesh applies to the strategies whose table takes it,
+ * the others run without (its world stays); the --zeropp-* switches reach only zeropp. */
 static void set_strategy(fb_run_config *cfg, const char *name) {
   snprintf(cfg->strategy, sizeof cfg->strategy, "%s", name);
   const fb_strategy *strat = fb_strategy_lookup(name);
+  if (strat && !strat->mesh && cfg->mesh[0]) {
+    int rep = 0, shard = 0;
+    if (cfg->world <= 0 && fb_config_mesh(cfg, 0, &rep, &shard) == FB_OK && rep > 0)
+      cfg->world = rep * shard;
+    cfg->mesh[0] = '\0';
+  }
   if (strat && !strat->takes_zeropp) /* --zeropp-* apply to zeropp alone */
     cfg->zeropp_quant_weights = cfg->zeropp_quant_grads = false, cfg->zeropp_hpz = 0;
   if (strat && strat->one_rank && cfg->world > 1) {

@@ -608,6 +608,7 @@ static void json_config(FILE *f, const fb_run_result *r) {
   jnum(f, &first, "steps", r->nsteps);
   jstr(f, &first, "param_dtype", fb_dtype_name(c->param_dtype));
   jstr(f, &first, "reduce_dtype", fb_dtype_name(c->reduce_dtype));
+  jstr(f, &first, "mesh", c->mesh); /* --mesh RxS as given; "" = the strategy's own layout */
   jstr(f, &first, "optimizer", c->optimizer);
   jnum(f, &first, "lr", c->lr);
   jnum(f, &first, "seed", (double)c->seed);

@@ -115,6 +115,8 @@ fi
 EXEC_BATCH=$EXEC_W  # one sequence per rank (the one-rank reference runs all of them)
 EXEC_DTYPE=fp32
 PRED_MODEL=8B; PRED_W=64; PRED_HW=h100; SIM_SEQ=1024
+PRED_NODE=$(sed -n 's/^devices_per_node: *\([0-9]*\).*/\1/p' "$SRC/models/hardware/$PRED_HW.yaml")
+PRED_MESH=$((PRED_W / PRED_NODE))x$PRED_NODE # figure 8: shard groups of a node
 PRED_PARAM_DTYPE=bf16; PRED_REDUCE_DTYPE=fp32
 GPU_DTYPES=(--param-dtype $PRED_PARAM_DTYPE --reduce-dtype $PRED_REDUCE_DTYPE)
 CPU_DTYPES=(--param-dtype $EXEC_DTYPE --reduce-dtype $EXEC_DTYPE)
@@ -130,9 +132,9 @@ set -f # word lists below split on spaces, never glob
 NW=0; for w in $GRID_WORLDS; do NW=$((NW + 1)); done
 NS=0; for w in $SIM_WORLDS; do NS=$((NS + 1)); done
 if [ "$REDRAW" = 1 ]; then
-  N=$((6 + DO_DEV))
+  N=$((7 + DO_DEV))
 else
-  N=$((1 + NW + NW + 1 + 3 * NS + DO_DEV + 1 + 6 + DO_DEV))
+  N=$((1 + NW + NW + 2 + 3 * NS + DO_DEV + 1 + 7 + DO_DEV))
 fi
 
 run_compare() { # name args...: one compare into $WORK/name (its table in $WORK/name.txt)
@@ -200,6 +202,11 @@ if [ "$REDRAW" != 1 ]; then
   pool "predicted: $STRATS on $PRED_MODEL, W=$PRED_W, sim $PRED_HW, $PRED_STEPS steps" \
     run_compare pred --backend sim --hardware $PRED_HW --model $PRED_MODEL --world $PRED_W \
     --steps $PRED_STEPS "${GPU_DTYPES[@]}" --strategies "$STRATS"
+  # the same with --mesh (R x a node): compare applies it to the strategies that take it
+  pool "predicted: $STRATS with --mesh $PRED_MESH on $PRED_MODEL, W=$PRED_W, sim $PRED_HW" \
+    run_compare pred-mesh --backend sim --hardware $PRED_HW --model $PRED_MODEL \
+    --world $PRED_W --mesh "$PRED_MESH" --steps 2 --no-mem-snapshot "${GPU_DTYPES[@]}" \
+    --strategies "$STRATS"
   for w in $GRID_WORLDS; do
     pool "predicted grid: W=$w, seq $GRID_SEQS, sim cpu" \
       run_compare "grid-pred-$w" --backend sim --hardware "$CPU_HW" --model debug --world "$w" \
@@ -352,6 +359,29 @@ if [ "$REDRAW" != 1 ]; then
                                 if (d < 0) d = -d; if (d > mx) mx = d }
                               printf "max |loss - %s loss| = %g", ref, mx }' "$WORK/exec/compare_steps.csv")"
 
+  # (8) bytes on the wire per step, rank 0, intra- and inter-node (each run's ledger.csv; the
+  # node split of fb_coll_wire_split): every strategy as it runs, then each that took --mesh
+  # (its report.json echoes the mesh) unless its bytes are those of its own layout (hsdp's
+  # default is already a node per shard group)
+  wire_split() { # compare-dir suffix
+    local dir=$1 suffix=$2 d name mesh
+    for d in "$dir"/runs/*/; do
+      name=$(basename "$d"); name=${name#*-}
+      mesh=$(grep -o '"mesh":"[^"]*"' "$d/report.json" | head -n 1 | sed 's/.*:"\(.*\)"/\1/')
+      [ -z "$suffix" ] || [ -n "$mesh" ] || continue
+      csvawk 'v("rank") == 0 { a += v("intra_node_wire_bytes_per_step"); e += v("inter_node_wire_bytes_per_step") }
+              END { printf "%s,%.6f,%.6f\n", label, a / 1e9, e / 1e9 }' \
+        label="$name${suffix:+ $mesh}" "$d/ledger.csv"
+    done
+  }
+  { echo "strategy,intra_gb,inter_gb"
+    wire_split "$WORK/pred" ""
+    wire_split "$WORK/pred-mesh" mesh; } >"$WORK/wire_split.csv"
+  { head -n 1 "$WORK/wire_split.csv"
+    csvawk '{ split(v("strategy"), w, " "); key = w[1] "," v("intra_gb") "," v("inter_gb") }
+            !(key in seen) { seen[key] = 1; print }' "$WORK/wire_split.csv"; } \
+    >"$DATA/wire_split_pred.csv"
+
   # (7) the development set: the rows the simulator could express
   DEV_SUMMARY=
   if [ "$DO_DEV" = 1 ]; then
@@ -373,6 +403,7 @@ if [ "$REDRAW" != 1 ]; then
     gp_str exec_dtype "$EXEC_DTYPE"
     gp_str pred_model "$PRED_MODEL"; gp_str pred_hw "$PRED_HW"
     echo "pred_w = $PRED_W; pred_steps = $PRED_STEPS; sim_seq = $SIM_SEQ; cap = $CAP"
+    echo "pred_node = $PRED_NODE"; gp_str pred_mesh "$PRED_MESH"
     gp_str pred_param_dtype "$PRED_PARAM_DTYPE"; gp_str pred_reduce_dtype "$PRED_REDUCE_DTYPE"
     echo "sweep_seq = $DEF_SEQ; grid_wmax = ${GRID_WORLDS##* }"
     gp_str grid_desc "$GRID_DESC"
@@ -395,7 +426,7 @@ draw() { # script.gp name: PNG and SVG
     grep -v "Skipping data file with no valid points" "$WORK/gnuplot-$name.err" >&2 || true
   done
 }
-for fig in memory_peak scaling memory_timeline time_breakdown calibration loss; do
+for fig in memory_peak scaling memory_timeline time_breakdown calibration loss wire_split; do
   pool "figure $OUT/$fig.png, .svg" draw $fig.gp $fig
 done
 if [ "$DO_DEV" = 1 ]; then

@@ -102,14 +102,14 @@ static fb_rank shard_view(const fb_rank *r) {
   return fb_mesh_view(r, &((const fsdp_state *)r->st)->mesh);
 }
 
-fb_status fb_fsdp_setup_mesh(fb_rank *r, bool node_default) {
+fb_status fb_fsdp_setup_mesh(fb_rank *r) {
   const fb_model *m = r->model;
   fsdp_state *s = calloc(1, sizeof *s);
   if (!s) return FB_ERR(FB_ENOMEM, "out of host memory (fsdp state)");
   s->fold_next = -1;
   s->mesh = (fb_comm_mesh){.world = r->comm, .shard = r->comm};
   r->st = s;
-  fb_status st = fb_mesh_open(r, node_default, &s->mesh);
+  fb_status st = fb_mesh_open(r, &s->mesh);
   if (st != FB_OK) goto fail;
   fb_rank v = shard_view(r);
   s->u = calloc((size_t)m->nunits, sizeof *s->u);
@@ -139,7 +139,7 @@ fail:
   return st;
 }
 
-static fb_status fsdp_setup(fb_rank *r) { return fb_fsdp_setup_mesh(r, false); }
+static fb_status fsdp_setup(fb_rank *r) { return fb_fsdp_setup_mesh(r); }
 
 /* The rate limiter: with max_inflight_gathers free events queued, the host waits for the
  * oldest (event.synchronize(): the compute stream has passed that unit's free). */

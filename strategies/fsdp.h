@@ -6,9 +6,9 @@
 #include "strategy.h"
 
 /* Sets up fsdp's units sliced over the shard group of the strategy's mesh (mesh.h: --mesh,
- * else 1 x W = r->comm for fsdp; with `node_default`, hsdp's default of a node per shard
- * group); each reduce-scatter's output is then all-reduced over the replica group. */
-fb_status fb_fsdp_setup_mesh(fb_rank *r, bool node_default);
+ * else 1 x W = r->comm for fsdp, a node per shard group for hsdp); each reduce-scatter's
+ * output is then all-reduced over the replica group. */
+fb_status fb_fsdp_setup_mesh(fb_rank *r);
 void fb_fsdp_teardown(fb_rank *r);
 fb_status fb_fsdp_pre_forward(fb_rank *r, int unit);
 fb_status fb_fsdp_post_forward(fb_rank *r, int unit);

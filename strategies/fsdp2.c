@@ -122,7 +122,7 @@ static fb_status f2_setup(fb_rank *r) {
   s->held = s->rs_prev = -1;
   s->mesh = (fb_comm_mesh){.world = r->comm, .shard = r->comm};
   r->st = s;
-  fb_status st = fb_mesh_open(r, false, &s->mesh);
+  fb_status st = fb_mesh_open(r, &s->mesh);
   fb_rank v = fb_mesh_view(r, &s->mesh); /* the layout is the shard group's */
   s->u = st == FB_OK ? calloc((size_t)r->model->nunits, sizeof *s->u) : NULL;
   if (st == FB_OK && !s->u) st = FB_ERR(FB_ENOMEM, "out of host memory (fsdp2 units)");

@@ -26,7 +26,7 @@
  * all-reduce, or HSDP's _HYBRID_SHARD_ZERO2. */
 #include "fsdp.h"
 
-static fb_status hsdp_setup(fb_rank *r) { return fb_fsdp_setup_mesh(r, true); }
+static fb_status hsdp_setup(fb_rank *r) { return fb_fsdp_setup_mesh(r); }
 
 const fb_strategy fb_strategy_hsdp = {
     .name = "hsdp",
@@ -46,6 +46,7 @@ const fb_strategy fb_strategy_hsdp = {
     .accum_modes = 1u << FB_ACCUM_NO_RESHARD | 1u << FB_ACCUM_NO_REDUCE,
     .shards_all = false, /* 1/SHARD per rank, 1/W only when REPLICA = 1 */
     .mesh = true,
+    .mesh_node_default = true,
     .state_ranges = fb_fsdp_state_ranges,
     .memory = "16P/SHARD (flat units padded to a multiple of SHARD) + gathered units in flight",
 };

@@ -3,11 +3,11 @@
 
 #include "../engine/sim/hardware.h"
 
-fb_status fb_mesh_open(fb_rank *r, bool node_default, fb_comm_mesh *m) {
+fb_status fb_mesh_open(fb_rank *r, fb_comm_mesh *m) {
   int R, S;
   FB_TRY(fb_config_mesh(r->cfg, r->world, &R, &S));
   if (R <= 0) {
-    const int node = node_default && r->dev->simulated && r->dev->hw
+    const int node = r->strategy->mesh_node_default && r->dev->simulated && r->dev->hw
                          ? r->dev->hw->devices_per_node : 0;
     S = node > 1 && r->world > node && r->world % node == 0 ? node : r->world;
     R = r->world / S;

@@ -8,10 +8,11 @@
 #define FB_STRATEGY_MESH_H
 #include "strategy.h"
 
-/* The mesh --mesh asks for; without it 1 x W, or with `node_default` (hsdp) SHARD = the
- * profile's devices_per_node on sim when the world is a multiple of a node larger than one.
- * Opens its groups (collective over r->comm: syncs r->commst first). */
-fb_status fb_mesh_open(fb_rank *r, bool node_default, fb_comm_mesh *m);
+/* The mesh --mesh asks for; without it 1 x W, or where the strategy's table says
+ * mesh_node_default (hsdp) SHARD = the profile's devices_per_node on sim when the world is a
+ * multiple of a node larger than one. Opens its groups (collective over r->comm: syncs
+ * r->commst first). */
+fb_status fb_mesh_open(fb_rank *r, fb_comm_mesh *m);
 void fb_mesh_close(fb_comm_mesh *m);
 
 /* r as a member of its shard group: rank, world and communicator are the group's. */

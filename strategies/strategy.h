@@ -88,6 +88,8 @@ typedef struct fb_strategy {
   bool mesh;                 /* honours --mesh REPLICAxSHARD (strategies/mesh.h): its state
                                 sharded over SHARD consecutive ranks, replicated REPLICA times;
                                 gradients reduced in the shard group, then across replicas */
+  bool mesh_node_default;    /* without --mesh: a node per shard group where the world spans
+                                whole nodes on sim (hsdp); else 1 x W */
   unsigned accum_modes;      /* --accum modes beyond reduce that change what it does, as
                                 bits (1u << FB_ACCUM_...); the others are refused in setup */
   const char *memory;        /* persistent bytes per rank, P parameters, W ranks (README) */

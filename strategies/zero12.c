@@ -67,7 +67,7 @@ fb_status fb_zero_setup(fb_rank *r) {
   r->st = s;
   s->fold_next = -1;
   s->mesh = (fb_comm_mesh){.world = r->comm, .shard = r->comm};
-  fb_status st = fb_mesh_open(r, false, &s->mesh);
+  fb_status st = fb_mesh_open(r, &s->mesh);
   s->u = st == FB_OK ? calloc((size_t)r->model->nunits, sizeof *s->u) : NULL;
   if (st == FB_OK && !s->u)
     st = FB_ERR(FB_ENOMEM, "out of host memory (%s units)", r->strategy->name);

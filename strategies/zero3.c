@@ -125,7 +125,7 @@ static fb_status z3_setup(fb_rank *r) {
   if (!s) return FB_ERR(FB_ENOMEM, "out of host memory (zero3 state)");
   r->st = s;
   s->mesh = (fb_comm_mesh){.world = r->comm, .shard = r->comm};
-  fb_status st = fb_mesh_open(r, false, &s->mesh);
+  fb_status st = fb_mesh_open(r, &s->mesh);
   if (st != FB_OK) goto fail;
   const int group = s->mesh.shard->world;
   s->u = calloc((size_t)m->nunits, sizeof *s->u);

@@ -34,6 +34,20 @@ run --strategy zero3 --world 4 --micro-batch 2 --resume "$W/fsdp/step-5" >"$W/z4
 close "$(sum "$W/z4")" "$ref" || fail "zero3 W=4 resumed: $(sum "$W/z4") vs $ref"
 echo "ok   reshard fsdp W=2 -> single W=1 bitwise, -> zero3 W=4 $(sum "$W/z4") (within 1e-6)"
 
+# on a 2x2 mesh (every strategy that takes --mesh; the others refuse it with exit 2): the
+# first replica saves, every replica loads; resumed bitwise; the checkpoint knows no mesh and
+# reshards into single bitwise (the mesh run equals single)
+for s in $("$B" --list-strategies | awk '$1 != "single" && NF {print $1}'); do
+  run --strategy "$s" --world 4 --mesh 2x2 --steps 1 >/dev/null 2>&1
+  [ $? -eq 2 ] && continue
+  run --strategy "$s" --world 4 --mesh 2x2 --ckpt "$W/m-$s" --save-every 5 >"$W/m-$s.full" 2>&1 || fail "$s --mesh 2x2 with --ckpt: $(tail -1 "$W/m-$s.full")"
+  run --strategy "$s" --world 4 --mesh 2x2 --resume "$W/m-$s/step-5" >"$W/m-$s.res" 2>&1 || fail "$s --mesh 2x2 --resume: $(tail -1 "$W/m-$s.res")"
+  [ "$(sum "$W/m-$s.full")" = "$(sum "$W/m-$s.res")" ] || fail "$s --mesh 2x2 resumed: final sum $(sum "$W/m-$s.res") != $(sum "$W/m-$s.full")"
+  run --strategy single --world 1 --micro-batch 2 --resume "$W/m-$s/step-5" >"$W/m-$s.s1" 2>&1 || fail "single from $s 2x2: $(tail -1 "$W/m-$s.s1")"
+  [ "$(sum "$W/m-$s.s1")" = "$(sum "$W/m-$s.full")" ] || fail "single resumed from $s 2x2: $(sum "$W/m-$s.s1") vs $(sum "$W/m-$s.full") (want bitwise)"
+  echo "ok   $s --mesh 2x2: resume bitwise, reshards into single bitwise ($(sum "$W/m-$s.res"))"
+done
+
 # export, read back by python and by --init-from
 "$B" export "$W/fsdp" "$W/m.safetensors" >"$W/exp" 2>&1 || fail "export: $(tail -1 "$W/exp")"
 python3 - "$W/m.safetensors" "$ref" <<'PY' || fail "the safetensors file does not parse or sum"

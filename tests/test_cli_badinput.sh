@@ -72,6 +72,13 @@ expect "zeropp hpz not dividing" "--zeropp-hpz" "" -- --strategy zeropp --world 
 expect "zeropp hpz 1" "--zeropp-hpz" "" -- --strategy zeropp --world 4 --zeropp-hpz 1
 expect "zeropp hpz negative" "--zeropp-hpz" "" -- --strategy zeropp --world 4 --zeropp-hpz -2
 expect "zeropp accum" "--accum" "" -- --strategy zeropp --world 2 --accum no-reduce --micro-batch 1
+# --mesh: only on the strategies that take it (registry), its product the world
+expect "mesh on ddp" "--mesh" "" -- --strategy ddp --world 4 --mesh 2x2
+expect "mesh on single" "--mesh" "" -- --strategy single --mesh 1x1
+expect "mesh on fsdp (hsdp)" "hsdp" "" -- --strategy fsdp --world 4 --mesh 2x2
+expect "mesh not the world" "--mesh" "" -- --strategy zero3 --world 4 --mesh 3x2
+expect "mesh shard 0" "--mesh" "" -- --strategy zero1 --world 4 --mesh 4x0
+expect "mesh malformed" "--mesh" "" -- --strategy fsdp2 --world 4 --mesh 2-2
 
 printf 'model: debug\nsteps: [1, 2\nbatch: 3\n' >"$tmp/malformed.yaml"
 expect "malformed YAML" "malformed.yaml:" "" -- --config "$tmp/malformed.yaml"

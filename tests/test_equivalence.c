@@ -5,7 +5,8 @@
  * within 1e-6 relative of single, and bitwise between strategies that sum in the same order.
  * Every strategy comes from the registry (accumulation modes from its table). Also: each rank's
  * persistent state is 1/W of single's for strategies that shard everything (within
- * padding and the zero3 imbalance). Prints both sides in full when they differ. */
+ * padding and the zero3 imbalance). Every strategy that takes --mesh, on 2x2, 2x4, 4x2 and
+ * 4x1: bitwise equal to single too. Prints both sides in full when they differ. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,10 +18,11 @@
 
 enum { STEPS = 10, GB = 24, SEQ = 32 };
 
-static fb_status run(const char *strategy, int world, int micro, double clip, fb_accum_mode mode,
-                     fb_run_result *res) {
+static fb_status run_mesh(const char *strategy, int world, const char *mesh, int micro,
+                          double clip, fb_accum_mode mode, fb_run_result *res) {
   fb_run_config c;
   test_config(&c, "cpu", strategy, world);
+  snprintf(c.mesh, sizeof c.mesh, "%s", mesh);
   c.batch = GB;
   c.micro_batch = micro;
   c.seq = SEQ;
@@ -29,6 +31,11 @@ static fb_status run(const char *strategy, int world, int micro, double clip, fb
   c.grad_clip = clip;
   c.accum = mode;
   return test_run(&c, res);
+}
+
+static fb_status run(const char *strategy, int world, int micro, double clip, fb_accum_mode mode,
+                     fb_run_result *res) {
+  return run_mesh(strategy, world, "", micro, clip, mode, res);
 }
 
 static bool same_bits(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
@@ -80,8 +87,36 @@ static void check_share(const char *what, const fb_strategy *s, const fb_run_res
   }
 }
 
+/* Every strategy that takes --mesh, on meshes of 4 and 8 ranks (shard groups of 2 and 4, and
+ * one rank: replication only): bitwise equal to single, the local communicator summing both
+ * stages of a reduction in world rank order; clipping on. */
+static void check_meshes(void) {
+  static const struct { int world; const char *mesh; } meshes[] = {
+      {4, "2x2"}, {8, "2x4"}, {8, "4x2"}, {4, "4x1"}};
+  char what[96];
+  for (size_t k = 0; k < sizeof meshes / sizeof *meshes; k++) {
+    const int W = meshes[k].world;
+    fb_run_result ref, got;
+    fb_status rst = run(reference(), 1, GB / W, 1.0, FB_ACCUM_REDUCE, &ref);
+    CHECK_OK(rst);
+    if (rst != FB_OK) return;
+    for (int i = 0; fb_strategy_at(i); i++) {
+      const fb_strategy *s = fb_strategy_at(i);
+      if (!s->mesh) continue;
+      snprintf(what, sizeof what, "%s W=%d --mesh %s", s->name, W, meshes[k].mesh);
+      fb_status st = run_mesh(s->name, W, meshes[k].mesh, 0, 1.0, FB_ACCUM_REDUCE, &got);
+      CHECK_OK(st);
+      if (st != FB_OK) continue;
+      compare(what, &ref, &got, 0);
+      fb_run_result_free(&got);
+    }
+    fb_run_result_free(&ref);
+  }
+}
+
 int main(void) {
   printf("reference: %s; strategies: %s\n", reference(), fb_strategy_names());
+  check_meshes();
   const int worlds[] = {1, 2, 3, 4, 8};
   fb_run_result ref, got;
   char what[96];

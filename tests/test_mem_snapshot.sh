@@ -23,6 +23,13 @@ if ls "$tmp"/*memory_snapshot.json >/dev/null 2>&1; then echo "FAIL: a JSON snap
 python3 "$src/tests/check_mem_snapshot.py" "$tmp"/rank0_memory_snapshot.pickle \
   "$tmp"/rank1_memory_snapshot.pickle || exit 1
 
+# On a mesh (zero3 --mesh 2x2): every rank's snapshot, the replicas' too.
+"$bin" --backend cpu --model debug --strategy zero3 --world 4 --mesh 2x2 --steps 2 --batch 8 \
+  --mem-snapshot --out "$tmp/mesh" >"$tmp/log3.txt" 2>&1 ||
+  { echo "FAIL: fsdpbench --mesh exited $?"; cat "$tmp/log3.txt"; exit 1; }
+python3 "$src/tests/check_mem_snapshot.py" "$tmp"/mesh/rank0_memory_snapshot.pickle \
+  "$tmp"/mesh/rank3_memory_snapshot.pickle || exit 1
+
 # Without --mem-snapshot no snapshot is written.
 "$bin" --backend cpu --model debug --strategy fsdp --world 2 --steps 1 --out "$tmp/none" \
   >"$tmp/log2.txt" 2>&1 || { echo "FAIL: fsdpbench exited $?"; cat "$tmp/log2.txt"; exit 1; }

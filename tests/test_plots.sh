@@ -24,7 +24,7 @@ total=$(sed -n 's|^\[[0-9]*/\([0-9]*\)\] .*|\1|p' "$TMP/log.txt" | head -n 1)
 after=$(cd "$SRC/plots" && ls -l --time-style=+%s.%N *.png *.svg data 2>/dev/null | md5sum)
 [ "$before" = "$after" ] || fail "quick mode touched the committed figures in plots/"
 
-for fig in memory_peak scaling memory_timeline time_breakdown calibration loss; do
+for fig in memory_peak scaling memory_timeline time_breakdown calibration loss wire_split; do
   png=$TMP/out/$fig.png svg=$TMP/out/$fig.svg
   [ -s "$png" ] || fail "$fig.png missing or empty"
   [ -s "$svg" ] || fail "$fig.svg missing or empty"
@@ -37,7 +37,8 @@ for fig in memory_peak scaling memory_timeline time_breakdown calibration loss; 
   [ "$w" -ge 900 ] || fail "$fig.png is only $w pixels wide"
 done
 for f in memory_peak_exec memory_peak_pred time_exec time_pred scaling_1B scaling_8B scaling_70B \
-         scaling_exec calibration loss_exec memory_timeline_fsdp compare_exec compare_pred; do
+         scaling_exec calibration loss_exec memory_timeline_fsdp compare_exec compare_pred \
+         wire_split_pred; do
   [ "$(wc -l <"$TMP/out/data/$f.csv")" -ge 2 ] || fail "data/$f.csv has no rows"
 done
 # the fsdp timeline gathers and frees: its gathered-parameter level (the param_full stack
@@ -54,4 +55,10 @@ grep -q 'pred_param_dtype = "bf16"' "$TMP/out/data/settings.gp" || fail "setting
 # the loss curves of all strategies are the same numbers
 awk -F, 'NR > 1 { for (j = 3; j <= NF; j++) if ($j != $2) bad = 1 } END { exit bad }' \
   "$TMP/out/data/loss_exec.csv" || fail "loss_exec.csv: strategies' losses differ"
+# the mesh runs keep the shard group's traffic in the node: each strategy's row with a mesh
+# (a second word) has inter-node bytes, and some mesh row exists
+awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+         { split($(c["strategy"]), w, " "); if (w[2] != "") { m++; if (!($(c["inter_gb"]) > 0)) bad = 1 } }
+         END { exit bad || !m }' "$TMP/out/data/wire_split_pred.csv" ||
+  fail "wire_split_pred.csv: no mesh row, or one without inter-node bytes"
 echo "PASS"

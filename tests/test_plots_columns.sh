@@ -110,7 +110,7 @@ cat "$TMP/log.txt"
 grep -qE '^\[[0-9]+/[0-9]+\] figure .* \([0-9]+ s\)$' "$TMP/log.txt" || fail "no '[k/N] what (elapsed s)' progress lines"
 after=$(cd "$SRC/plots" && ls -l --time-style=+%s.%N *.png *.svg data | md5sum)
 [ "$before" = "$after" ] || fail "redrawing touched the committed figures or data"
-figs="memory_peak scaling memory_timeline time_breakdown calibration loss"
+figs="memory_peak scaling memory_timeline time_breakdown calibration loss wire_split"
 [ -f "$SRC/plots/data/gpu_validation.csv" ] && figs="$figs gpu_validation"
 for fig in $figs; do
   png=$TMP/out/$fig.png svg=$TMP/out/$fig.svg

@@ -51,7 +51,8 @@ typedef struct fb_run_config {
   int recompute_layers;  /* checkpoint K of the model's blocks (0 = all; <= layers) */
   int recompute_passes;  /* times a fully checkpointed block's forward reruns in backward (1;
                             2 = two nested checkpoint wrappers) */
-  char mesh[32];         /* hsdp device mesh "REPLICAxSHARD" ("" = the strategy's default) */
+  char mesh[32];         /* device mesh "REPLICAxSHARD" of a strategy that takes it
+                            (fb_strategy.mesh; "" = the strategy's default) */
   /* zeropp (DeepSpeed ZeRO++): each switch on its own; refused with any other strategy */
   bool zeropp_quant_weights; /* qwZ: int8 block-quantised forward all-gather */
   int zeropp_hpz;            /* hpZ: secondary shard over groups of this many ranks (0 = off) */

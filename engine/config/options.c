@@ -119,9 +119,11 @@ static const fb_option options[] = {
              "level); the results are the same bits"},
 
     {.name = "mesh", .group = G_STRAT, .kind = FB_OPT_STR, FIELD(mesh), .metavar = "RxS",
-     .dflt = "\"\" = SHARD = devices per node on sim, world otherwise",
-     .help = "hsdp device mesh: REPLICA x SHARD ranks (REPLICA*SHARD = world), parameters "
-             "sharded over SHARD consecutive ranks and replicated REPLICA times"},
+     .dflt = "\"\" = 1 x world (hsdp: SHARD = devices per node on sim)",
+     .help = "device mesh of a sharded strategy whose table takes it (another strategy "
+             "refuses it, naming those that do): REPLICA x SHARD ranks (REPLICA*SHARD = world), state "
+             "sharded over SHARD consecutive ranks and replicated REPLICA times; gradients "
+             "reduced in the shard group, then all-reduced across replicas"},
 
     {.name = "zeropp-quant-weights", .group = G_STRAT, .kind = FB_OPT_BOOL,
      FIELD(zeropp_quant_weights),

@@ -7,6 +7,8 @@ exec_dtype = "fp32"
 pred_model = "8B"
 pred_hw = "h100"
 pred_w = 64; pred_steps = 4; sim_seq = 1024; cap = 80
+pred_node = 8
+pred_mesh = "8x8"
 pred_param_dtype = "bf16"
 pred_reduce_dtype = "fp32"
 sweep_seq = 256; grid_wmax = 4
