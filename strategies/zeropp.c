@@ -12,8 +12,8 @@
  *    kernel, its own slice included, so every rank computes with the same weights.
  *  --zeropp-hpz S (hpZ): after each forward gather a rank keeps a secondary copy of 1/S of the
  *    unit's gathered (compute-dtype) weights, sliced over its group of S consecutive ranks (the
- *    node); every later gather of the unit before the next optimizer step (the backward's) is an
- *    all-gather of those secondary slices inside the group. Persistent, in its own memory
+ *    node); every later gather of the unit before the next optimizer step (the backward's, and
+ *    later micro-steps' forwards) is an all-gather of those secondary slices inside the group. Persistent, in its own memory
  *    category (param_secondary): 2 bytes x P/S in bf16.
  *  --zeropp-quant-grads (qgZ): the gradient reduce-scatter becomes the paper's hierarchical
  *    all-to-all in int4: each rank quantises its unit gradient in blocks of QG_GROUP (scale =
@@ -25,7 +25,8 @@
  *    gives the rank's reduced slice. Node size: hpZ's S when set, else the sim profile's
  *    devices per node (when it divides the world), else the whole world (one all-to-all).
  *
- * Group sizes and scales, from DeepSpeed's code (the paper gives none):
+ * Group sizes and scales follow DeepSpeed's code (the paper's block-based quantisation, as
+ * DeepSpeed implements it):
  *  - qwZ: CUDAQuantizer (runtime/zero/partition_parameters.py) sizes groups per tensor to at
  *    most 8000 elements ("the optimal size is 4k"), 16k hard limit, 8 bits, Symmetric, fp32
  *    scales: we use 4096.
@@ -39,8 +40,8 @@
  * collectives (on the cpu device a kernel on a worker stream waits for the stream's earlier
  * work first); on sim they cost the bytes they move (engine/device/kernels.c).
  * What it does not do: accumulation modes other than reduce, DeepSpeed's per-tensor
- * grouping, the secondary copy in int8 (DeepSpeed keeps it in the compute dtype too), LoCo's
- * error feedback. */
+ * grouping, a quantised secondary copy (it stays in the compute dtype here; not checked
+ * against DeepSpeed's hpZ with qwZ), LoCo's error feedback. */
 #include <assert.h>
 #include <stdlib.h>
 
