@@ -13,8 +13,8 @@
  *  --zeropp-hpz S (hpZ): after each forward gather a rank keeps a secondary copy of 1/S of the
  *    unit's gathered (compute-dtype) weights, sliced over its group of S consecutive ranks (the
  *    node); every later gather of the unit before the next optimizer step (the backward's, and
- *    later micro-steps' forwards) is an all-gather of those secondary slices inside the group. Persistent, in its own memory
- *    category (param_secondary): 2 bytes x P/S in bf16.
+ *    later micro-steps' forwards) is an all-gather of those secondary slices inside the group.
+ *    Persistent, in its own memory category (param_secondary): 2 bytes x P/S in bf16.
  *  --zeropp-quant-grads (qgZ): the gradient reduce-scatter becomes the paper's hierarchical
  *    all-to-all in int4: each rank quantises its unit gradient in blocks of QG_GROUP (scale =
  *    absmax/7), its W slices reordered so that the slices bound for one node peer are
