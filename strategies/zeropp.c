@@ -280,7 +280,8 @@ static fb_status q4_exchange(fb_rank *r, int i, fb_comm *c, const void *x, fb_dt
   fb_device *d = r->dev;
   FB_TRY(fb_alloc_on(d, r->commst, (size_t)n / 2, FB_MEM_COMM, "zeropp.qg_int4", &q));
   fb_status st = fb_alloc_on(d, r->commst, (size_t)ns * 4, FB_MEM_COMM, "zeropp.qg_scales", &sc);
-  if (st == FB_OK) st = fb_alloc_on(d, r->commst, (size_t)n / 2, FB_MEM_COMM, "zeropp.qg_recv", out);
+  if (st == FB_OK)
+    st = fb_alloc_on(d, r->commst, (size_t)n / 2, FB_MEM_COMM, "zeropp.qg_recv", out);
   if (st == FB_OK)
     st = fb_alloc_on(d, r->commst, (size_t)ns * 4, FB_MEM_COMM, "zeropp.qg_recv_scales", osc);
   if (st == FB_OK)

@@ -52,7 +52,8 @@ void quant_case(size_t nseg, size_t seglen, int group, int bits, int rows, unsig
              [&] { quantize_blocks_k<E>(qp, sp, xp, nseg, seglen, group, bits, rows, bps); },
              emu_launch_opts{seed, (int)(seed % 3)});
   const size_t qb = n * bits / 8;
-  const bool ok_q = !memcmp(q.data(), rq.data(), qb) && !memcmp(sc.data(), rs.data(), rs.size() * 4);
+  const bool ok_q =
+      !memcmp(q.data(), rq.data(), qb) && !memcmp(sc.data(), rs.data(), rs.size() * 4);
   /* dequant_sum over 2 terms (when the segments split evenly), fp32 and bf16 out */
   const size_t nterm = nseg % 2 == 0 ? 2 : 1, tl = n / nterm;
   std::vector<float> ref(tl), out(tl);

@@ -119,7 +119,8 @@ int main(void) {
   CHECK_OK(run("zeropp", (sw){0}, &off));
   CHECK_OK(run("zeropp", (sw){.hpz = 2}, &hpz));
   const int K = z3.nsteps;
-  bool eq_off = same_bits(off.param_sum, z3.param_sum), eq_hpz = same_bits(hpz.param_sum, z3.param_sum);
+  bool eq_off = same_bits(off.param_sum, z3.param_sum);
+  bool eq_hpz = same_bits(hpz.param_sum, z3.param_sum);
   for (int k = 0; k < K; k++) {
     eq_off = eq_off && same_bits(off.loss[k], z3.loss[k]);
     eq_hpz = eq_hpz && same_bits(hpz.loss[k], z3.loss[k]);

@@ -19,7 +19,8 @@ __global__ void quantize_blocks_k(uint8_t *q, float *scales, const T *x, size_t 
   const size_t len = off + (size_t)group < seglen ? (size_t)group : seglen - off;
   const int64_t i0 = (int64_t)(s * seglen + off);
   float m = 0.0f;
-  for (size_t j = threadIdx.x; j < len; j += blockDim.x) m = fmaxf(m, fabsf(ld(x, i0 + (int64_t)j)));
+  for (size_t j = threadIdx.x; j < len; j += blockDim.x)
+    m = fmaxf(m, fabsf(ld(x, i0 + (int64_t)j)));
   m = warp_max(m);
   if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
   __syncthreads();
