@@ -38,7 +38,7 @@ echo "ok   reshard fsdp W=2 -> single W=1 bitwise, -> zero3 W=4 $(sum "$W/z4") (
 # first replica saves, every replica loads; resumed bitwise; the checkpoint knows no mesh and
 # reshards into single bitwise (the mesh run equals single)
 for s in $("$B" --list-strategies | awk '$1 != "single" && NF {print $1}'); do
-  run --strategy "$s" --world 4 --mesh 2x2 --steps 1 >/dev/null 2>&1
+  run --strategy "$s" --world 4 --mesh 2x2 --dry-run >/dev/null 2>&1
   [ $? -eq 2 ] && continue
   run --strategy "$s" --world 4 --mesh 2x2 --ckpt "$W/m-$s" --save-every 5 >"$W/m-$s.full" 2>&1 || fail "$s --mesh 2x2 with --ckpt: $(tail -1 "$W/m-$s.full")"
   run --strategy "$s" --world 4 --mesh 2x2 --resume "$W/m-$s/step-5" >"$W/m-$s.res" 2>&1 || fail "$s --mesh 2x2 --resume: $(tail -1 "$W/m-$s.res")"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Strategies under the MPI communicator (ranks are processes started by mpirun): for W in
-# {2, 4} every strategy ends within 1e-6 (relative) of the single-rank reference that runs the
-# same W micro-batches — MPI may reduce in any order, so bitwise equality is not required here
+# {2, 4} every strategy (and on a 2x2 mesh each that takes --mesh) ends within 1e-6
+# (relative) of the single-rank reference that runs the same W micro-batches — MPI may reduce in any order, so bitwise equality is not required here
 # (the local communicator's suite asserts it). Each process writes its own rank's outputs and
 # every rank's executed peak memory equals the simulated one (zero3: ranks differ).
 # Skips (77) without MPI support or mpirun.
@@ -31,6 +31,22 @@ for W in 2 4; do
       echo "FAIL $s W=$W mpi: $got vs single $ref"; fail=$((fail + 1))
     fi
   done
+done
+# a 2x2 mesh under mpi (the two reduction stages as MPI collectives): every strategy that takes
+# --mesh (the others refuse it: exit 2) within 1e-6 of single
+ref=$(sum "$T/ref4")
+for s in $("$FSDPBENCH" --list-strategies | awk '$1 != "single" && NF {print $1}'); do
+  "$FSDPBENCH" --strategy "$s" --world 4 --mesh 2x2 $args --dry-run >/dev/null 2>&1
+  [ $? -eq 2 ] && continue
+  if ! mpirun -np 4 "$FSDPBENCH" --comm mpi --strategy "$s" --mesh 2x2 $args >"$T/m$s" 2>&1; then
+    echo "FAIL $s --mesh 2x2 mpi: $(tail -2 "$T/m$s")"; fail=$((fail + 1)); continue
+  fi
+  got=$(sum "$T/m$s")
+  if awk -v a="$got" -v b="$ref" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-6 * (b < 0 ? -b : b)) }'; then
+    echo "ok   $s --mesh 2x2 mpi: $got (single $ref)"; pass=$((pass + 1))
+  else
+    echo "FAIL $s --mesh 2x2 mpi: $got vs single $ref"; fail=$((fail + 1))
+  fi
 done
 # outputs: every process writes its own rank's files (rank 0 the plain names, rank r
 # rank<r>_*), and each rank's executed peak equals the simulator's for that rank

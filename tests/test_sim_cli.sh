@@ -72,6 +72,29 @@ rc=$?
 grep -q "per rank > 80.00 GiB free on the device" "$tmp/dry70" ||
   bad "70B on 8 simulated H100s: the refusal does not compare one rank with its device: $(tail -1 "$tmp/dry70")"
 
+# the ledger's node split at 64 ranks, 8 per node: zero1 on --mesh 8x8 keeps its gathers and
+# reduce-scatters in the node (all intra) and sends only the replicas' all-reduce across
+# (inter, its norm bins aside); flat, a collective over 8 nodes sends 7/63 of its bytes across
+for m in "" 8x8; do
+  "$FSDPBENCH" --backend sim --hardware h100 --model 8B --world 64 --steps 2 --strategy zero1 \
+    ${m:+--mesh $m} --quiet --out "$tmp/split$m" >"$tmp/split$m.log" 2>&1 ||
+    { bad "sim zero1 W=64 ${m:+--mesh $m}: $(tail -1 "$tmp/split$m.log")"; continue; }
+  python3 - "$tmp/split$m/report.json" "$m" <<'PY' || bad "sim zero1 W=64 ${m:+--mesh $m}: wrong intra/inter split"
+import json, sys
+r = json.load(open(sys.argv[1]))["ranks"][0]
+led, mesh = r["ledger"], sys.argv[2]
+def split(c): return led[c]["intra_node_wire_bytes_per_step"], led[c]["inter_node_wire_bytes_per_step"]
+ok = abs(r["wire_bytes_intra_node"] + r["wire_bytes_inter_node"] - r["wire_bytes"]) <= 1e-6 * r["wire_bytes"]
+for c in ("all_gather", "reduce_scatter"):
+    a, e = split(c)
+    ok &= a > 0 and (e == 0 if mesh else abs(e - (a + e) * 7 / 63) <= 1e-6 * (a + e))
+if mesh:
+    a, e = split("all_reduce")
+    ok &= e > 1e9 and a < 1e6  # the replicas' all-reduce across nodes; the bins in the node
+sys.exit(0 if ok else 1)
+PY
+done
+
 # calibrate rejects bad flags
 "$FSDPBENCH" calibrate --threads 0 >/dev/null 2>&1
 rc=$?
