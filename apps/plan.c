@@ -22,6 +22,7 @@ typedef struct candidate {
   int accum;     /* -1 or an fb_accum_mode */
   int shard;     /* > 0: --mesh (world / shard) x shard; 0: the strategy's own layout */
   int world;
+  int zeropp;    /* -1: not zeropp; 0: its switches off; 1: qwZ + qgZ, and hpZ over a node */
 } candidate;
 
 static const char *accum_name(fb_accum_mode m) {
@@ -43,7 +44,8 @@ static bool accum_applies(const fb_strategy *s, fb_accum_mode m) {
  * says change what it does: prefetch, reshard-after-forward, the accumulation modes; and a
  * strategy that takes --mesh also sharded within a node and replicated across nodes (`node`
  * ranks per shard group, when the world is a multiple of more than one node), unless that is
- * already its own default (hsdp). */
+ * already its own default (hsdp); zeropp with its switches all off and all on (hpZ over a
+ * node when the world is several nodes). */
 static int build_candidates(int micro_steps, int world, int node, candidate *out, int max) {
   int n = 0;
   const int naccum = micro_steps > 1 ? 3 : 1;
@@ -53,18 +55,21 @@ static int build_candidates(int micro_steps, int world, int node, candidate *out
     if (s->one_rank) continue; /* not a data-parallel candidate */
     const int np = s->tunes_prefetch ? 2 : 1, nr = s->tunes_reshard ? 2 : 1;
     const int nm = meshes && s->mesh && !s->mesh_node_default ? 2 : 1;
+    const int nz = s->takes_zeropp ? 2 : 1;
     for (int g = 0; g < nm; g++)
       for (int a = 0; a < naccum; a++) {
         if (!accum_applies(s, (fb_accum_mode)a)) continue;
-        for (int p = 0; p < np; p++)
-          for (int r = 0; r < nr; r++) {
-            if (n >= max) return n;
-            out[n++] = (candidate){.strategy = s->name,
-                                   .prefetch = s->tunes_prefetch ? 1 - p : -1,
-                                   .reshard = s->tunes_reshard ? 1 - r : -1,
-                                   .accum = micro_steps > 1 ? a : -1,
-                                   .shard = g ? node : 0};
-          }
+        for (int z = 0; z < nz; z++)
+          for (int p = 0; p < np; p++)
+            for (int r = 0; r < nr; r++) {
+              if (n >= max) return n;
+              out[n++] = (candidate){.strategy = s->name,
+                                     .prefetch = s->tunes_prefetch ? 1 - p : -1,
+                                     .reshard = s->tunes_reshard ? 1 - r : -1,
+                                     .accum = micro_steps > 1 ? a : -1,
+                                     .shard = g ? node : 0,
+                                     .zeropp = s->takes_zeropp ? z : -1};
+            }
       }
   }
   return n;
@@ -84,6 +89,9 @@ static void describe(const candidate *c, char *buf, size_t n) {
   if (c->shard > 0 && off < n)
     off += (size_t)snprintf(buf + off, n - off, "%smesh %dx%d", off ? ", " : "",
                             c->world / c->shard, c->shard);
+  if (c->zeropp >= 0 && off < n)
+    off += (size_t)snprintf(buf + off, n - off, "%s%s", off ? ", " : "",
+                            c->zeropp ? "qwZ+hpZ+qgZ" : "ZeRO++ off");
   if (!buf[0]) snprintf(buf, n, "-");
 }
 
@@ -92,7 +100,7 @@ bool fb_plan_row_fits(const fb_plan_row *r, int64_t capacity) {
 }
 
 static void run_one(const fb_run_config *base, const candidate *cand, int64_t capacity,
-                    fb_plan_row *row) {
+                    int node, fb_plan_row *row) {
   memset(row, 0, sizeof *row);
   snprintf(row->strategy, sizeof row->strategy, "%s", cand->strategy);
   describe(cand, row->options, sizeof row->options);
@@ -103,6 +111,8 @@ static void run_one(const fb_run_config *base, const candidate *cand, int64_t ca
   if (cand->accum >= 0) cfg.accum = (fb_accum_mode)cand->accum;
   if (cand->shard > 0)
     snprintf(cfg.mesh, sizeof cfg.mesh, "%dx%d", cfg.world / cand->shard, cand->shard);
+  cfg.zeropp_quant_weights = cfg.zeropp_quant_grads = cand->zeropp == 1;
+  cfg.zeropp_hpz = cand->zeropp == 1 ? node : 0; /* hpZ's group: the profile's node */
   fb_run_result res;
   fb_status st = fb_run(&cfg, &res);
   row->st = st;
@@ -161,6 +171,9 @@ fb_status fb_plan_run(const fb_run_config *base_in, fb_plan_row **rows, int *nro
   candidate cands[128];
   int n = build_candidates(micro, base.world, hw.devices_per_node, cands, 128);
   for (int i = 0; i < n; i++) cands[i].world = base.world;
+  /* zeropp's hpZ group: a node of the profile when the world is several of them, else none */
+  const int dpn = hw.devices_per_node;
+  const int zpp_node = dpn > 1 && base.world > dpn && base.world % dpn == 0 ? dpn : 0;
   fb_plan_row *out = calloc((size_t)n, sizeof *out);
   if (!out) return FB_ERR(FB_ENOMEM, "plan: out of host memory");
   fb_progress prog; /* stderr: in place on a terminal, else a line every few seconds */
@@ -170,7 +183,7 @@ fb_status fb_plan_run(const fb_run_config *base_in, fb_plan_row **rows, int *nro
     describe(&cands[i], opts, sizeof opts);
     snprintf(what, sizeof what, "done, running %s (%s)", cands[i].strategy, opts);
     fb_progress_update(&prog, i, what);
-    run_one(&base, &cands[i], hw.mem_capacity, &out[i]);
+    run_one(&base, &cands[i], hw.mem_capacity, zpp_node, &out[i]);
   }
   fb_progress_end(&prog);
   *rows = out;

@@ -83,6 +83,8 @@ typedef struct fb_strategy {
   bool tunes_prefetch;       /* honours --prefetch-forward / --prefetch-backward */
   bool tunes_reshard;        /* honours --reshard-after-forward */
   bool shards_all;           /* parameters, gradients and optimizer state are all 1/W per rank */
+  bool takes_zeropp;         /* honours --zeropp-quant-weights/-hpz/-quant-grads (zeropp);
+                                the others refuse them */
   bool mesh;                 /* honours --mesh REPLICAxSHARD (strategies/mesh.h): its state
                                 sharded over SHARD consecutive ranks, replicated REPLICA times;
                                 gradients reduced in the shard group, then across replicas */

@@ -66,6 +66,12 @@ expect "seq beyond context" "--seq" "" -- --seq 4096
 expect "mem-limit garbage" "--mem-limit" "" -- --mem-limit lots
 expect "backend unknown" "--backend" "" -- --backend gpu
 expect "batch not divisible" "--batch" "" -- --world 3 --batch 8
+expect "zeropp switch on fsdp" "--zeropp-quant-weights" "" -- --strategy fsdp --world 2 --zeropp-quant-weights
+expect "zeropp hpz on zero3" "--zeropp-hpz" "" -- --strategy zero3 --world 4 --zeropp-hpz 2
+expect "zeropp hpz not dividing" "--zeropp-hpz" "" -- --strategy zeropp --world 4 --zeropp-hpz 3
+expect "zeropp hpz 1" "--zeropp-hpz" "" -- --strategy zeropp --world 4 --zeropp-hpz 1
+expect "zeropp hpz negative" "--zeropp-hpz" "" -- --strategy zeropp --world 4 --zeropp-hpz -2
+expect "zeropp accum" "--accum" "" -- --strategy zeropp --world 2 --accum no-reduce --micro-batch 1
 # --mesh: only on the strategies that take it (registry), its product the world
 expect "mesh on ddp" "--mesh" "" -- --strategy ddp --world 4 --mesh 2x2
 expect "mesh on single" "--mesh" "" -- --strategy single --mesh 1x1

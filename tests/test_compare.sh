@@ -24,7 +24,7 @@ sum_ddp=$(grep -E "^ +1 +ddp " "$TMP/table.txt" | awk '{print $(NF-1)}')
 sum_fsdp=$(grep -E "^ +2 +fsdp " "$TMP/table.txt" | awk '{print $(NF-1)}')
 [ -n "$sum_ddp" ] && [ "$sum_ddp" = "$sum_fsdp" ] || fail "param sums differ: '$sum_ddp' vs '$sum_fsdp'"
 
-HEAD="run,point,sweep,strategy,model,backend,hardware,world,batch,micro_batch,seq,steps,param_dtype,accum,prefetch_forward,prefetch_backward,reshard_after_forward,max_inflight,bucket_mb,recompute,status,predicted,step_ms,tokens_per_s,tokens_per_s_rank,tflops,compute_ms,comm_ms,exposed_ms,idle_ms,peak_bytes,param_shard_bytes,param_full_bytes,grad_shard_bytes,grad_full_bytes,optim_bytes,act_bytes,comm_bytes,temp_bytes,persistent_bytes,coll_bytes,wire_bytes,final_loss,param_sum,param_match,error"
+HEAD="run,point,sweep,strategy,model,backend,hardware,world,batch,micro_batch,seq,steps,param_dtype,accum,prefetch_forward,prefetch_backward,reshard_after_forward,max_inflight,bucket_mb,recompute,status,predicted,step_ms,tokens_per_s,tokens_per_s_rank,tflops,compute_ms,comm_ms,exposed_ms,idle_ms,peak_bytes,param_shard_bytes,param_full_bytes,grad_shard_bytes,grad_full_bytes,optim_bytes,act_bytes,comm_bytes,temp_bytes,param_secondary_bytes,persistent_bytes,coll_bytes,wire_bytes,final_loss,param_sum,param_match,error"
 [ "$(head -1 "$OUT/compare.csv")" = "$HEAD" ] || fail "compare.csv header: $(head -1 "$OUT/compare.csv")"
 # the header is the one documented in apps/compare.c
 SRC=${FB_SRC:-.}/apps/compare.c
@@ -38,10 +38,10 @@ fi
 ncol=$(echo "$HEAD" | awk -F, '{print NF}')
 awk -F, -v n="$ncol" 'NR > 1 && NF != n { bad = 1 } END { exit bad }' "$OUT/compare.csv" ||
   fail "compare.csv rows do not all have $ncol fields"
-awk -F, 'NR > 1 && ($21 != "ok" || $45 != "=" || $44 == "" || $23 <= 0 || $31 <= 0) { bad = 1 }
+awk -F, 'NR > 1 && ($21 != "ok" || $46 != "=" || $45 == "" || $23 <= 0 || $31 <= 0) { bad = 1 }
          END { exit bad }' "$OUT/compare.csv" || fail "compare.csv rows: status/param_match/figures"
 # every category at the peak adds up to the peak
-awk -F, 'NR > 1 { s = 0; for (i = 32; i <= 39; i++) s += $i; if (s != $31) bad = 1 } END { exit bad }' \
+awk -F, 'NR > 1 { s = 0; for (i = 32; i <= 40; i++) s += $i; if (s != $31) bad = 1 } END { exit bad }' \
   "$OUT/compare.csv" || fail "category bytes at the peak do not add up to peak_bytes"
 [ "$(grep -c '^1,ddp,2,' "$OUT/compare_steps.csv")" -eq 3 ] || fail "compare_steps.csv: 3 ddp steps"
 grep -q ',free,param_full,' "$OUT/memory_timeline.csv" || fail "memory_timeline.csv: no fsdp param free"

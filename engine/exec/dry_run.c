@@ -51,10 +51,10 @@ fb_status fb_dry_run(const fb_run_config *c, const fb_device_entry *dev, const f
   printf("# predicted memory per rank (exact ledger of the same allocation calls), worst rank "
          "%d, at its peak:\n", fit.worst_rank);
   for (int k = 0; k < FB_MEM_NCAT; k++)
-    printf("#   %-12s %12.1f MiB\n", fb_mem_cat_name((fb_mem_cat)k), mib(fit.peak.at_peak[k]));
-  printf("#   %-12s %12.1f MiB allocated\n", "total", mib(fit.peak.peak_total));
+    printf("#   %-15s %12.1f MiB\n", fb_mem_cat_name((fb_mem_cat)k), mib(fit.peak.at_peak[k]));
+  printf("#   %-15s %12.1f MiB allocated\n", "total", mib(fit.peak.peak_total));
   if (fit.reserved_peak > 0)
-    printf("#   %-12s %12.1f MiB (PyTorch caching allocator, modelled)\n", "reserved", mib(fit.reserved_peak));
+    printf("#   %-15s %12.1f MiB (PyTorch caching allocator, modelled)\n", "reserved", mib(fit.reserved_peak));
   if (fit.limit > 0)
     printf("# fit: needs %.1f MiB of %.1f MiB available: %s\n", mib(fit.need), mib(fit.limit),
            st == FB_OK ? "fits" : "does NOT fit");
