@@ -163,7 +163,7 @@ static int cmd_run(int argc, char **argv, int first) {
            "       fsdpbench calibrate [--out F] [--force] [--repeat N]  measure this machine into a profile\n"
            "       fsdpbench validate [flags]     executed vs simulated, op by op, side-by-side trace\n"
            "       fsdpbench validate --dataset F  the simulator against public GPU measurements\n"
-           "       fsdpbench selftest --backend cuda [--only kernels|strategies]  GPU kernels and "
+           "       fsdpbench selftest --backend cuda|cpu-opaque [--only kernels|strategies]  device kernels and "
            "strategies vs the CPU\n"
            "       fsdpbench prepare TEXT OUT.tok  byte-level tokens from any file\n"
            "       fsdpbench export CKPT OUT.safetensors  a checkpoint's model for other tools\n"
