@@ -131,7 +131,8 @@ static fb_status weight_grads(const fb_kctx *k, void *dw, void *dbias, const voi
   if (N == 0) return FB_OK;
   if (C > 0 && OC > 0 && dbias) {
     bool ran = false;
-    const fb_lt_epilogue e = {.epi = CUBLASLT_EPILOGUE_BGRADB, .bias = k->s->scratch};
+    const fb_lt_epilogue e = {
+        .epi = CUBLASLT_EPILOGUE_BGRADB, .bias = k->s->scratch, .aux = NULL, .ldaux = 0};
     if ((size_t)OC * fb_dtype_size(k->act) <= FB_CUDA_SCRATCH_BYTES)
       FB_TRY(fb_lt_gemm(k, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, inp, C, dout, OC, 1.0f, dw, C, &e,
                         &ran));
@@ -176,7 +177,8 @@ fb_status fb_cuda_matmul_bwd_gelu(const fb_kctx *k, void *dpre, void *dw, void *
   bool ran = false;
   if (N > 0 && C > 0 && OC > 0) {
     /* dpre^T = dGELU(w^T dout^T) against pre^T (C x N, ld C: the forward's D layout) */
-    const fb_lt_epilogue e = {.epi = CUBLASLT_EPILOGUE_DGELU, .aux = (void *)pre, .ldaux = C};
+    const fb_lt_epilogue e = {
+        .epi = CUBLASLT_EPILOGUE_DGELU, .bias = NULL, .aux = (void *)pre, .ldaux = C};
     FB_TRY(fb_lt_gemm(k, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, w, C, dout, OC, 0.0f, dpre, C, &e,
                       &ran));
   }
