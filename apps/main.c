@@ -123,9 +123,10 @@ static const fb_subcommand SUBCOMMANDS[] = {
      .main = sub_validate, .own_help = true,
      .summary = "executed vs simulated, op by op, side-by-side trace; or the simulator against "
                 "public GPU measurements"},
-    {.name = "selftest", .synopsis = "selftest --backend cuda [--only kernels|strategies|all]",
+    {.name = "selftest",
+     .synopsis = "selftest --backend cuda|cpu-opaque [--only kernels|strategies|all]",
      .main = fb_selftest_main,
-     .summary = "GPU kernels and strategies vs the CPU (exit 0 all pass, 1 a mismatch)"},
+     .summary = "device kernels and strategies vs the CPU (exit 0 all pass, 1 a mismatch)"},
     {.name = "prepare", .synopsis = "prepare TEXT OUT.tok", .main = cmd_prepare,
      .summary = "byte-level tokens (vocab 256) from any file, for --data"},
     {.name = "export", .synopsis = "export CKPT OUT.safetensors", .main = sub_export,

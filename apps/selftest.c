@@ -1,18 +1,24 @@
-/* `fsdpbench selftest --backend cuda [--only kernels|strategies|all]`.
- * Part 1: every entry of the cuda kernel table against the cpu kernel table on the same random
- * inputs, for fp32 and bf16 activations (bf16 inputs are rounded to bf16 before both sides see
- * them; the cpu side computes in fp32), printed as a table of max relative errors
- * (max |gpu - cpu| / max |cpu|) against a tolerance per dtype. Accumulating outputs start from
- * random values, so accumulate-vs-overwrite mistakes fail.
- * Part 2: 3 training steps of every strategy through fb_run over NCCL (the communicator a GPU
- * run uses), losses and final parameter sums compared: at world 1 each against `single`
- * within 1e-5 relative; at a larger world the registry's first strategy against `single`
- * within 2e-4 (the per-rank GEMM shapes change, see EQ_CROSS) and every other strategy against
- * that first one within 1e-5. Without a launcher: world 1, then world 2 as two rank threads of
- * this process, one GPU each; with one GPU visible NCCL cannot put two ranks on it, so world 2
- * runs both rank threads on GPU 0 over the local communicator staged through pinned host
- * buffers (comm_staged.c). Under mpirun or torchrun the strategies run at the launcher's world.
- * Without CUDA in the build or without a GPU it prints one "skipped" line and returns 77.
+/* `fsdpbench selftest --backend cuda|cpu-opaque [--only kernels|strategies|all]`.
+ * Part 1: every entry of the device's kernel table, called through the fb_k_* wrappers as the
+ * model calls them, against the cpu kernel table on the same random inputs, for fp32 and bf16
+ * activations (bf16 inputs are rounded to bf16 before both sides see them; the cpu side
+ * computes in fp32), printed as a table of max relative errors (max |dev - cpu| / max |cpu|)
+ * against a tolerance per dtype. Accumulating outputs start from random values, so
+ * accumulate-vs-overwrite mistakes fail.
+ * On `cpu-opaque` (the cpu kernels behind memory the host cannot touch, with checked stream
+ * order) the same checks run without a GPU: the bf16 rows compare the cpu's bf16 kernels with
+ * its fp32 ones, and every check itself (what it reads back, what it compares) is exercised,
+ * so a wrong check fails in CI (test_selftest_opaque), not first on a GPU.
+ * Part 2: 3 training steps of every strategy through fb_run, losses and final parameter sums
+ * compared: at world 1 each against `single` within 1e-5 relative; at a larger world the
+ * registry's first strategy against `single` within 2e-4 (the per-rank GEMM shapes change, see
+ * EQ_CROSS) and every other strategy against that first one within 1e-5. On cuda over NCCL
+ * (the communicator a GPU run uses): without a launcher world 1, then world 2 as two rank
+ * threads of this process, one GPU each; with one GPU visible NCCL cannot put two ranks on it,
+ * so world 2 runs both rank threads on GPU 0 over the local communicator staged through pinned
+ * host buffers (comm_staged.c). Under mpirun or torchrun the strategies run at the launcher's
+ * world. On cpu-opaque over the local communicator (mpi under a launcher).
+ * cuda without CUDA in the build or without a GPU prints one "skipped" line and returns 77.
  * It does not test the cpu kernels themselves (the gradient checks do). */
 #include "selftest.h"
 
@@ -26,23 +32,22 @@
 #include "../engine/core/status.h"
 #include "../engine/device/device.h"
 
-#ifdef FB_HAVE_CUDA
 #include "../engine/config/config.h"
-#include "../engine/backends/cuda_module.h"
 #include "../engine/device/kernels.h"
 #include "../engine/exec/runner.h"
 #include "../engine/ops/cpu_kernels.h"
 #include "../engine/ops/elementwise.h"
 #include "../strategies/strategy.h"
+#ifdef FB_HAVE_CUDA
+#include "../engine/backends/cuda_module.h"
 #endif
 
 static int usage(const char *msg, const char *val) {
-  fprintf(stderr, "fsdpbench selftest: error: %s '%s' (usage: fsdpbench selftest --backend cuda "
-          "[--only kernels|strategies|all])\n", msg, val);
+  fprintf(stderr, "fsdpbench selftest: error: %s '%s' (usage: fsdpbench selftest --backend "
+          "cuda|cpu-opaque [--only kernels|strategies|all])\n", msg, val);
   return 2;
 }
 
-#ifdef FB_HAVE_CUDA
 /* ---- harness -------------------------------------------------------------------------------- */
 typedef struct harness {
   fb_device *gd;
@@ -110,7 +115,7 @@ static void report(harness *h, const char *kernel, const char *dtype, double err
   bool ok = err <= tol && !isnan(err);
   h->checks++;
   if (!ok) h->fails++;
-  printf("  %-26s %-5s %12.3e %10.1e  %s\n", kernel, dtype, err, tol, ok ? "PASS" : "FAIL");
+  printf("  %-32s %-5s %12.3e %10.1e  %s\n", kernel, dtype, err, tol, ok ? "PASS" : "FAIL");
 }
 
 /* max |gpu - cpu| / max |cpu| over the tensor */
@@ -164,14 +169,14 @@ static void check_encoder(harness *h) {
   TRY_H(t_new(h, &wpe, (size_t)T * C, true, 1));
   TRY_H(t_new(h, &out, (size_t)B * T * C, true, 1));
   TRY_H(fb_cpu_kernels.encoder_fwd(&h->ck, out.cpu, tok, wte.cpu, wpe.cpu, B, T, C));
-  TRY_H(h->gd->ops->kernels->encoder_fwd(&h->gk, out.buf.ptr, dtok.ptr, wte.buf.ptr, wpe.buf.ptr,
+  TRY_H(fb_k_encoder_fwd(&h->gk, out.buf.ptr, dtok.ptr, wte.buf.ptr, wpe.buf.ptr,
                                          B, T, C));
   TRY_H(t_compare(h, &out, "encoder_fwd", tol_act(h)));
   TRY_H(t_new(h, &dout, (size_t)B * T * C, true, 1));
   TRY_H(t_new(h, &dwte, (size_t)V * C, true, 1));
   TRY_H(t_new(h, &dwpe, (size_t)T * C, true, 1));
   TRY_H(fb_cpu_kernels.encoder_bwd(&h->ck, dwte.cpu, dwpe.cpu, dout.cpu, tok, B, T, C));
-  TRY_H(h->gd->ops->kernels->encoder_bwd(&h->gk, dwte.buf.ptr, dwpe.buf.ptr, dout.buf.ptr,
+  TRY_H(fb_k_encoder_bwd(&h->gk, dwte.buf.ptr, dwpe.buf.ptr, dout.buf.ptr,
                                          dtok.ptr, B, T, C));
   TRY_H(t_compare(h, &dwte, "encoder_bwd.dwte", tol_act(h) * 2));
   TRY_H(t_compare(h, &dwpe, "encoder_bwd.dwpe", tol_act(h) * 2));
@@ -203,12 +208,12 @@ static void check_norms_at(harness *h, bool rms, int N, int C, const char *tag) 
   TRY_H(t_new(h, &rstd, N, false, 1));
   if (rms) {
     TRY_H(fb_cpu_kernels.rmsnorm_fwd(&h->ck, out.cpu, rstd.cpu, inp.cpu, w.cpu, N, C, 1e-5f));
-    TRY_H(h->gd->ops->kernels->rmsnorm_fwd(&h->gk, out.buf.ptr, rstd.buf.ptr, inp.buf.ptr,
+    TRY_H(fb_k_rmsnorm_fwd(&h->gk, out.buf.ptr, rstd.buf.ptr, inp.buf.ptr,
                                            w.buf.ptr, N, C, 1e-5f));
   } else {
     TRY_H(fb_cpu_kernels.layernorm_fwd(&h->ck, out.cpu, mean.cpu, rstd.cpu, inp.cpu, w.cpu, b.cpu,
                                        N, C, 1e-5f));
-    TRY_H(h->gd->ops->kernels->layernorm_fwd(&h->gk, out.buf.ptr, mean.buf.ptr, rstd.buf.ptr,
+    TRY_H(fb_k_layernorm_fwd(&h->gk, out.buf.ptr, mean.buf.ptr, rstd.buf.ptr,
                                              inp.buf.ptr, w.buf.ptr, b.buf.ptr, N, C, 1e-5f));
     TRY_H(t_compare(h, &mean, nm[1], 1e-5));
   }
@@ -224,14 +229,14 @@ static void check_norms_at(harness *h, bool rms, int N, int C, const char *tag) 
   if (rms) {
     TRY_H(fb_cpu_kernels.rmsnorm_bwd(&h->ck, dinp.cpu, dw.cpu, dout.cpu, inp.cpu, w.cpu, rstd.cpu,
                                      N, C));
-    TRY_H(h->gd->ops->kernels->rmsnorm_bwd(&h->gk, dinp.buf.ptr, dw.buf.ptr, dout.buf.ptr,
+    TRY_H(fb_k_rmsnorm_bwd(&h->gk, dinp.buf.ptr, dw.buf.ptr, dout.buf.ptr,
                                            inp.buf.ptr, w.buf.ptr, rstd.buf.ptr, N, C));
     TRY_H(t_compare(h, &dinp, nm[7], tol_act(h)));
     TRY_H(t_compare(h, &dw, rdw, tol_act(h)));
   } else {
     TRY_H(fb_cpu_kernels.layernorm_bwd(&h->ck, dinp.cpu, dw.cpu, db.cpu, dout.cpu, inp.cpu, w.cpu,
                                        mean.cpu, rstd.cpu, N, C));
-    TRY_H(h->gd->ops->kernels->layernorm_bwd(&h->gk, dinp.buf.ptr, dw.buf.ptr, db.buf.ptr,
+    TRY_H(fb_k_layernorm_bwd(&h->gk, dinp.buf.ptr, dw.buf.ptr, db.buf.ptr,
                                              dout.buf.ptr, inp.buf.ptr, w.buf.ptr, mean.buf.ptr,
                                              rstd.buf.ptr, N, C));
     TRY_H(t_compare(h, &dinp, nm[3], tol_act(h)));
@@ -252,32 +257,66 @@ static void check_norms(harness *h, bool rms) {
   if (!h->err) check_norms_at(h, rms, 37, 98, " C=98");
 }
 
-static void check_matmul(harness *h) {
-  const int N = 45, C = 64, OC = 80;
-  tensor inp, w, bias, out, dout, dinp, dw, db;
-  tensor *all[] = {&inp, &w, &bias, &out, &dout, &dinp, &dw, &db};
+/* One matmul shape; `tag` names it in the table. matmul_fwd/bwd, and the fused MLP ops
+ * (matmul_gelu_fwd: out and its pre-activation; matmul_bwd_gelu: dpre against the same pre on
+ * both sides, dw and dbias accumulating). On cuda the epilogues run where every operand and
+ * leading dimension is 16-byte aligned (and the auxiliary matrix's leading dimension a
+ * multiple of 8), the unfused kernels elsewhere: the shapes take both paths. */
+static void check_matmul_at(harness *h, int N, int C, int OC, const char *tag) {
+  tensor inp, w, bias, out, dout, dinp, dw, db, pre, gout;
+  tensor *all[] = {&inp, &w, &bias, &out, &dout, &dinp, &dw, &db, &pre, &gout};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) memset(all[i], 0, sizeof(tensor));
+  char nm[64];
+#define CMP(t, what, tol) (snprintf(nm, sizeof nm, "%s%s", what, tag), t_compare(h, &(t), nm, tol))
   TRY_H(t_new(h, &inp, (size_t)N * C, true, 1));
   TRY_H(t_new(h, &w, (size_t)OC * C, true, 1));
   TRY_H(t_new(h, &bias, OC, true, 1));
   TRY_H(t_new(h, &out, (size_t)N * OC, true, 1));
   TRY_H(fb_cpu_kernels.matmul_fwd(&h->ck, out.cpu, inp.cpu, w.cpu, bias.cpu, N, C, OC));
-  TRY_H(h->gd->ops->kernels->matmul_fwd(&h->gk, out.buf.ptr, inp.buf.ptr, w.buf.ptr,
-                                        bias.buf.ptr, N, C, OC));
-  TRY_H(t_compare(h, &out, "matmul_fwd", tol_gemm(h)));
+  TRY_H(fb_k_matmul_fwd(&h->gk, out.buf.ptr, inp.buf.ptr, w.buf.ptr, bias.buf.ptr, N, C, OC));
+  TRY_H(CMP(out, "matmul_fwd", tol_gemm(h)));
   TRY_H(t_new(h, &dout, (size_t)N * OC, true, 1));
   TRY_H(t_new(h, &dinp, (size_t)N * C, true, 1));
   TRY_H(t_new(h, &dw, (size_t)OC * C, true, 1));
   TRY_H(t_new(h, &db, OC, true, 1));
   TRY_H(fb_cpu_kernels.matmul_bwd(&h->ck, dinp.cpu, dw.cpu, db.cpu, dout.cpu, inp.cpu, w.cpu, N,
                                   C, OC));
-  TRY_H(h->gd->ops->kernels->matmul_bwd(&h->gk, dinp.buf.ptr, dw.buf.ptr, db.buf.ptr,
-                                        dout.buf.ptr, inp.buf.ptr, w.buf.ptr, N, C, OC));
-  TRY_H(t_compare(h, &dinp, "matmul_bwd.dinp", tol_gemm(h)));
-  TRY_H(t_compare(h, &dw, "matmul_bwd.dw", tol_gemm(h)));
-  TRY_H(t_compare(h, &db, "matmul_bwd.dbias", tol_gemm(h)));
+  TRY_H(fb_k_matmul_bwd(&h->gk, dinp.buf.ptr, dw.buf.ptr, db.buf.ptr, dout.buf.ptr, inp.buf.ptr,
+                        w.buf.ptr, N, C, OC));
+  TRY_H(CMP(dinp, "matmul_bwd.dinp", tol_gemm(h)));
+  TRY_H(CMP(dw, "matmul_bwd.dw", tol_gemm(h)));
+  TRY_H(CMP(db, "matmul_bwd.dbias", tol_gemm(h)));
+  /* the fused forward: out = gelu(pre), pre = inp w^T + bias */
+  TRY_H(t_new(h, &pre, (size_t)N * OC, true, 1));
+  TRY_H(t_new(h, &gout, (size_t)N * OC, true, 1));
+  TRY_H(fb_cpu_kernels.matmul_gelu_fwd(&h->ck, gout.cpu, pre.cpu, inp.cpu, w.cpu, bias.cpu, N, C,
+                                       OC));
+  TRY_H(fb_k_matmul_gelu_fwd(&h->gk, gout.buf.ptr, pre.buf.ptr, inp.buf.ptr, w.buf.ptr,
+                             bias.buf.ptr, N, C, OC));
+  TRY_H(CMP(pre, "matmul_gelu_fwd.pre", tol_gemm(h)));
+  TRY_H(CMP(gout, "matmul_gelu_fwd.out", tol_gemm(h)));
+  /* the fused backward of y = gelu(pre) w^T + bias with inp [N, C] as gelu(pre)'s stand-in:
+   * dinp (now dpre) against a shared pre of [N, C] (random: the cpu side's values) */
+  t_free(h, &pre);
+  TRY_H(t_new(h, &pre, (size_t)N * C, true, 2));
+  TRY_H(fb_cpu_kernels.matmul_bwd_gelu(&h->ck, dinp.cpu, dw.cpu, db.cpu, dout.cpu, inp.cpu,
+                                       w.cpu, pre.cpu, N, C, OC));
+  TRY_H(fb_k_matmul_bwd_gelu(&h->gk, dinp.buf.ptr, dw.buf.ptr, db.buf.ptr, dout.buf.ptr,
+                             inp.buf.ptr, w.buf.ptr, pre.buf.ptr, N, C, OC));
+  TRY_H(CMP(dinp, "matmul_bwd_gelu.dpre", tol_gemm(h)));
+  TRY_H(CMP(dw, "matmul_bwd_gelu.dw", tol_gemm(h)));
+  TRY_H(CMP(db, "matmul_bwd_gelu.dbias", tol_gemm(h)));
+#undef CMP
 out:
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) t_free(h, all[i]);
+}
+
+/* 45 x 64 x 80: aligned rows, 45 tokens (the epilogues on cuda); 64 x 96 x 128: whole tiles;
+ * 45 x 36 x 84: rows of 72 and 168 bytes in bf16 (the unfused kernels on cuda). */
+static void check_matmul(harness *h) {
+  check_matmul_at(h, 45, 64, 80, "");
+  if (!h->err) check_matmul_at(h, 64, 96, 128, " 64x96x128");
+  if (!h->err) check_matmul_at(h, 45, 36, 84, " C=36 OC=84");
 }
 
 /* The device bytes of t, copied to a new host block (the caller frees it). */
@@ -308,6 +347,7 @@ typedef struct attn_case {
   size_t ld, nqkv, nout;
   tensor qkv, out, lse, dout, dqkv;
   float *cpu_scratch;
+  fb_buf dev_scratch; /* the device side's (the cpu kernels of cpu-opaque use it) */
 } attn_case;
 
 /* Byte offsets of q, k, v inside a device qkv buffer. */
@@ -318,18 +358,17 @@ static char *att_q(const attn_case *a, void *p, int which, size_t es) {
 
 static fb_status attn_gpu_fwd(harness *h, attn_case *a) {
   size_t es = act_size(h, true);
-  return h->gd->ops->kernels->attention_fwd(
-      &h->gk, a->out.buf.ptr, a->lse.buf.ptr, att_q(a, a->qkv.buf.ptr, 0, es),
+  return fb_k_attention_fwd(&h->gk, a->out.buf.ptr, a->lse.buf.ptr, att_q(a, a->qkv.buf.ptr, 0, es),
       att_q(a, a->qkv.buf.ptr, 1, es), att_q(a, a->qkv.buf.ptr, 2, es), a->B, a->T, a->H,
-      a->KVH, a->hd, (int)a->ld, (int)a->ld, NULL);
+      a->KVH, a->hd, (int)a->ld, (int)a->ld, a->dev_scratch.ptr);
 }
 static fb_status attn_gpu_bwd(harness *h, attn_case *a) {
   size_t es = act_size(h, true);
   void *g = a->qkv.buf.ptr, *d = a->dqkv.buf.ptr;
-  return h->gd->ops->kernels->attention_bwd(
-      &h->gk, att_q(a, d, 0, es), att_q(a, d, 1, es), att_q(a, d, 2, es), a->dout.buf.ptr,
+  return fb_k_attention_bwd(&h->gk, att_q(a, d, 0, es), att_q(a, d, 1, es), att_q(a, d, 2, es), a->dout.buf.ptr,
       att_q(a, g, 0, es), att_q(a, g, 1, es), att_q(a, g, 2, es), a->out.buf.ptr,
-      a->lse.buf.ptr, a->B, a->T, a->H, a->KVH, a->hd, (int)a->ld, (int)a->ld, NULL);
+      a->lse.buf.ptr, a->B, a->T, a->H, a->KVH, a->hd, (int)a->ld, (int)a->ld,
+      a->dev_scratch.ptr);
 }
 
 /* The cpu forward's out, rounded to the activation dtype, on both sides (the backward reads
@@ -407,6 +446,8 @@ static void check_attention_shape(harness *h, int B, int T, int H, int KVH, int 
     h->err = FB_ERR(FB_ENOMEM, "selftest: out of host memory");
     return;
   }
+  TRY_H(fb_alloc(h->gd, fb_attention_scratch_bytes(h->gd, B, T, H, KVH, hd), FB_MEM_TEMP,
+                 "selftest", &a.dev_scratch));
   TRY_H(t_new(h, &a.qkv, a.nqkv, true, 1.5f));
   TRY_H(t_new(h, &a.out, a.nout, true, 1));
   TRY_H(t_new(h, &a.lse, (size_t)B * H * T, false, 1));
@@ -416,6 +457,7 @@ static void check_attention_shape(harness *h, int B, int T, int H, int KVH, int 
   if (!h->err) check_attention_bwd(h, &a, tag);
 out:
   free(a.cpu_scratch);
+  fb_free(h->gd, &a.dev_scratch, h->gs);
   tensor *all[] = {&a.qkv, &a.out, &a.lse, &a.dout, &a.dqkv};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) t_free(h, all[i]);
 }
@@ -451,10 +493,10 @@ static void check_rope(harness *h) {
   memset(&x, 0, sizeof x);
   TRY_H(t_new(h, &x, (size_t)B * T * ld, true, 1));
   TRY_H(fb_cpu_kernels.rope_fwd(&h->ck, x.cpu, B, T, nh, hd, ld, 10000.0f));
-  TRY_H(h->gd->ops->kernels->rope_fwd(&h->gk, x.buf.ptr, B, T, nh, hd, ld, 10000.0f));
+  TRY_H(fb_k_rope_fwd(&h->gk, x.buf.ptr, B, T, nh, hd, ld, 10000.0f));
   TRY_H(t_compare(h, &x, "rope_fwd", tol_act(h)));
   TRY_H(fb_cpu_kernels.rope_bwd(&h->ck, x.cpu, B, T, nh, hd, ld, 10000.0f));
-  TRY_H(h->gd->ops->kernels->rope_bwd(&h->gk, x.buf.ptr, B, T, nh, hd, ld, 10000.0f));
+  TRY_H(fb_k_rope_bwd(&h->gk, x.buf.ptr, B, T, nh, hd, ld, 10000.0f));
   TRY_H(t_compare(h, &x, "rope_bwd", tol_act(h) * 2));
 out:
   t_free(h, &x);
@@ -464,7 +506,7 @@ out:
  * every operand is aligned after a scalar head, scalar tails; off shifts the head. The values
  * before off must stay as they are on both sides. */
 static void check_elementwise_at(harness *h, size_t n, size_t off, const char *tag) {
-  const fb_kernels *g = h->gd->ops->kernels, *c = &fb_cpu_kernels;
+  const fb_kernels *c = &fb_cpu_kernels;
   const size_t es = act_size(h, true), all_n = off + n;
   tensor a, b, o, d, da, db;
   tensor *all[] = {&a, &b, &o, &d, &da, &db};
@@ -481,23 +523,23 @@ static void check_elementwise_at(harness *h, size_t n, size_t off, const char *t
 #define CMP(t, what)                                                                           \
   (snprintf(nm, sizeof nm, "%s%s", what, tag), t_compare(h, &(t), nm, tol_act(h)))
   TRY_H(c->gelu_fwd(&h->ck, C(o), C(a), n));
-  TRY_H(g->gelu_fwd(&h->gk, G(o), G(a), n));
+  TRY_H(fb_k_gelu_fwd(&h->gk, G(o), G(a), n));
   TRY_H(CMP(o, "gelu_fwd"));
   TRY_H(c->gelu_bwd(&h->ck, C(da), C(a), C(d), n));
-  TRY_H(g->gelu_bwd(&h->gk, G(da), G(a), G(d), n));
+  TRY_H(fb_k_gelu_bwd(&h->gk, G(da), G(a), G(d), n));
   TRY_H(CMP(da, "gelu_bwd"));
   TRY_H(c->swiglu_fwd(&h->ck, C(o), C(a), C(b), n));
-  TRY_H(g->swiglu_fwd(&h->gk, G(o), G(a), G(b), n));
+  TRY_H(fb_k_swiglu_fwd(&h->gk, G(o), G(a), G(b), n));
   TRY_H(CMP(o, "swiglu_fwd"));
   TRY_H(c->swiglu_bwd(&h->ck, C(da), C(db), C(d), C(a), C(b), n));
-  TRY_H(g->swiglu_bwd(&h->gk, G(da), G(db), G(d), G(a), G(b), n));
+  TRY_H(fb_k_swiglu_bwd(&h->gk, G(da), G(db), G(d), G(a), G(b), n));
   TRY_H(CMP(da, "swiglu_bwd.da"));
   TRY_H(CMP(db, "swiglu_bwd.db"));
   TRY_H(c->add(&h->ck, C(o), C(a), C(b), n));
-  TRY_H(g->add(&h->gk, G(o), G(a), G(b), n));
+  TRY_H(fb_k_add(&h->gk, G(o), G(a), G(b), n));
   TRY_H(CMP(o, "add"));
   TRY_H(c->add(&h->ck, C(a), C(a), C(b), n)); /* out aliases an input (the residual add) */
-  TRY_H(g->add(&h->gk, G(a), G(a), G(b), n));
+  TRY_H(fb_k_add(&h->gk, G(a), G(a), G(b), n));
   TRY_H(CMP(a, "add in place"));
 #undef CMP
 #undef C
@@ -530,7 +572,7 @@ static void check_xent_at(harness *h, int V, int ld, const char *tag) {
   TRY_H(raw_new(h, &dl, &loss_g, sizeof loss_g));
   TRY_H(t_new(h, &lg, (size_t)N * ld, true, 6));
   TRY_H(fb_cpu_kernels.xent_fwd_bwd(&h->ck, lg.cpu, &loss_c, tgt, N, V, ld, 1.0f / N));
-  TRY_H(h->gd->ops->kernels->xent_fwd_bwd(&h->gk, lg.buf.ptr, dl.ptr, dt.ptr, N, V, ld,
+  TRY_H(fb_k_xent_fwd_bwd(&h->gk, lg.buf.ptr, dl.ptr, dt.ptr, N, V, ld,
                                           1.0f / N));
   TRY_H(fb_copy_d2h(h->gd, h->gs, &loss_g, dl.ptr, sizeof loss_g));
   TRY_H(t_compare(h, &lg, nm[0], tol_act(h)));
@@ -561,7 +603,6 @@ static fb_status read_f32(harness *h, const fb_buf *b, size_t off, size_t n, flo
  * update with and without the copy must keep equal parameters. */
 static void check_adamw_cast(harness *h, tensor *p, tensor *gr, tensor *m, tensor *v, size_t n,
                              size_t off, const fb_adamw_args *aa, const char *tag) {
-  const fb_kernels *g = h->gd->ops->kernels;
   fb_buf half = {0}, p2 = {0}, m2 = {0}, v2 = {0};
   const size_t all_n = off + n;
   float *a = malloc(all_n * sizeof *a), *b = malloc(all_n * sizeof *b);
@@ -578,9 +619,9 @@ static void check_adamw_cast(harness *h, tensor *p, tensor *gr, tensor *m, tenso
     TRY_H(fb_copy_d2d(h->gd, h->gs, copies[i]->ptr, src[i]->buf.ptr, all_n * 4));
   }
   TRY_H(fb_alloc(h->gd, all_n * 2, FB_MEM_TEMP, "selftest", &half));
-  TRY_H(g->adamw(&h->gk, (float *)p2.ptr + off, (const float *)gr->buf.ptr + off,
+  TRY_H(fb_k_adamw(&h->gk, (float *)p2.ptr + off, (const float *)gr->buf.ptr + off,
                  (float *)m2.ptr + off, (float *)v2.ptr + off, n, aa));
-  TRY_H(g->adamw_cast(&h->gk, (float *)p->buf.ptr + off, (const float *)gr->buf.ptr + off,
+  TRY_H(fb_k_adamw_cast(&h->gk, (float *)p->buf.ptr + off, (const float *)gr->buf.ptr + off,
                       (float *)m->buf.ptr + off, (float *)v->buf.ptr + off,
                       (uint16_t *)half.ptr + off, FB_BF16, n, aa));
   size_t bad = 0;
@@ -591,6 +632,8 @@ static void check_adamw_cast(harness *h, tensor *p, tensor *gr, tensor *m, tenso
   }
   snprintf(nm, sizeof nm, "adamw_cast = adamw%s", tag);
   report(h, nm, "fp32", (double)bad, 0.0);
+  /* the copy is the rounding of the updated parameters (read again: b holds v by now) */
+  TRY_H(read_f32(h, &p->buf, off, n, b));
   TRY_H(fb_copy_d2h(h->gd, h->gs, hh, (uint16_t *)half.ptr + off, n * 2));
   bad = 0;
   for (size_t i = 0; i < n; i++) bad += hh[i] != fb_f32_to_bf16(b[i]);
@@ -609,7 +652,7 @@ out:
 /* fp32-only entries on [off, off + n) of vectors of off + n values: acc, scale, adamw,
  * adamw_cast, sgd, sum_f64, cast (16-byte vectors, scalar heads and tails). */
 static void check_vectors_at(harness *h, size_t n, size_t off, const char *tag) {
-  const fb_kernels *g = h->gd->ops->kernels, *c = &fb_cpu_kernels;
+  const fb_kernels *c = &fb_cpu_kernels;
   const size_t all_n = off + n;
   tensor p, gr, m, v, x;
   tensor *all[] = {&p, &gr, &m, &v, &x};
@@ -633,16 +676,16 @@ static void check_vectors_at(harness *h, size_t n, size_t off, const char *tag) 
 #define C(t) ((t).cpu + off)
 #define CMP(t, what, tol) (snprintf(nm, sizeof nm, "%s%s", what, tag), t_compare(h, &(t), nm, tol))
   TRY_H(c->acc_f32(&h->ck, C(x), C(gr), n));
-  TRY_H(g->acc_f32(&h->gk, G(x), G(gr), n));
+  TRY_H(fb_k_acc_f32(&h->gk, G(x), G(gr), n));
   TRY_H(CMP(x, "acc_f32", 1e-7));
   TRY_H(c->scale_f32(&h->ck, C(x), 0.37f, n));
-  TRY_H(g->scale_f32(&h->gk, G(x), 0.37f, n));
+  TRY_H(fb_k_scale_f32(&h->gk, G(x), 0.37f, n));
   TRY_H(CMP(x, "scale_f32", 1e-7));
   fb_adamw_args aa = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
                       .weight_decay = 0.1f, .bias_corr1 = 0.19f, .bias_corr2 = 0.0975f,
                       .grad_scale = 0.8f};
   TRY_H(c->adamw(&h->ck, C(p), C(gr), C(m), C(v), n, &aa));
-  TRY_H(g->adamw(&h->gk, G(p), G(gr), G(m), G(v), n, &aa));
+  TRY_H(fb_k_adamw(&h->gk, G(p), G(gr), G(m), G(v), n, &aa));
   TRY_H(CMP(p, "adamw.p", 1e-6));
   TRY_H(CMP(m, "adamw.m", 1e-6));
   TRY_H(CMP(v, "adamw.v", 1e-6));
@@ -651,31 +694,31 @@ static void check_vectors_at(harness *h, size_t n, size_t off, const char *tag) 
   TRY_H(c->adamw(&h->ck, C(p), C(gr), C(m), C(v), n, &aa)); /* what adamw_cast did */
   fb_sgd_args sa = {.lr = 1e-2f, .momentum = 0.9f, .weight_decay = 0.01f, .grad_scale = 1.0f};
   TRY_H(c->sgd(&h->ck, C(p), C(gr), C(m), n, &sa));
-  TRY_H(g->sgd(&h->gk, G(p), G(gr), G(m), n, &sa));
+  TRY_H(fb_k_sgd(&h->gk, G(p), G(gr), G(m), n, &sa));
   TRY_H(CMP(p, "sgd.p", 1e-6));
   TRY_H(CMP(m, "sgd.mom", 1e-6));
   sa.momentum = 0.0f;
   TRY_H(c->sgd(&h->ck, C(p), C(gr), NULL, n, &sa));
-  TRY_H(g->sgd(&h->gk, G(p), G(gr), NULL, n, &sa));
+  TRY_H(fb_k_sgd(&h->gk, G(p), G(gr), NULL, n, &sa));
   TRY_H(CMP(p, "sgd.p no momentum", 1e-6));
 #undef CMP
   double sc = 1.5, sg = 1.5;
   TRY_H(raw_new(h, &sum, &sg, sizeof sg));
   TRY_H(c->sum_f64(&h->ck, &sc, C(gr), n));
-  TRY_H(g->sum_f64(&h->gk, sum.ptr, G(gr), n));
+  TRY_H(fb_k_sum_f64(&h->gk, sum.ptr, G(gr), n));
   TRY_H(fb_copy_d2h(h->gd, h->gs, &sg, sum.ptr, sizeof sg));
   snprintf(nm, sizeof nm, "sum_f64%s", tag);
   report(h, nm, "fp64", fabs(sg - sc) / fmax(fabs(sc), 1e-300), 1e-12);
   /* casts: fp32 -> bf16 must match the shared rounding bit for bit; and back exactly */
   TRY_H(fb_alloc(h->gd, all_n * 2, FB_MEM_TEMP, "selftest", &half));
   uint16_t *gh = (uint16_t *)half.ptr + off;
-  TRY_H(g->cast(&h->gk, gh, FB_BF16, G(gr), FB_F32, n));
+  TRY_H(fb_k_cast(&h->gk, gh, FB_BF16, G(gr), FB_F32, n));
   TRY_H(fb_copy_d2h(h->gd, h->gs, hh, gh, n * 2));
   size_t bad = 0;
   for (size_t i = 0; i < n; i++) bad += hh[i] != fb_f32_to_bf16(gr.cpu[off + i]);
   snprintf(nm, sizeof nm, "cast f32->bf16%s", tag);
   report(h, nm, "bf16", (double)bad, 0.0);
-  TRY_H(g->cast(&h->gk, G(x), FB_F32, gh, FB_BF16, n));
+  TRY_H(fb_k_cast(&h->gk, G(x), FB_F32, gh, FB_BF16, n));
   TRY_H(fb_copy_d2h(h->gd, h->gs, back, G(x), n * sizeof(float)));
   bad = 0;
   for (size_t i = 0; i < n; i++) bad += back[i] != fb_bf16_to_f32(hh[i]);
@@ -710,7 +753,7 @@ static void sumsq_case(harness *h, const char *tag, const float *x, size_t off, 
   TRY_H(raw_new(h, &gx, x, (off + n) * sizeof *x));
   TRY_H(raw_new(h, &bins, hb, 2 * FB_NORM_BINS * sizeof *hb));
   TRY_H(fb_cpu_kernels.sumsq_bins(&h->ck, hb, x + off, n));
-  TRY_H(h->gd->ops->kernels->sumsq_bins(&h->gk, bins.ptr, (const float *)gx.ptr + off, n));
+  TRY_H(fb_k_sumsq_bins(&h->gk, bins.ptr, (const float *)gx.ptr + off, n));
   TRY_H(fb_copy_d2h(h->gd, h->gs, hb + 2 * FB_NORM_BINS, bins.ptr,
                     2 * FB_NORM_BINS * sizeof *hb));
   uint64_t exact_c[FB_NORM_LIMBS], exact_g[FB_NORM_LIMBS];
@@ -800,8 +843,8 @@ static void check_quant(harness *h) {
 }
 
 static int kernel_checks(harness *h) {
-  printf("selftest: cuda kernels against the cpu kernels\n");
-  printf("  %-26s %-5s %12s %10s  %s\n", "kernel", "dtype", "max rel err", "tol", "result");
+  printf("selftest: %s kernels against the cpu kernels\n", h->gd->ops->name);
+  printf("  %-32s %-5s %12s %10s  %s\n", "kernel", "dtype", "max rel err", "tol", "result");
   const fb_dtype acts[] = {FB_F32, FB_BF16};
   for (size_t i = 0; i < 2 && h->err == FB_OK; i++) {
     h->gk.act = acts[i];
@@ -831,13 +874,13 @@ static int kernel_checks(harness *h) {
 }
 
 /* ---- strategy equivalence --------------------------------------------------------------------- */
-static fb_status run_one(const char *strategy, const char *comm, int world, int batch,
-                         fb_run_result *res) {
+static fb_status run_one(const char *backend, const char *strategy, const char *comm, int world,
+                         int batch, fb_run_result *res) {
   fb_run_config cfg;
   fb_config_defaults(&cfg);
   snprintf(cfg.model, sizeof cfg.model, "debug");
   snprintf(cfg.strategy, sizeof cfg.strategy, "%s", strategy);
-  snprintf(cfg.backend, sizeof cfg.backend, "cuda");
+  snprintf(cfg.backend, sizeof cfg.backend, "%s", backend);
   snprintf(cfg.comm, sizeof cfg.comm, "%s", comm);
   cfg.world = world;
   cfg.steps = 3;
@@ -886,8 +929,8 @@ static int eq_failed_run(const char *name, const char *comm, int world) {
 /* Every strategy but single at `world` (0 = the launcher's). World 1: each against single.
  * Above: the registry's first strategy against single (EQ_CROSS), then every other one
  * against that first one at the same world (EQ_STRICT). */
-static int strategy_rows(const fb_run_result *single, const char *comm, int world, int batch,
-                         bool cross) {
+static int strategy_rows(const char *backend, const fb_run_result *single, const char *comm,
+                         int world, int batch, bool cross) {
   int fails = 0;
   fb_run_result wref;
   memset(&wref, 0, sizeof wref);
@@ -897,7 +940,7 @@ static int strategy_rows(const fb_run_result *single, const char *comm, int worl
     if (!strcmp(name, "single")) continue;
     fb_run_result r;
     memset(&r, 0, sizeof r);
-    if (run_one(name, comm, world, batch, &r) != FB_OK) {
+    if (run_one(backend, name, comm, world, batch, &r) != FB_OK) {
       fails += eq_failed_run(name, comm, world);
       continue;
     }
@@ -917,24 +960,38 @@ static int strategy_rows(const fb_run_result *single, const char *comm, int worl
   return fails;
 }
 
-static int strategy_checks(void) {
+/* GPUs visible to the cuda backend (0 elsewhere). */
+static int gpus_visible(const char *backend) {
+#ifdef FB_HAVE_CUDA
+  const fb_cuda_module *cm = fb_cuda_module_loaded(); /* fb_device_available loaded it */
+  if (!strcmp(backend, "cuda")) return cm ? cm->gpu_count() : 0;
+#endif
+  (void)backend;
+  return 0;
+}
+
+static int strategy_checks(const char *backend) {
   const char *ws = getenv("OMPI_COMM_WORLD_SIZE") ? getenv("OMPI_COMM_WORLD_SIZE")
                                                   : getenv("WORLD_SIZE");
   const int W = ws ? atoi(ws) : 1;
-  const bool launched = W > 1;
+  const bool launched = W > 1, cuda = !strcmp(backend, "cuda");
   const int batch = 4 * (W > 1 ? W : 2); /* the global batch splits evenly over any world */
-  const fb_cuda_module *cm = fb_cuda_module_loaded(); /* fb_device_available loaded it */
-  const int gpus = cm ? cm->gpu_count() : 0;
+  const int gpus = gpus_visible(backend);
+  const char *comm = cuda ? "nccl" : launched ? "mpi" : "local";
   if (launched)
-    printf("selftest: 3-step equivalence against single (nccl at the launcher's world %d)\n", W);
-  else
+    printf("selftest: 3-step equivalence against single (%s at the launcher's world %d)\n", comm,
+           W);
+  else if (cuda)
     printf("selftest: 3-step equivalence against single (nccl, world 1 and 2 in this process; "
            "%d GPU%s visible)\n", gpus, gpus == 1 ? "" : "s");
+  else
+    printf("selftest: 3-step equivalence against single (%s, world 1 and 2 in this process)\n",
+           comm);
   /* the reference: one rank. Under a launcher every process runs it alone, over the local
-   * communicator (it issues no collective); in one process over nccl at world 1. */
+   * communicator (it issues no collective); in one process over `comm` at world 1. */
   fb_run_result ref;
   memset(&ref, 0, sizeof ref);
-  fb_status st = run_one("single", launched ? "local" : "nccl", 1, batch, &ref);
+  fb_status st = run_one(backend, "single", launched ? "local" : comm, 1, batch, &ref);
   if (st != FB_OK) {
     fprintf(stderr, "selftest: error: single: %s (%s)\n", fb_error_msg(), fb_error_where());
     return 1;
@@ -943,18 +1000,18 @@ static int strategy_checks(void) {
   printf("  %-8s %-6s %-6s %-8s %14s %14s %8s  %s\n", "strategy", "comm", "world", "against",
          "max loss err", "param sum err", "tol", "result");
   if (launched) {
-    fails += strategy_rows(&ref, "nccl", 0, batch, true);
+    fails += strategy_rows(backend, &ref, comm, 0, batch, true);
   } else {
-    fails += strategy_rows(&ref, "nccl", 1, batch, false);
-    if (gpus >= 2) {
-      fails += strategy_rows(&ref, "nccl", 2, batch, true);
+    fails += strategy_rows(backend, &ref, comm, 1, batch, false);
+    if (!cuda || gpus >= 2) {
+      fails += strategy_rows(backend, &ref, comm, 2, batch, true);
     } else {
       /* NCCL refuses two ranks on one GPU; the staged local communicator (pinned host
        * buffers) does not, so the sharded paths still run at world 2 on the one GPU */
       printf("  world 2 over nccl skipped: %d GPU visible (NCCL needs one GPU per rank); "
              "world 2 runs as two rank threads on GPU 0 over the staged local communicator\n",
              gpus);
-      fails += strategy_rows(&ref, "local", 2, batch, true);
+      fails += strategy_rows(backend, &ref, "local", 2, batch, true);
     }
   }
   fb_run_result_free(&ref);
@@ -962,11 +1019,11 @@ static int strategy_checks(void) {
   return fails ? 1 : 0;
 }
 
-static int run_cuda(bool kernels, bool strategies) {
+static int run_on(const char *backend, bool kernels, bool strategies) {
   harness hh, *h = &hh;
   memset(h, 0, sizeof *h);
   h->rng = 0x5eed5eedull;
-  fb_status st = fb_device_open(fb_device_lookup("cuda"), 0, 1, 1, 0, NULL, &h->gd);
+  fb_status st = fb_device_open(fb_device_lookup(backend), 0, 1, 1, 0, NULL, &h->gd);
   if (st != FB_OK) {
     fprintf(stderr, "selftest: error: %s (%s)\n", fb_error_msg(), fb_error_where());
     return 1;
@@ -983,12 +1040,11 @@ static int run_cuda(bool kernels, bool strategies) {
   (void)fb_stream_sync(h->gd, h->gs);
   h->gd->ops->stream_destroy(h->gd, h->gs);
   fb_device_close(h->gd);
-  int rc2 = strategies ? strategy_checks() : 0;
+  int rc2 = strategies ? strategy_checks(backend) : 0;
   int bad = rc || rc2;
   printf("selftest: %s\n", bad ? "FAILED" : "all checks passed");
   return bad ? 1 : 0;
 }
-#endif
 
 int fb_selftest_main(int argc, char **argv) {
   int i = 0;
@@ -1002,21 +1058,23 @@ int fb_selftest_main(int argc, char **argv) {
     else if (!strncmp(argv[i], "--only=", 7)) only = argv[i] + 7;
     else return usage("unknown argument", argv[i]);
   }
-  if (strcmp(backend, "cuda"))
-    return usage("--backend: only 'cuda' has a self-test, got", backend);
+  if (strcmp(backend, "cuda") && strcmp(backend, "cpu-opaque"))
+    return usage("--backend: want cuda or cpu-opaque, got", backend);
   const bool kernels = !strcmp(only, "all") || !strcmp(only, "kernels");
   const bool strategies = !strcmp(only, "all") || !strcmp(only, "strategies");
   if (!kernels && !strategies)
     return usage("--only: want kernels, strategies or all, got", only);
-  char why[256] = "";
-  if (!fb_device_available("cuda", why, sizeof why)) {
-    printf("selftest: skipped: %s\n", why);
-    return 77;
-  }
+  if (!strcmp(backend, "cuda")) {
 #ifdef FB_HAVE_CUDA
-  return run_cuda(kernels, strategies);
+    char why[256] = "";
+    if (!fb_device_available("cuda", why, sizeof why)) {
+      printf("selftest: skipped: %s\n", why);
+      return 77;
+    }
 #else
-  printf("selftest: skipped: this build has no CUDA\n");
-  return 77;
+    printf("selftest: skipped: this build has no CUDA\n");
+    return 77;
 #endif
+  }
+  return run_on(backend, kernels, strategies);
 }

@@ -13,10 +13,11 @@ product never imports it). Three measurements, each written so `fsdpbench` can r
         schema (FLOP convention of the flash-attention benchmarks: fwd = 4 b s^2 h d / 2 when
         causal, fwd+bwd = 3.5 fwd).
 
-Usage: torch_gpu.py OUTDIR --gpu-name H200-SXM --peak 989 [--models NAME:BATCH:SEQ[:VOCAB] ...]
+Usage: torch_gpu.py OUTDIR --gpu-name H200-SXM --peak 989 [--compile] [--models NAME:BATCH:SEQ[:VOCAB] ...]
 (default gpt2-124m:8:1024 1B:4:2048; VOCAB overrides the vocabulary for the step, e.g. gpt2's
 50257 padded to 50304 as llm.c does). Times are CUDA-event medians of repeated runs after
-warm-up; the step is also profiled (torch.profiler) into GPU time per kernel kind. It does not
+warm-up; the step is also profiled (torch.profiler) into GPU time per kernel kind. --compile
+times each step a second time with the model under torch.compile (default mode). It does not
 model or tune anything.
 """
 import argparse
@@ -153,12 +154,14 @@ def profile_step(step, steps):
     return by
 
 
-def step_bench(name, B, T, steps, vocab=None):
+def step_bench(name, B, T, steps, vocab=None, compiled=False):
     m = load_model(name)
     if vocab:
         m["vocab"] = vocab
     torch.manual_seed(1337)
     model = Model(m, T).cuda()
+    if compiled:  # TorchInductor's kernels for the same module; compiled in the warm-up steps
+        model = torch.compile(model)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), eps=1e-8,
                             weight_decay=0.1, fused=True)
     idx = torch.randint(0, m["vocab"], (B, T), device="cuda")
@@ -176,12 +179,13 @@ def step_bench(name, B, T, steps, vocab=None):
     n = sum(p.numel() for p in model.parameters())
     peak = torch.cuda.max_memory_allocated() / 2**20
     tag = f"{name} (vocab {m['vocab']})" if vocab else name
-    print(f"torch step: {tag} batch {B} x seq {T}: {ms:.2f} ms/step, {B * T / ms * 1e3:.0f} "
+    tool = "torch.compile" if compiled else "torch"
+    print(f"{tool} step: {tag} batch {B} x seq {T}: {ms:.2f} ms/step, {B * T / ms * 1e3:.0f} "
           f"tok/s, {n / 1e6:.1f}M params, peak allocated {peak:.0f} MiB "
           f"(predict: fsdpbench --backend sim --hardware PROFILE --world 1 --strategy single "
           f"--model {name} --batch {B} --seq {T})")
     by = profile_step(step, 3)
-    print(f"torch step: {tag}: GPU ms/step by kernel kind: " +
+    print(f"{tool} step: {tag}: GPU ms/step by kernel kind: " +
           ", ".join(f"{k} {v:.2f}" for k, v in sorted(by.items(), key=lambda x: -x[1])) +
           f"; sum {sum(by.values()):.2f}")
     del model, opt
@@ -281,6 +285,8 @@ def main():
     ap.add_argument("--peak", type=float, required=True, help="datasheet dense bf16 TFLOP/s")
     ap.add_argument("--models", nargs="*", default=["gpt2-124m:8:1024", "1B:4:2048"])
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--compile", action="store_true",
+                    help="also time each step under torch.compile (printed as 'torch.compile step')")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         print("torch_gpu: no CUDA device", file=sys.stderr)
@@ -296,6 +302,8 @@ def main():
     print(f"torch_gpu: {torch.cuda.get_device_name()}, {sw}")
     for name, B, T, vocab in steps:
         step_bench(name, B, T, a.steps, vocab)
+        if a.compile:
+            step_bench(name, B, T, a.steps, vocab, compiled=True)
     models = list(dict.fromkeys(models))
     gemm_bench(os.path.join(a.outdir, "gemm.csv"), a.gpu_name, a.peak, models, sw)
     attn_bench(os.path.join(a.outdir, "attention.csv"), a.gpu_name, sw)

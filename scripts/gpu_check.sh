@@ -19,7 +19,11 @@
 #   7. the GPU calibrated into a profile (`calibrate --backend cuda`), our own attention kernels
 #      timed as attention.csv rows and scored like SDPA's, and `validate --backend cuda` (op by
 #      op, measured beside predicted with that profile) on the same two configurations;
-#   8. the issue's goals beside the measured figures, one line each.
+#   8. the GPU-speed issue's goal table (scripts/gpu_goals.py): each figure of ours beside the
+#      best peer measured in this same call (PyTorch eager and torch.compile from
+#      bench/torch_gpu.py --compile, SDPA, llm.c when LLMC_CMD is set: a command that runs
+#      llm.c's train_gpt2cu at batch 8 x 1024 on this GPU, e.g. from a bundled llm.c build
+#      with its data; the GPU machines reach no network) and the goal.
 # Usage: scripts/gpu_check.sh OUTDIR [BUDGET_S]   (FSDPBENCH = the binary, default build/fsdpbench;
 # on a machine without packages: `. gpu-bundle/env.sh` from scripts/gpu_bundle.sh first)
 # Every step runs under its own timeout; a failing step is reported and the next one runs. The
@@ -96,8 +100,8 @@ if python3 -c 'import torch' 2>/dev/null; then
   snap="$out/gpt2/rank0_memory_snapshot.pickle"
   [ -f "$snap" ] && TAIL=5 step snapshot 60 python3 tests/check_mem_snapshot.py "$snap"
   # PyTorch itself on the same GPU: the step the simulator predicts, and per-op datasets
-  TAIL=70 step torch 150 python3 bench/torch_gpu.py "$out/torch" --gpu-name "$dsname" \
-    --peak "$peak" --models gpt2-124m:8:1024 gpt2-124m:8:1024:50304 1B:4:2048
+  TAIL=70 step torch 300 python3 bench/torch_gpu.py "$out/torch" --gpu-name "$dsname" \
+    --peak "$peak" --compile --models gpt2-124m:8:1024 gpt2-124m:8:1024:50304 1B:4:2048
   for ds in gemm attention; do
     [ -f "$out/torch/$ds.csv" ] &&
       TAIL=6 step "validate-$ds" 30 "$FB" validate --dataset "$out/torch/$ds.csv"
@@ -120,12 +124,11 @@ if [ -f "$out/gpu.yaml" ]; then
     --world 1 --strategy fsdp --model 1B --batch 4 --seq 2048 --steps 4 --out "$out/v1b"
 fi
 
-# the goals of the GPU-speed issue beside what this run measured (median step, ms)
-ms() { awk -F, 'NR == 2 { printf "%.1f", $2 }' "$out/$1/summary.csv" 2>/dev/null; }
-echo "== goals (measured here | goal)"
-echo "gpt2-124m single 8x1024: $(ms gpt2) ms/step | <= 28 (llm.c)"
-echo "1B fsdp W=1 4x2048:      $(ms llama1b) ms/step | <= 165 (torch.compile), stretch 150"
-echo "attention fwd+bwd causal hd128 seq2048: $(awk -F, '$3 == "fsdpbench" && $4 ~ /fwd.?bwd/ && $6 == 2048 && $7 == 128 { print $11 }' "$out/fsdpbench-attention.csv" 2>/dev/null | head -1) TFLOP/s | >= 300 (SDPA 349)"
-echo "exact norm: sumsq_bins ms/step in the 1B profile above | <= 3 (1.2 B fp32 values)"
+# llm.c beside us, when the caller supplies it (LLMC_CMD: its train_gpt2cu at batch 8 x 1024)
+[ -n "${LLMC_CMD:-}" ] && TAIL=5 step llmc 120 bash -c "$LLMC_CMD"
+# the goals of the GPU-speed issue: ours, the best peer of this call, the goal (reads files
+# only: printed whatever the budget left)
+echo "== goals"
+python3 scripts/gpu_goals.py "$out" --gpu "$gpu" | tee "$out/goals.md" || fails=$((fails + 1))
 echo "gpu-check: $fails step(s) failed in $(($(date +%s) - t0)) s"
 exit "$fails"

@@ -4,9 +4,14 @@ prints, per kernel name, the GPU time per traced step from the CUPTI process (`r
 (CUPTI)`), sorted, with its share of the GPU-busy time: the table the first H100 run was read
 from. Kernel names are grouped by their template-free stem (`flash_attn_fwd_k<64, 4>` and
 `flash_attn_fwd_k<128, 4>` apart, cuBLAS's nvjet/sm90 GEMMs together as 'cuBLAS GEMMs').
+Only GPU records that start inside a `ProfilerStep#N` slice of their rank count (the warm-up
+and the wait steps the trace also holds are not steps; counting them once printed 115 ms of
+GEMMs per step where each step held 77), divided by the number of those steps. CUDA API calls
+(`cudaLaunchKernel`, ...) are host time: they are never GPU-busy, wherever a trace put them.
 It measures nothing itself. Usage: scripts/gpu_kernel_profile.py TRACE.json [--top N]
-Exit 2 on a missing or unreadable trace, 1 when it holds no CUPTI kernels."""
+Exit 2 on a missing or unreadable trace, 1 when it holds no CUPTI kernels inside a step."""
 import argparse
+import bisect
 import json
 import re
 import sys
@@ -19,6 +24,34 @@ def stem(name):
         return " ".join(name.split(" ")[:2])
     m = re.match(r"(?:void )?([\w:]+(?:<[^()]*>)?)", name)
     return m.group(1) if m else name
+
+
+def host_of(gpu_process_name):
+    """'rank 3 GPU (CUPTI) [run]' -> 'rank 3 [run]': the rank process that stepped it."""
+    return gpu_process_name.replace(" GPU (CUPTI)", "")
+
+
+def step_windows(events, pnames):
+    """The ProfilerStep# slices as sorted (start, end) windows per rank process name (and
+    None: every rank's), and the number of distinct steps."""
+    steps = [e for e in events
+             if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
+    windows = {None: []}
+    for e in steps:
+        w = (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)))
+        windows.setdefault(pnames.get(e.get("pid")), []).append(w)
+        windows[None].append(w)
+    for v in windows.values():
+        v.sort()
+    return windows, len({e["name"] for e in steps}) or 1
+
+
+def in_steps(windows, ts):
+    """Whether ts lies inside one of the windows (no windows: every record counts)."""
+    if not windows:
+        return True
+    i = bisect.bisect_right(windows, (ts, float("inf"))) - 1
+    return i >= 0 and windows[i][0] <= ts <= windows[i][1]
 
 
 def main():
@@ -36,19 +69,22 @@ def main():
     pnames = {e["pid"]: e["args"]["name"] for e in events
               if e.get("ph") == "M" and e.get("name") == "process_name"}
     gpu = {p for p, n in pnames.items() if "(CUPTI)" in n}
-    steps = [e for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
-    nsteps = len({e["name"] for e in steps}) or 1
+    windows, nsteps = step_windows(events, pnames)
     per = {}
     busy = 0.0
     for e in events:
         if e.get("ph") != "X" or e.get("pid") not in gpu or e.get("cat") == "cuda api":
+            continue
+        if not in_steps(windows.get(host_of(pnames[e["pid"]]), windows.get(None, [])),
+                        float(e.get("ts", 0))):
             continue
         d = float(e.get("dur", 0)) / 1e3 / nsteps  # us -> ms per step
         k = stem(str(e.get("name", "?")))
         per[k] = per.get(k, 0.0) + d
         busy += d
     if not per:
-        print(f"gpu_kernel_profile: {a.trace}: no CUPTI kernels (a cuda run with --trace?)",
+        print(f"gpu_kernel_profile: {a.trace}: no CUPTI kernels inside a step "
+              "(a cuda run with --trace?)",
               file=sys.stderr)
         return 1
     print(f"# GPU time per step over {nsteps} traced step(s), measured by CUPTI "

@@ -35,6 +35,8 @@ typedef struct fsdp_unit {
                                  them into the flat unsharded gradient */
   fb_buf p_cast, g_cast;      /* mixed precision: the slice cast for the gather, the gradient
                                  cast for the reduction (reduce dtype) */
+  bool p_fresh;               /* p_cast holds the last update's slice, written by AdamW itself
+                                 (adamw_cast): the next gather sends it as it is */
   fb_buf rs_tmp;              /* reduce-scatter output folded later (micro-steps > 0, bf16) */
   bool rs_pending, acc_pending, acc_overwrite;
   fb_event *ev_rs, *ev_ready;
@@ -177,9 +179,12 @@ static fb_status issue_gather(fb_rank *r, int i, fb_event *done) {
   fb_host_work(r->dev, k * fb_fsdp_host.check_per_param, "fsdp.pre_unshard");
   void *send = x->sl.p.ptr;
   if (r->pdt != FB_F32) { /* mixed precision: gather the slice in the compute dtype */
-    FB_TRY(fb_alloc(r->dev, (size_t)x->sl.shard * fb_psz(r), FB_MEM_COMM, "params.cast",
-                    &x->p_cast));
-    FB_TRY(fb_to_pdt(r, i, x->p_cast.ptr, x->sl.p.ptr, x->sl.shard));
+    if (!x->p_fresh) { /* else the optimizer step wrote it (fsdp_update) */
+      FB_TRY(fb_alloc(r->dev, (size_t)x->sl.shard * fb_psz(r), FB_MEM_COMM, "params.cast",
+                      &x->p_cast));
+      FB_TRY(fb_to_pdt(r, i, x->p_cast.ptr, x->sl.p.ptr, x->sl.shard));
+    }
+    x->p_fresh = false;
     send = x->p_cast.ptr;
   }
   FB_TRY(limit_gathers(r));
@@ -336,13 +341,32 @@ fb_status fb_fsdp_post_backward(fb_rank *r, int i) {
 
 static fb_slice *slice_of(fb_rank *r, int i) { return &((fsdp_state *)r->st)->u[i].sl; }
 
+/* The update of unit i's slice (v: the shard view). Under AdamW in mixed precision it is one
+ * pass that also writes the slice in the compute dtype (adamw_cast) into p_cast, which the
+ * unit's next gather (the next forward's) sends instead of casting the slice again: the same
+ * bits as the update followed by that cast. The copy lives from the step to that gather, while
+ * no activation does (the step's peak is not raised); the backward's gather casts as before. */
+static fb_status fsdp_update(fb_rank *v, fsdp_unit *x, int i) {
+  const int64_t start = (int64_t)v->rank * x->sl.shard;
+  if (v->pdt == FB_F32 || strcmp(v->cfg->optimizer, "adamw") || x->p_cast.ptr)
+    return fb_optim_update(v, i, start, x->sl.shard, x->sl.p.ptr, x->sl.g.ptr, &x->sl.optim, 0);
+  FB_TRY(fb_alloc(v->dev, (size_t)x->sl.shard * fb_psz(v), FB_MEM_COMM, "params.cast",
+                  &x->p_cast));
+  FB_TRY(fb_optim_update_to(v, i, start, x->sl.shard, x->sl.p.ptr, x->sl.g.ptr, &x->sl.optim, 0,
+                            x->p_cast.ptr, true));
+  x->p_fresh = true;
+  return FB_OK;
+}
+
 /* The exact norm's bins are summed over the shard group only: its slices partition every
  * unit once, and every replica holds the same reduced slices. */
 fb_status fb_fsdp_step(fb_rank *r) {
+  fsdp_state *s = r->st;
   FB_TRY(fold_pending(r, true));
   /* the slices need no zeroing: the next step's first reduce-scatter overwrites them */
   fb_rank v = shard_view(r);
-  fb_status st = fb_slices_step(&v, slice_of);
+  fb_status st = fb_slices_norm(&v, slice_of);
+  for (int i = 0; i < r->model->nunits && st == FB_OK; i++) st = fsdp_update(&v, &s->u[i], i);
   r->grad_norm = v.grad_norm;
   r->clip_coef = v.clip_coef;
   return st;

@@ -169,6 +169,11 @@ def check_navigation(path, modules, profiler_steps, want_flows):
         if "thread_name" not in m or "thread_sort_index" not in m:
             errs.append(f"track ({pid},{tid}): no thread_name / thread_sort_index metadata")
         tname[(pid, tid)] = m.get("thread_name", {}).get("name", "")
+        # CUDA API calls are host time: on the calling thread's track of the rank's process,
+        # never on the GPU's process (a tool summing that process would count them GPU-busy)
+        if "(CUPTI)" in meta[(pid, 0)].get("process_name", {}).get("name", "") and \
+                any(e.get("cat") == "cuda api" for e in tracks[(pid, tid)]):
+            errs.append(f"track ({pid},{tid}): cuda api calls on the GPU (CUPTI) process")
     steps = defaultdict(list)
     mod = re.compile(r"^" + re.escape(modules) + r"\d+\.") if modules else None
     named = 0
@@ -249,11 +254,12 @@ def check_flows(evs, tracks, tname, want_flows):
 
 
 def check_launch_flow(i, s, f, src, dst, tname):
-    """A CUPTI launch arrow: from the CUDA API call on a host thread's track to the kernel,
-    copy or memset it launched on a stream's track of the same GPU process, both slices
-    carrying the same correlation id."""
+    """A CUPTI launch arrow: from the CUDA API call on a host thread's track (of the rank's
+    process) to the kernel, copy or memset it launched on a stream's track of the GPU process,
+    both slices carrying the same correlation id."""
     errs = []
-    if f.get("cat") != "cuda flow" or s["pid"] != f["pid"] or s["tid"] == f["tid"]:
+    if f.get("cat") != "cuda flow" or (s["pid"], s["tid"]) == (f["pid"], f["tid"]) or \
+            not tname.get((s["pid"], s["tid"]), "").startswith("cuda api"):
         errs.append(f"flow id {i}: launch arrow from ({s['pid']},{s['tid']}) to "
                     f"({f['pid']},{f['tid']}) ({f.get('cat')})")
     if src is None or src.get("cat") != "cuda api":

@@ -384,7 +384,8 @@ static fb_status write_events(FILE *f, bool *first, const fb_run_result *r, int 
     if (st == FB_OK) write_rank_counters(f, first, rk, pid, origin);
   }
   /* GPU-side timeline from CUPTI (in the CUDA module, loaded only if a GPU run used it), as its
-   * own process beside the rank's host-side tracks */
+   * own process beside the rank's host-side tracks; the CUDA API calls that launched its
+   * kernels go on the rank's own process (host time, one track per calling thread) */
   const fb_cuda_module *cm = fb_cuda_module_loaded();
   if (st == FB_OK && cm && cm->cupti_rank() >= 0 && hi > lo) {
     const int gpid = 1000 + cm->cupti_rank() + pid_offset;
@@ -392,7 +393,7 @@ static fb_status write_events(FILE *f, bool *first, const fb_run_result *r, int 
     snprintf(pname, sizeof pname, "rank %d GPU (CUPTI)%s", cm->cupti_rank(), suffix);
     meta(f, first, "process_name", gpid, 0, "name", pname, 0);
     meta(f, first, "process_sort_index", gpid, 0, "sort_index", NULL, gpid);
-    st = cm->cupti_write_events(f, gpid, -origin * 1e6, first);
+    st = cm->cupti_write_events(f, gpid, cm->cupti_rank() + pid_offset, -origin * 1e6, first);
   }
   return st;
 }

@@ -50,7 +50,8 @@ typedef struct fb_cuda_module {
   fb_status (*cupti_stop)(void);
   size_t (*cupti_dropped)(void);
   int (*cupti_rank)(void);
-  fb_status (*cupti_write_events)(FILE *f, int pid, double epoch_offset_us, bool *first);
+  fb_status (*cupti_write_events)(FILE *f, int pid, int host_pid, double epoch_offset_us,
+                                  bool *first);
   fb_status (*cupti_write_kineto)(FILE *f, int device_pid, int host_pid, double epoch_offset_us,
                                   bool *first);
   void (*cupti_clear)(void);

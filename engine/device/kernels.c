@@ -158,6 +158,34 @@ fb_op_cost fb_op_attention_cost(const char *name, fb_dtype t, int B, int T, int 
   return c;
 }
 
+/* The fused MLP ops are GEMMs with an epilogue: the product's cost plus the epilogue's
+ * element-wise work on the N x OC (forward) / N x C (backward) activation it touches: the
+ * auxiliary pre-activation written (forward) or read (backward), and GELU's flops (10 and 16
+ * per element, as gelu_fwd / gelu_bwd count them). The simulator prices them as GEMMs
+ * (engine/sim/cost_model.c: what the separate GELU pass costs where a framework runs one). */
+fb_status fb_k_matmul_gelu_fwd(const fb_kctx *k, void *out, void *pre, const void *inp,
+                               const void *w, const void *bias, int N, int C, int OC) {
+  const size_t e = esz(k->act), no = (size_t)N * OC * e;
+  fb_op_cost c = fb_op_gemm_cost("matmul_gelu_fwd", k->act, N, OC, C, 1,
+                                 (bias ? (double)OC * 4 : 0) + (double)no);
+  c.flops += 10.0 * N * OC;
+  const fb_operand v[] = {W(out, no), W(pre, no), R(inp, (size_t)N * C * e),
+                          R(w, (size_t)OC * C * e), R(bias, (size_t)OC * e)};
+  FB_KRUN(k, c, v, matmul_gelu_fwd, out, pre, inp, w, bias, N, C, OC);
+}
+
+fb_status fb_k_matmul_bwd_gelu(const fb_kctx *k, void *dpre, void *dw, void *dbias,
+                               const void *dout, const void *inp, const void *w, const void *pre,
+                               int N, int C, int OC) {
+  const size_t e = esz(k->act), nc = (size_t)N * C * e;
+  fb_op_cost c = fb_op_gemm_cost("matmul_bwd_gelu", k->act, N, OC, C, 2, (double)nc);
+  c.flops += 16.0 * N * C + (dbias ? (double)N * OC : 0);
+  const fb_operand v[] = {W(dpre, nc), RW(dw, (size_t)OC * C * e), RW(dbias, (size_t)OC * e),
+                          R(dout, (size_t)N * OC * e), R(inp, nc), R(w, (size_t)OC * C * e),
+                          R(pre, nc)};
+  FB_KRUN(k, c, v, matmul_bwd_gelu, dpre, dw, dbias, dout, inp, w, pre, N, C, OC);
+}
+
 fb_status fb_k_attention_fwd(const fb_kctx *k, void *out, float *lse, const void *q,
                              const void *kk, const void *v, int B, int T, int H, int KVH, int hd,
                              int ldq, int ldkv, void *scratch) {

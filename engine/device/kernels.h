@@ -72,6 +72,21 @@ typedef struct fb_kernels {
   /* dinp = dout @ w (skipped when dinp == NULL); dw += dout^T @ inp; dbias += sum_rows dout. */
   fb_status (*matmul_bwd)(FB_KARGS, void *dinp, void *dw, void *dbias, const void *dout,
                           const void *inp, const void *w, int N, int C, int OC);
+  /* The MLP's first linear and its activation in one op: pre[N,OC] = inp @ w^T + bias (bias
+   * may be NULL), out[N,OC] = gelu(pre) (GELU's tanh form, as gelu_fwd). Both are written:
+   * pre is what the backward needs. cuda: one cuBLASLt GEMM with the GELU_AUX_BIAS epilogue
+   * (pre is the auxiliary output; out is GELU of the unrounded sum, so in bf16 out may differ
+   * from gelu_fwd(pre) in the last bit: every strategy runs this same op, so they still agree
+   * bitwise); the cpu runs matmul_fwd then gelu_fwd. */
+  fb_status (*matmul_gelu_fwd)(FB_KARGS, void *out, void *pre, const void *inp, const void *w,
+                               const void *bias, int N, int C, int OC);
+  /* The backward of y = gelu(pre) @ w^T + bias whose input inp = gelu(pre) [N,C]: dw +=
+   * dout^T @ inp, dbias += sum_rows dout (dbias may be NULL), dpre = gelu'(pre) * (dout @ w)
+   * (OVERWRITTEN). cuda: the input-gradient GEMM with the DGELU epilogue reading pre; the cpu
+   * runs matmul_bwd then gelu_bwd. */
+  fb_status (*matmul_bwd_gelu)(FB_KARGS, void *dpre, void *dw, void *dbias, const void *dout,
+                               const void *inp, const void *w, const void *pre, int N, int C,
+                               int OC);
   /* Causal grouped-query attention. q[B,T,H,hd] rows of stride ldq, k and v [B,T,KVH,hd] rows
    * of stride ldkv (so q/k/v may live inside one fused qkv buffer). out[B,T,H*hd] dense.
    * Saves only lse[B,H,T] (log-sum-exp of each query's scaled scores) for backward.
@@ -180,6 +195,11 @@ fb_status fb_k_matmul_fwd(const fb_kctx *k, void *out, const void *inp, const vo
                           const void *bias, int N, int C, int OC);
 fb_status fb_k_matmul_bwd(const fb_kctx *k, void *dinp, void *dw, void *dbias, const void *dout,
                           const void *inp, const void *w, int N, int C, int OC);
+fb_status fb_k_matmul_gelu_fwd(const fb_kctx *k, void *out, void *pre, const void *inp,
+                               const void *w, const void *bias, int N, int C, int OC);
+fb_status fb_k_matmul_bwd_gelu(const fb_kctx *k, void *dpre, void *dw, void *dbias,
+                               const void *dout, const void *inp, const void *w, const void *pre,
+                               int N, int C, int OC);
 fb_status fb_k_attention_fwd(const fb_kctx *k, void *out, float *lse, const void *q,
                              const void *kk, const void *v, int B, int T, int H, int KVH, int hd,
                              int ldq, int ldkv, void *scratch);

@@ -227,10 +227,11 @@ static fb_status block_compute(fb_tf *t, int l, const void *P, fb_tf_block_acts 
     FB_TRY(fb_k_layernorm_fwd(ON(FB_G_LN2_W), a->ln2.ptr, a->ln2_mean.ptr, a->ln2_rstd.ptr,
                               a->xmid.ptr, par(t, P, l, FB_G_LN2_W), par(t, P, l, FB_G_LN2_B), N, C,
                               s->norm_eps));
-    if (all)
-      FB_TRY(fb_k_matmul_fwd(ON(FB_G_FC_W), a->fc.ptr, a->ln2.ptr, par(t, P, l, FB_G_FC_W),
-                             par(t, P, l, FB_G_FC_B), N, C, F));
-    FB_TRY(fb_k_gelu_fwd(&k, a->gelu.ptr, a->fc.ptr, (size_t)N * F));
+    /* the MLP's first linear and GELU are one op (a GEMM epilogue on cuda), rerun whole by
+     * op-level recompute too: GELU of the kept pre-activation alone would not be the fused
+     * op's bits on cuda (its GELU reads the unrounded sum) */
+    FB_TRY(fb_k_matmul_gelu_fwd(ON(FB_G_FC_W), a->gelu.ptr, a->fc.ptr, a->ln2.ptr,
+                                par(t, P, l, FB_G_FC_W), par(t, P, l, FB_G_FC_B), N, C, F));
     if (op_rerun) return FB_OK;
     FB_TRY(fb_k_matmul_fwd(ON(FB_G_FC2_W), a->x_out.ptr, a->gelu.ptr, par(t, P, l, FB_G_FC2_W),
                            par(t, P, l, FB_G_FC2_B), N, F, C));
@@ -465,10 +466,9 @@ fb_status fb_tf_block_bwd(fb_tf *t, int l, const void *P, void *G) {
   if (s->family == FB_GPT2) {
     char *dln = sc, *datt = dln + (size_t)N * C * E, *dqkv = datt + (size_t)N * C * E;
     char *dF = dqkv + (size_t)N * 3 * C * E;
-    FB_TRY(fb_k_matmul_bwd(ON(FB_G_FC2_W), dF, grd(t, G, l, FB_G_FC2_W),
-                           grd(t, G, l, FB_G_FC2_B), dres, a->gelu.ptr, par(t, P, l, FB_G_FC2_W),
-                           N, F, C));
-    FB_TRY(fb_k_gelu_bwd(&k, dF, a->fc.ptr, dF, (size_t)N * F));
+    FB_TRY(fb_k_matmul_bwd_gelu(ON(FB_G_FC2_W), dF, grd(t, G, l, FB_G_FC2_W),
+                                grd(t, G, l, FB_G_FC2_B), dres, a->gelu.ptr,
+                                par(t, P, l, FB_G_FC2_W), a->fc.ptr, N, F, C));
     FB_TRY(fb_k_matmul_bwd(ON(FB_G_FC_W), dln, grd(t, G, l, FB_G_FC_W), grd(t, G, l, FB_G_FC_B),
                            dF, a->ln2.ptr, par(t, P, l, FB_G_FC_W), N, C, F));
     FB_TRY(fb_k_layernorm_bwd(ON(FB_G_LN2_W), dres, grd(t, G, l, FB_G_LN2_W),

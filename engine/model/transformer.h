@@ -42,7 +42,8 @@
  *              block more than here). Everything else is freed after forward and rebuilt at
  *              the start of the block's backward: norm 1 and its statistics, (Llama: wk, k's
  *              RoPE), the output projection and the mid residual, norm 2, (Llama: w3, swiglu;
- *              GPT-2: gelu).
+ *              GPT-2: gelu, which is one op with its matmul, matmul_gelu_fwd, so fc's GEMM
+ *              reruns with it and rewrites fc's kept bits unchanged).
  *   The reruns use the same kernels on the same inputs, so the gradients and the trained
  *   parameters are bitwise those without recompute; the simulator costs the rerun kernels
  *   like any other (they go through the same fb_k_* wrappers) and sees the smaller ledger.

@@ -199,6 +199,19 @@ static fb_status cpu_gelu_bwd(const fb_kctx *k, void *dinp, const void *inp, con
   fb_gelu_bwd_f32(dinp, inp, dout, n);
   return FB_OK;
 }
+/* The fused MLP entries: the unfused kernels in the order the fused op defines (kernels.h), so
+ * the cpu's bits are those of the two ops run one after the other. */
+static fb_status cpu_matmul_gelu_fwd(const fb_kctx *k, void *out, void *pre, const void *inp,
+                                     const void *w, const void *bias, int N, int C, int OC) {
+  FB_TRY(cpu_matmul_fwd(k, pre, inp, w, bias, N, C, OC));
+  return cpu_gelu_fwd(k, out, pre, (size_t)N * OC);
+}
+static fb_status cpu_matmul_bwd_gelu(const fb_kctx *k, void *dpre, void *dw, void *dbias,
+                                     const void *dout, const void *inp, const void *w,
+                                     const void *pre, int N, int C, int OC) {
+  FB_TRY(cpu_matmul_bwd(k, dpre, dw, dbias, dout, inp, w, N, C, OC));
+  return cpu_gelu_bwd(k, dpre, pre, dpre, (size_t)N * C);
+}
 static fb_status cpu_swiglu_fwd(const fb_kctx *k, void *out, const void *a, const void *b,
                                 size_t n) {
   if (k->act == FB_F64) { /* fp64 reference path (whole-model gradient checks) */
@@ -334,6 +347,8 @@ const fb_kernels fb_cpu_kernels = {
     .rmsnorm_bwd = cpu_rmsnorm_bwd,
     .matmul_fwd = cpu_matmul_fwd,
     .matmul_bwd = cpu_matmul_bwd,
+    .matmul_gelu_fwd = cpu_matmul_gelu_fwd,
+    .matmul_bwd_gelu = cpu_matmul_bwd_gelu,
     .attention_fwd = cpu_attention_fwd,
     .attention_bwd = cpu_attention_bwd,
     .rope_fwd = cpu_rope_fwd,

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -66,7 +67,10 @@ typedef struct fb_cuda_dev {
   size_t nstreams, cap_streams;
   cudaMemPool_t pool;                 /* one pool for every memory category (see device_cuda.c) */
   cublasHandle_t blas;
-  pthread_mutex_t blas_mu;            /* the handle is bound to one stream per call */
+  pthread_mutex_t blas_mu;            /* the handle is bound to one stream per call; also guards
+                                         the cuBLASLt calls and their algorithm cache */
+  cublasLtHandle_t blaslt;            /* the GEMMs with epilogues (gemm_lt.c) */
+  struct fb_lt_cache *lt_cache;       /* their algorithms by problem (gemm_lt.c) */
   /* pinned staging for the synchronous copies, and host_alloc's blocks */
   pthread_mutex_t stage_mu;
   fb_cuda_stage stage[FB_CUDA_STAGE_SLOTS];

@@ -3,7 +3,8 @@
  * a mutex, so nothing refers to CUPTI's buffers after they are returned. The list never grows
  * past the max_records given to start: later records are counted, not kept. Device records of
  * GPUs other than the traced rank's are skipped. Runtime/driver API records are written only
- * when a kept kernel, memcpy or memset shares their correlation id (the launches).
+ * when a kept kernel, memcpy or memset shares their correlation id (the launches), on the
+ * host process's track of their thread (host time, not the GPU's).
  * It does not decide which steps are traced (the runner brackets them with start/stop). */
 #include "cupti.h"
 
@@ -343,7 +344,8 @@ static void sort_index(FILE *f, bool *first, int pid, unsigned tid) {
  * pid * 1e9 + op index): the launch arrows of pid use pid * 1e9 + correlation id. */
 static long long flow_id(int pid, uint32_t corr) { return (long long)pid * 1000000000LL + corr; }
 
-fb_status fb_cupti_write_events(FILE *f, int pid, double epoch_offset_us, bool *first) {
+fb_status fb_cupti_write_events(FILE *f, int pid, int host_pid, double epoch_offset_us,
+                                bool *first) {
   /* mono ns -> fb_cpu_clock seconds: the clock's epoch on CLOCK_MONOTONIC */
   const double epoch_mono_s = (double)mono_ns() * 1e-9 - fb_cpu_clock();
   pthread_mutex_lock(&g.mu);
@@ -393,10 +395,10 @@ fb_status fb_cupti_write_events(FILE *f, int pid, double epoch_offset_us, bool *
     snprintf(nm, sizeof nm, "cuda api (thread %u)", threads[i]);
     sep(f, first);
     fprintf(f, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%u,\"args\":{\"name\":",
-            pid, TID_API + threads[i] % 100000);
+            host_pid, TID_API + threads[i] % 100000);
     fb_json_str(f, nm);
     fputs("}}", f);
-    sort_index(f, first, pid, TID_API + threads[i] % 100000);
+    sort_index(f, first, host_pid, TID_API + threads[i] % 100000);
   }
   static const char *const cat[] = {[REC_KERNEL] = "cuda kernel", [REC_MEMCPY] = "cuda memcpy",
                                     [REC_MEMSET] = "cuda memset", [REC_API] = "cuda api"};
@@ -408,10 +410,11 @@ fb_status fb_cupti_write_events(FILE *f, int pid, double epoch_offset_us, bool *
     if (t1 < 0) continue;
     if (t1 < t0) t1 = t0;
     unsigned tid = r->kind == REC_API ? TID_API + r->thread % 100000 : TID_STREAM + r->stream;
+    const int rpid = r->kind == REC_API ? host_pid : pid;
     sep(f, first);
     fputs("{\"name\":", f);
     fb_json_str(f, r->name);
-    fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%u,\"ts\":", cat[r->kind], pid,
+    fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%u,\"ts\":", cat[r->kind], rpid,
             tid);
     put_ts(f, t0);
     fputs(",\"dur\":", f);
@@ -426,7 +429,8 @@ fb_status fb_cupti_write_events(FILE *f, int pid, double epoch_offset_us, bool *
     if (r->kind != REC_API && !has_u32(api, na, r->corr)) continue;
     sep(f, first);
     fprintf(f, "{\"name\":\"launch\",\"cat\":\"cuda flow\",\"ph\":\"%s\",\"id\":%lld,\"pid\":%d,"
-            "\"tid\":%u,\"ts\":", r->kind == REC_API ? "s" : "f", flow_id(pid, r->corr), pid, tid);
+            "\"tid\":%u,\"ts\":", r->kind == REC_API ? "s" : "f", flow_id(pid, r->corr), rpid,
+            tid);
     put_ts(f, r->kind == REC_API ? 0.5 * (t0 + t1) : t0);
     fputs(r->kind == REC_API ? "}" : ",\"bp\":\"e\"}", f);
   }

@@ -40,12 +40,16 @@ size_t fb_cupti_dropped(void);
  * names the GPU track after it. */
 int fb_cupti_rank(void);
 /* Appends the collected records as comma-separated Chrome-trace JSON objects (a leading comma
- * unless *first; *first becomes false once something is written), as process `pid` (the
- * caller's pid for the traced rank's GPU track, e.g. 1000 + fb_cupti_rank()); every event's
- * args carry "rank" = the rank given to start. Each ts in microseconds is fb_cpu_clock
- * seconds * 1e6 + epoch_offset_us (pass -origin * 1e6 to match events written as t - origin);
- * records that end before 0 are left out. */
-fb_status fb_cupti_write_events(FILE *f, int pid, double epoch_offset_us, bool *first);
+ * unless *first; *first becomes false once something is written): kernels, copies and memsets
+ * as process `pid` (the caller's pid for the traced rank's GPU track, e.g. 1000 +
+ * fb_cupti_rank()), one track per stream; the CUDA API calls that launched them as process
+ * `host_pid` (the traced rank's own process), one "cuda api (thread T)" track per calling
+ * thread: they are host time, never GPU-busy. Every event's args carry "rank" = the rank given
+ * to start. Each ts in microseconds is fb_cpu_clock seconds * 1e6 + epoch_offset_us (pass
+ * -origin * 1e6 to match events written as t - origin); records that end before 0 are left
+ * out. */
+fb_status fb_cupti_write_events(FILE *f, int pid, int host_pid, double epoch_offset_us,
+                                bool *first);
 /* The same records in Kineto's shape (traces/kineto_trace.h), for HTA: device activity as
  * cat "kernel" / "gpu_memcpy" / "gpu_memset" on pid `device_pid`, tid = its CUDA stream, and
  * the launching calls as cat "cuda_runtime" on pid `host_pid`, tid 1; args device, stream,

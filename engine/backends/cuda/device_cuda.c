@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "cuda_impl.h"
+#include "gemm_lt.h"
 #include "../cpu/device_cpu.h"
 #include "device_cuda.h"
 
@@ -158,9 +159,10 @@ static fb_status cuda_init(fb_device *d) {
                 cublasGetStatusString(bs));
     goto fail_blas;
   }
+  if ((st = fb_lt_init(d)) != FB_OK) goto fail_blas;
   if ((e = cudaEventCreate(&c->epoch)) != cudaSuccess) {
     st = CU_ERR(d, "cudaEventCreate(epoch)", e);
-    goto fail_blas;
+    goto fail_lt;
   }
   /* The epoch: record on an idle stream and wait; the host instant right after the wait is
    * within a few microseconds of the GPU timestamp. */
@@ -174,6 +176,8 @@ static fb_status cuda_init(fb_device *d) {
 
 fail_epoch:
   cudaEventDestroy(c->epoch);
+fail_lt:
+  fb_lt_fini(d);
 fail_blas:
   cublasDestroy(c->blas);
 fail_stage:
@@ -208,6 +212,7 @@ static void cuda_fini(fb_device *d) {
   for (size_t i = 0; i < c->created; i++) cudaEventDestroy(c->marks[i]);
   free(c->marks);
   cudaEventDestroy(c->epoch);
+  fb_lt_fini(d);
   cublasDestroy(c->blas);
   stage_release(c);
   for (size_t i = 0; i < c->nhost; i++) cudaFreeHost(c->host[i].p);

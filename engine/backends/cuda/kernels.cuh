@@ -4,7 +4,8 @@
  * points the fb_cuda_kernels table (kernels.cu) references, one family per file:
  *   kernels_embedding.cu    encoder_fwd/bwd
  *   kernels_norm.cu         layernorm_fwd/bwd, rmsnorm_fwd/bwd
- *   kernels_matmul.cu       matmul_fwd/bwd (cuBLAS)
+ *   kernels_matmul.cu       matmul_fwd/bwd, matmul_gelu_fwd, matmul_bwd_gelu (cuBLAS, and
+ *                           cuBLASLt's epilogues through gemm_lt.h)
  *   kernels_attention.cu    attention_fwd/bwd (fp32 kernels; bf16: ..._flash.cu)
  *   kernels_rope.cu         rope_fwd/bwd
  *   kernels_elementwise.cu  gelu, swiglu, add
@@ -132,6 +133,11 @@ fb_status fb_cuda_matmul_fwd(const fb_kctx *k, void *out, const void *inp, const
 fb_status fb_cuda_matmul_bwd(const fb_kctx *k, void *dinp, void *dw, void *dbias,
                              const void *dout, const void *inp, const void *w, int N, int C,
                              int OC);
+fb_status fb_cuda_matmul_gelu_fwd(const fb_kctx *k, void *out, void *pre, const void *inp,
+                                  const void *w, const void *bias, int N, int C, int OC);
+fb_status fb_cuda_matmul_bwd_gelu(const fb_kctx *k, void *dpre, void *dw, void *dbias,
+                                  const void *dout, const void *inp, const void *w,
+                                  const void *pre, int N, int C, int OC);
 fb_status fb_cuda_attention_fwd(const fb_kctx *k, void *out, float *lse, const void *q,
                                 const void *kk, const void *v, int B, int T, int H, int KVH,
                                 int hd, int ldq, int ldkv, void *scratch);
