@@ -390,14 +390,17 @@ static void check_bad_profiles(const fb_hardware *good) {
   t = edit_line(text, "name", "name: h100\nnvlink_gbs: 900\n");
   expect_bad(path, t, "nvlink_gbs");
   free(t);
-  t = edit_line(text, "name", "name: h100\nnics_per_node: 65\n");
+  t = edit_line(text, "nics_per_node", "nics_per_node: 65\n");
   expect_bad(path, t, "nics_per_node");
   free(t);
-  t = edit_line(text, "name", "name: h100\nnic_gbps: -1\n");
+  t = edit_line(text, "nic_gbps", "nic_gbps: -1\n");
   expect_bad(path, t, "nic_gbps");
   free(t);
   /* the network as a source states it: 4 x 100 Gb/s per node, read back in bytes/s */
-  t = edit_line(text, "name", "name: h100\nnics_per_node: 4\nnic_gbps: 100\n");
+  CHECK(good->nics_per_node == 8 && good->nic_bw == 50e9, "h100: 8 x 400 Gb/s NICs");
+  char *t1 = edit_line(text, "nics_per_node", "nics_per_node: 4\n");
+  t = edit_line(t1, "nic_gbps", "nic_gbps: 100\n");
+  free(t1);
   CHECK(write_text(path, t) == FB_OK, "cannot write %s", path);
   CHECK_OK(fb_hardware_load(path, &h0));
   CHECK(h0.nics_per_node == 4, "nics_per_node %d", h0.nics_per_node);
