@@ -105,6 +105,12 @@ typedef struct fb_hardware {
   double flash1_ratio;      /* FlashAttention-1 rate / FlashAttention-2 rate, long sequences */
   double flash1_half_seq;   /* its own half-rate key count */
   double sustained;         /* tensor-core rate in a long training step / in a microbenchmark */
+  bool nccl_contention;     /* compute beside a collective runs on the SMs and HBM bandwidth NCCL's
+                               kernel leaves (engine/sim/contention.c) instead of overlap_slowdown */
+  double rank_speed_sigma;  /* spread (sigma, fraction) of identical GPUs' speeds: a step of N ranks
+                               runs at the slowest's (0 = lock-step) */
+  double nccl_net_doubling; /* NCCL bus bandwidth across nodes per doubling of the node count beyond
+                               2 (0 = 1: flat) */
   double host_op_s;         /* host time to dispatch one op (framework + launch call) */
   int gpu_arch;             /* fb_gpu_arch: NCCL's tuning constants */
   int cpu_vendor;           /* 0 intel, 1 amd: NCCL's LL bandwidth cap and net overhead */
