@@ -25,7 +25,7 @@
 /* One row's columns. */
 typedef struct train_in {
   const char *src, *gpu, *model, *prec, *ac, *sharding, *framework, *net, *note;
-  double n, mem, gpn, seq, mb, gb, ga, pub, L, d, h, kv, f, v, mfu, hfu;
+  double n, mem, gpn, seq, mb, gb, ga, L, d, h, kv, f, v, mfu, hfu;
 } train_in;
 
 static void read_row(const ds_ctx *x, int r, train_in *t) {
@@ -35,9 +35,9 @@ static void read_row(const ds_ctx *x, int r, train_in *t) {
                         &t->framework, &t->net, &t->note};
   for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) *dst[i] = ds_col(x, r, s[i]);
   const char *nk[] = {"n_gpus", "gpu_mem_gb", "gpus_per_node", "seq_len", "micro_batch_per_gpu",
-                      "global_batch", "grad_accum", "tokens_per_s_per_gpu", "layers", "d_model",
+                      "global_batch", "grad_accum", "layers", "d_model",
                       "heads", "kv_heads", "ffn", "vocab", "mfu", "hfu"};
-  double *nd[] = {&t->n, &t->mem, &t->gpn, &t->seq, &t->mb, &t->gb, &t->ga, &t->pub, &t->L,
+  double *nd[] = {&t->n, &t->mem, &t->gpn, &t->seq, &t->mb, &t->gb, &t->ga, &t->L,
                   &t->d, &t->h, &t->kv, &t->f, &t->v, &t->mfu, &t->hfu};
   for (size_t i = 0; i < sizeof nk / sizeof nk[0]; i++) *nd[i] = ds_num(ds_col(x, r, nk[i]));
 }
