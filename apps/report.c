@@ -71,12 +71,16 @@ static void rank_summary(const fb_run_result *r, const fb_rank_result *rk, fb_ra
     for (int c = 0; c < FB_NCOLL; c++) {
       o->coll_bytes[c] += rk->steps[i].coll_bytes[c];
       o->wire_bytes[c] += rk->steps[i].wire_bytes[c];
+      o->wire_intra[c] += rk->steps[i].wire_intra[c];
+      o->wire_inter[c] += rk->steps[i].wire_inter[c];
       o->coll_time_s[c] += rk->steps[i].coll_time[c];
     }
   if (r->nsteps > 0)
     for (int c = 0; c < FB_NCOLL; c++) {
       o->coll_bytes[c] /= r->nsteps;
       o->wire_bytes[c] /= r->nsteps;
+      o->wire_intra[c] /= r->nsteps;
+      o->wire_inter[c] /= r->nsteps;
       o->coll_time_s[c] /= r->nsteps;
     }
   derive_rates(r, o);
@@ -99,6 +103,8 @@ void fb_report_summary(const fb_run_result *r, int i, fb_rank_summary *out) {
     for (int c = 0; c < FB_NCOLL; c++) {
       out->coll_bytes[c] += s.coll_bytes[c];
       out->wire_bytes[c] += s.wire_bytes[c];
+      out->wire_intra[c] += s.wire_intra[c];
+      out->wire_inter[c] += s.wire_inter[c];
       out->coll_time_s[c] += s.coll_time_s[c];
     }
   }
@@ -111,6 +117,8 @@ void fb_report_summary(const fb_run_result *r, int i, fb_rank_summary *out) {
     for (int c = 0; c < FB_NCOLL; c++) {
       out->coll_bytes[c] /= n;
       out->wire_bytes[c] /= n;
+      out->wire_intra[c] /= n;
+      out->wire_inter[c] /= n;
       out->coll_time_s[c] /= n;
     }
   } else {
@@ -346,26 +354,27 @@ static void print_ledger(FILE *f, const fb_run_result *r, const char *pred) {
   fprintf(f, "#\n# Collective ledger per rank and step%s (mean over all steps; psi = %.0f "
              "params x %zu B = %.0f B)\n", pred, (double)r->model.numel,
           fb_dtype_size(r->cfg.param_dtype), psi);
-  fprintf(f, "# %6s %-15s %16s %16s %10s %8s\n", "rank", "collective", "bytes", "wire", "time",
-          "ratio");
-  fprintf(f, "# %6s %-15s %16s %16s %10s %8s\n", "", "", "(B/step)", "(B/step)", "(ms)",
-          "(x psi)");
+  fprintf(f, "# %6s %-15s %16s %16s %16s %16s %10s %8s\n", "rank", "collective", "bytes", "wire",
+          "intra-node", "inter-node", "time", "ratio");
+  fprintf(f, "# %6s %-15s %16s %16s %16s %16s %10s %8s\n", "", "", "(B/step)", "(B/step)",
+          "(wire B/step)", "(wire B/step)", "(ms)", "(x psi)");
   for (int i = 0; i < r->nranks; i++) {
     fb_rank_summary s;
     fb_report_summary(r, i, &s);
     int rows = 0;
     for (int c = 0; c < FB_NCOLL; c++) {
       if (s.coll_bytes[c] == 0 && s.coll_time_s[c] == 0) continue;
-      fprintf(f, "  %6d %-15s %16.0f %16.0f", r->ranks[i].rank, coll_col[c], s.coll_bytes[c],
-              s.wire_bytes[c]);
+      fprintf(f, "  %6d %-15s %16.0f %16.0f %16.0f %16.0f", r->ranks[i].rank, coll_col[c],
+              s.coll_bytes[c], s.wire_bytes[c], s.wire_intra[c], s.wire_inter[c]);
       cell(f, 10, 3, s.coll_time_s[c] * 1e3);
       cell(f, 8, 4, psi > 0 ? s.coll_bytes[c] / psi : NAN);
       fputc('\n', f);
       rows++;
     }
     double tb = sum_colls(s.coll_bytes);
-    fprintf(f, "  %6d %-15s %16.0f %16.0f", r->ranks[i].rank, rows ? "total" : "total (none)",
-            tb, sum_colls(s.wire_bytes));
+    fprintf(f, "  %6d %-15s %16.0f %16.0f %16.0f %16.0f", r->ranks[i].rank,
+            rows ? "total" : "total (none)", tb, sum_colls(s.wire_bytes), sum_colls(s.wire_intra),
+            sum_colls(s.wire_inter));
     cell(f, 10, 3, sum_colls(s.coll_time_s) * 1e3);
     cell(f, 8, 4, psi > 0 ? tb / psi : NAN);
     fputc('\n', f);
@@ -522,7 +531,8 @@ static fb_status write_memory_csv(const char *dir, const fb_run_result *r) {
 static fb_status write_ledger_csv(const char *dir, const fb_run_result *r) {
   FILE *f;
   FB_TRY(open_out(dir, r, "ledger.csv", &f));
-  fputs("rank,coll,bytes_per_step,wire_bytes_per_step,time_ms_per_step,psi_ratio\n", f);
+  fputs("rank,coll,bytes_per_step,wire_bytes_per_step,time_ms_per_step,psi_ratio,"
+        "intra_node_wire_bytes_per_step,inter_node_wire_bytes_per_step\n", f);
   double psi = psi_bytes(r);
   for (int i = 0; i < r->nranks; i++) {
     fb_rank_summary s;
@@ -533,7 +543,7 @@ static fb_status write_ledger_csv(const char *dir, const fb_run_result *r) {
               s.wire_bytes[c]);
       csv_num(f, s.coll_time_s[c] * 1e3);
       csv_num(f, psi > 0 ? s.coll_bytes[c] / psi : NAN);
-      fputc('\n', f);
+      fprintf(f, ",%.0f,%.0f\n", s.wire_intra[c], s.wire_inter[c]);
     }
   }
   return fb_json_close(f, "ledger.csv");
@@ -567,6 +577,8 @@ static void json_summary_fields(FILE *f, bool *first, const fb_rank_summary *s) 
   jnum(f, first, "overlap", s->overlap);
   jnum(f, first, "coll_bytes", sum_colls(s->coll_bytes));
   jnum(f, first, "wire_bytes", sum_colls(s->wire_bytes));
+  jnum(f, first, "wire_bytes_intra_node", sum_colls(s->wire_intra));
+  jnum(f, first, "wire_bytes_inter_node", sum_colls(s->wire_inter));
 }
 
 static void json_array(FILE *f, bool *first, const char *k, const double *v, int n) {
@@ -676,6 +688,8 @@ static void json_rank(FILE *f, const fb_run_result *r, int i) {
     fputc('{', f);
     jnum(f, &f3, "bytes_per_step", s.coll_bytes[c]);
     jnum(f, &f3, "wire_bytes_per_step", s.wire_bytes[c]);
+    jnum(f, &f3, "intra_node_wire_bytes_per_step", s.wire_intra[c]);
+    jnum(f, &f3, "inter_node_wire_bytes_per_step", s.wire_inter[c]);
     jnum(f, &f3, "time_ms_per_step", s.coll_time_s[c] * 1e3);
     fputc('}', f);
   }

@@ -66,6 +66,10 @@
  *   wire_bytes_per_step  bytes sent by the rank per step
  *   time_ms_per_step     summed duration of those collectives per step
  *   psi_ratio      bytes_per_step / (parameter count x param dtype size): DDP ~2, FSDP ~3
+ *   intra_node_wire_bytes_per_step, inter_node_wire_bytes_per_step   wire_bytes_per_step
+ *                  split by where the bytes go (fb_coll_wire_split: a node holds the
+ *                  profile's devices_per_node consecutive ranks, else the launch's ranks on
+ *                  one machine; the two add up to wire_bytes_per_step)
  *
  * report.json: {"config": {...run config echo...}, "predicted", "world", "nsteps", "wall_s",
  *   "startup_ms" (exec to the first step's start, measured, fb_startup_ms),
@@ -74,7 +78,9 @@
  *   "mean": {summary fields},
  *   "ranks": [{summary fields, "memory": {category: {peak, at_peak, final}},
  *   "allocator": {...}, "host": {...} (sim on a GPU profile only, see below),
- *   "ledger": {coll: {bytes_per_step, wire_bytes_per_step, time_ms_per_step}},
+ *   "ledger": {coll: {bytes_per_step, wire_bytes_per_step, intra_node_wire_bytes_per_step,
+ *   inter_node_wire_bytes_per_step, time_ms_per_step}}; the summary fields add
+ *   wire_bytes_intra_node and wire_bytes_inter_node (per step, all types),
  *   "steps": [{step, wall_ms, compute_ms, comm_ms, exposed_ms, flops, coll_bytes: {...},
  *   and with the models host_busy_ms, host_hooks_ms, host_stalls_ms, host_drains_ms,
  *   cuda_malloc_ms, alloc_retries, retry_ms}]}]}. Non-finite numbers are null.
@@ -103,6 +109,7 @@ typedef struct fb_rank_summary {
   double overlap;          /* NaN when comm_s == 0 */
   double tokens_per_s, tokens_per_s_rank, tflops, peak_pct; /* peak_pct NaN when unknown */
   double coll_bytes[FB_NCOLL], wire_bytes[FB_NCOLL], coll_time_s[FB_NCOLL]; /* per step */
+  double wire_intra[FB_NCOLL], wire_inter[FB_NCOLL]; /* wire bytes within / across nodes */
 } fb_rank_summary;
 
 /* Summary of rank index i of r->ranks (i < r->nranks); i == -1 gives the mean row. */

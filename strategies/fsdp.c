@@ -11,12 +11,12 @@
  * freed after the compute stream (record_stream); a rate limiter (limit_all_gathers) makes the
  * host wait, before a gather, for the free of the unit two gathers back; the hooks' host work
  * is charged through fb_host_work (fb_fsdp_host below).
- * The same machine runs on the groups of a device mesh (fb_fsdp_setup_groups, for hsdp.c): the
+ * The same machine runs on the groups of a device mesh (fb_fsdp_setup_mesh, for hsdp.c): the
  * units are sliced over a shard group instead of the world (slices, gathers, reduce-scatters,
  * the norm's bins and the optimizer's ranges all use it), and with a replica group each
  * reduce-scatter's output is all-reduced across it on the comm stream before the event the
- * fold waits for. fsdp is the one-group case: shard = r->comm, no replica group, the very same
- * calls in the same order. */
+ * fold waits for (fb_reduce_scatter_mesh, fb_all_reduce_replicas). fsdp is the one-group case:
+ * shard = r->comm, no replica group, the very same calls in the same order. */
 #include "fsdp.h"
 #include "state_ranges.h"
 
@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "mesh.h"
 #include "unit_gather.h"
 
 typedef struct fsdp_unit {
@@ -46,8 +47,8 @@ typedef struct fsdp_state {
   /* the rate limiter's queue of free events (FSDP1's _FreeEventQueue): a ring */
   fb_event **fq;
   int fq_cap, fq_head, fq_len;
-  fb_comm *shard;   /* the group units are sliced over (r->comm for fsdp) */
-  fb_comm *replica; /* hsdp: the group reduced slices are all-reduced over; NULL = none */
+  fb_comm_mesh mesh; /* units are sliced over its shard group (r->comm for fsdp), reduced
+                        slices all-reduced over its replica group (hsdp; none for fsdp) */
 } fsdp_state;
 
 static const fb_gather_ops gather_ops; /* the gather hooks, below */
@@ -68,12 +69,6 @@ const fb_host_costs fb_fsdp_host = {
     .reshard_per_param = 6.9e-6,
     .max_inflight_gathers = 2,
 };
-
-/* Destroys the mesh's own communicators (not r->comm, which the runner owns). */
-static void drop_groups(const fb_rank *r, fb_comm *shard, fb_comm *replica) {
-  if (replica && replica != r->comm) fb_comm_destroy(replica);
-  if (shard && shard != r->comm) fb_comm_destroy(shard);
-}
 
 void fb_fsdp_teardown(fb_rank *r) {
   fsdp_state *s = r->st;
@@ -96,7 +91,7 @@ void fb_fsdp_teardown(fb_rank *r) {
     if (s->fq[e]) r->dev->ops->event_destroy(r->dev, s->fq[e]);
   free(s->fq);
   free(s->u);
-  drop_groups(r, s->shard, s->replica);
+  fb_mesh_close(&s->mesh);
   free(s);
   r->st = NULL;
 }
@@ -104,28 +99,20 @@ void fb_fsdp_teardown(fb_rank *r) {
 /* The rank as a member of its shard group: what the slice helpers (common.c) read as world,
  * rank and communicator. fsdp: the rank itself. */
 static fb_rank shard_view(const fb_rank *r) {
-  const fsdp_state *s = r->st;
-  fb_rank v = *r;
-  v.comm = s->shard;
-  v.world = s->shard->world;
-  v.rank = s->shard->rank;
-  return v;
+  return fb_mesh_view(r, &((const fsdp_state *)r->st)->mesh);
 }
 
-fb_status fb_fsdp_setup_groups(fb_rank *r, fb_comm *shard, fb_comm *replica) {
+fb_status fb_fsdp_setup_mesh(fb_rank *r, bool node_default) {
   const fb_model *m = r->model;
   fsdp_state *s = calloc(1, sizeof *s);
-  if (!s) {
-    drop_groups(r, shard, replica);
-    return FB_ERR(FB_ENOMEM, "out of host memory (fsdp state)");
-  }
+  if (!s) return FB_ERR(FB_ENOMEM, "out of host memory (fsdp state)");
   s->fold_next = -1;
-  s->shard = shard;
-  s->replica = replica;
+  s->mesh = (fb_comm_mesh){.world = r->comm, .shard = r->comm};
   r->st = s;
+  fb_status st = fb_mesh_open(r, node_default, &s->mesh);
+  if (st != FB_OK) goto fail;
   fb_rank v = shard_view(r);
   s->u = calloc((size_t)m->nunits, sizeof *s->u);
-  fb_status st = FB_OK;
   if (!s->u) {
     st = FB_ERR(FB_ENOMEM, "out of host memory (fsdp units)");
     goto fail;
@@ -152,7 +139,7 @@ fail:
   return st;
 }
 
-static fb_status fsdp_setup(fb_rank *r) { return fb_fsdp_setup_groups(r, r->comm, NULL); }
+static fb_status fsdp_setup(fb_rank *r) { return fb_fsdp_setup_mesh(r, false); }
 
 /* The rate limiter: with max_inflight_gathers free events queued, the host waits for the
  * oldest (event.synchronize(): the compute stream has passed that unit's free). */
@@ -203,7 +190,8 @@ static fb_status issue_gather(fb_rank *r, int i, fb_event *done) {
   /* the comm stream must see the shard as the compute stream left it (after the optimizer) */
   FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute));
   FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
-  FB_TRY(fb_all_gather(s->shard, r->commst, i, send, x->p_full.ptr, (size_t)x->sl.shard, r->pdt));
+  FB_TRY(fb_all_gather(s->mesh.shard, r->commst, i, send, x->p_full.ptr, (size_t)x->sl.shard,
+                       r->pdt));
   FB_TRY(fb_event_record(r->dev, done, r->commst));
   fb_free(r->dev, &x->p_cast, r->commst);
   fb_host_work(r->dev, k * fb_fsdp_host.views_per_param, "fsdp.unsharded_views");
@@ -325,9 +313,9 @@ fb_status fb_fsdp_post_backward(fb_rank *r, int i) {
   }
   FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute));
   FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
-  FB_TRY(fb_reduce_scatter(s->shard, r->commst, i, send, dst, (size_t)x->sl.shard, r->rdt));
-  if (s->replica) /* hsdp: the shard's sum over this replica, then over the replicas */
-    FB_TRY(fb_all_reduce(s->replica, r->commst, i, dst, dst, (size_t)x->sl.shard, r->rdt));
+  /* hsdp: the shard's sum over this replica, then over the replicas (comm.h fb_comm_mesh) */
+  FB_TRY(fb_reduce_scatter_mesh(&s->mesh, r->commst, i, send, dst, (size_t)x->sl.shard, r->rdt));
+  FB_TRY(fb_all_reduce_replicas(&s->mesh, r->commst, i, dst, (size_t)x->sl.shard, r->rdt));
   FB_TRY(fb_event_record(r->dev, x->ev_rs, r->commst));
   x->rs_pending = true;
   x->acc_pending = !direct;
@@ -365,14 +353,14 @@ fb_status fb_fsdp_step(fb_rank *r) {
 fb_status fb_fsdp_state_ranges(fb_rank *r, bool save, fb_state_range **out, int *n) {
   fsdp_state *s = r->st;
   *out = NULL, *n = 0;
-  if (save && s->replica && s->replica->rank != 0) return FB_OK;
+  if (save && !fb_mesh_saves(&s->mesh)) return FB_OK;
   fb_rank v = shard_view(r);
   return fb_ranges_slices(&v, slice_of, out, n);
 }
 
 fb_status fb_fsdp_read_params(fb_rank *r, int i, float *host) {
   fsdp_state *s = r->st;
-  return fb_slice_read(r, s->shard, &s->u[i].sl, r->model->units[i].numel, host);
+  return fb_slice_read(r, s->mesh.shard, &s->u[i].sl, r->model->units[i].numel, host);
 }
 
 const fb_strategy fb_strategy_fsdp = {

@@ -5,11 +5,10 @@
 #define FB_STRATEGY_FSDP_H
 #include "strategy.h"
 
-/* Sets up fsdp's units sliced over `shard` (the slices, the gathers and the reduce-scatters;
- * r->comm for fsdp). With `replica` (NULL: none) each reduce-scatter's output is then
- * all-reduced over it. Takes both communicators: those other than r->comm are destroyed at
- * teardown (or here when setup fails). */
-fb_status fb_fsdp_setup_groups(fb_rank *r, fb_comm *shard, fb_comm *replica);
+/* Sets up fsdp's units sliced over the shard group of the strategy's mesh (mesh.h: --mesh,
+ * else 1 x W = r->comm for fsdp; with `node_default`, hsdp's default of a node per shard
+ * group); each reduce-scatter's output is then all-reduced over the replica group. */
+fb_status fb_fsdp_setup_mesh(fb_rank *r, bool node_default);
 void fb_fsdp_teardown(fb_rank *r);
 fb_status fb_fsdp_pre_forward(fb_rank *r, int unit);
 fb_status fb_fsdp_post_forward(fb_rank *r, int unit);

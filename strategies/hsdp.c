@@ -4,57 +4,29 @@
  * (across nodes). Units are sliced fsdp-style over the shard group: all-gather before a unit's
  * forward and backward, reduce-scatter of its gradient after the backward; the reduced slice is
  * then all-reduced over the replica group (the same slice on every replica). Everything else is
- * fsdp's state machine (fsdp.c, fb_fsdp_setup_groups): prefetch, reshard, accumulation modes,
+ * fsdp's state machine (fsdp.c, fb_fsdp_setup_mesh): prefetch, reshard, accumulation modes,
  * mixed precision, the rate limiter and FSDP1's host work. With REPLICA = 1 it is fsdp, call for
  * call: --mesh 1xW ends bitwise equal to fsdp.
  *
  * The mesh: --mesh REPLICAxSHARD; without it SHARD = devices per node on sim when the world
  * is a multiple of a node larger than one (the profile's devices_per_node > 1), else SHARD =
- * world (REPLICA 1). Groups come from fb_comm_split_strided: on sim the shard group is costed
- * inside a node (NVLink) and the replica all-reduce across nodes (one NIC per member).
+ * world (REPLICA 1). The groups are the mesh's (strategies/mesh.h, engine/comm fb_comm_mesh):
+ * on sim the shard group is costed inside a node (NVLink) and the replica all-reduce across
+ * nodes (one NIC per member); the ledger counts them intra- and inter-node.
  *
- * Sums: a gradient element is summed over the shard group in rank order, then over the
- * replicas: on 2x2, (g0 + g1) + (g2 + g3), where single accumulates ((g0 + g1) + g2) + g3 -
- * the same terms in another association, so a 2x2 run agrees with single within rounding
- * (1e-6 relative), not bitwise. The exact norm's bins are all-reduced over the shard group
- * only: its slices partition every unit once and every replica holds the same reduced slices,
+ * Sums: on nccl, mpi and sim a gradient element is summed over the shard group, then over the
+ * replicas. The local communicator sums both stages at once in world rank order
+ * (exact_mesh), so a 2x2 run ends bitwise equal to single, as a flat one does. The exact
+ * norm's bins are all-reduced over the shard group only: its slices partition every unit once and every replica holds the same reduced slices,
  * so each gradient element is counted once.
  * Memory per rank: parameters, gradients and AdamW state of 1/SHARD of every unit, padded to a
  * multiple of SHARD: 16 B x sum_u ceil(L(u)/SHARD) (~16P/SHARD), plus fsdp's transients (the
  * gathered units in flight and one unsharded gradient). REPLICA does not change it.
  * It does not model FSDP2's per-parameter (DTensor) layout, a separate stream for the replica
  * all-reduce, or HSDP's _HYBRID_SHARD_ZERO2. */
-#include "../engine/sim/hardware.h"
 #include "fsdp.h"
 
-/* --mesh, or the default above. */
-static fb_status mesh_of(const fb_rank *r, int *replica, int *shard) {
-  FB_TRY(fb_config_mesh(r->cfg, r->world, replica, shard));
-  if (*replica > 0) return FB_OK;
-  const int node = r->dev->simulated && r->dev->hw ? r->dev->hw->devices_per_node : 0;
-  *shard = node > 1 && r->world > node && r->world % node == 0 ? node : r->world;
-  *replica = r->world / *shard;
-  return FB_OK;
-}
-
-/* Shard groups of SHARD consecutive ranks, replica groups of REPLICA ranks SHARD apart; an
- * axis spanning the world is r->comm itself, a replica axis of 1 none. */
-static fb_status hsdp_setup(fb_rank *r) {
-  int R, S;
-  FB_TRY(mesh_of(r, &R, &S));
-  /* a split is collective over r->comm: nothing of it may be in flight */
-  FB_TRY(fb_stream_sync(r->dev, r->commst));
-  fb_comm *shard = r->comm, *replica = NULL;
-  if (S < r->world) FB_TRY(fb_comm_split_strided(r->comm, S, 1, &shard));
-  fb_status st = FB_OK;
-  if (R == r->world) replica = r->comm;
-  else if (R > 1) st = fb_comm_split_strided(r->comm, R, S, &replica);
-  if (st != FB_OK) {
-    if (shard != r->comm) fb_comm_destroy(shard);
-    return st;
-  }
-  return fb_fsdp_setup_groups(r, shard, replica);
-}
+static fb_status hsdp_setup(fb_rank *r) { return fb_fsdp_setup_mesh(r, true); }
 
 const fb_strategy fb_strategy_hsdp = {
     .name = "hsdp",
@@ -73,6 +45,7 @@ const fb_strategy fb_strategy_hsdp = {
     .tunes_reshard = true,
     .accum_modes = 1u << FB_ACCUM_NO_RESHARD | 1u << FB_ACCUM_NO_REDUCE,
     .shards_all = false, /* 1/SHARD per rank, 1/W only when REPLICA = 1 */
+    .mesh = true,
     .state_ranges = fb_fsdp_state_ranges,
     .memory = "16P/SHARD (flat units padded to a multiple of SHARD) + gathered units in flight",
 };

@@ -59,6 +59,17 @@ fb_status fb_run_config_finalize(fb_run_config *c) {
   if (!s)
     return FB_ERR(FB_EUSAGE, "--strategy: unknown strategy '%s' (allowed: %s)", c->strategy,
                   fb_strategy_names());
+  if (c->mesh[0] && !s->mesh) {
+    char with[256] = "";
+    size_t o = 0;
+    for (int i = 0; fb_strategy_at(i) && o < sizeof with; i++)
+      if (fb_strategy_at(i)->mesh)
+        o += (size_t)snprintf(with + o, sizeof with - o, "%s%s", o ? ", " : "",
+                              fb_strategy_at(i)->name);
+    return FB_ERR(FB_EUSAGE, "--mesh: '%s' is not allowed with --strategy %s (want no --mesh, or "
+                  "one of: %s%s)", c->mesh, c->strategy, with,
+                  !strcmp(c->strategy, "fsdp") ? "; fsdp on a mesh is --strategy hsdp" : "");
+  }
   if (s->one_rank && c->world > 1)
     return FB_ERR(FB_EUSAGE,
                   "--world: %d is not allowed with --strategy %s (want 1, or 0 = auto)",

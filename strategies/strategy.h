@@ -83,6 +83,9 @@ typedef struct fb_strategy {
   bool tunes_prefetch;       /* honours --prefetch-forward / --prefetch-backward */
   bool tunes_reshard;        /* honours --reshard-after-forward */
   bool shards_all;           /* parameters, gradients and optimizer state are all 1/W per rank */
+  bool mesh;                 /* honours --mesh REPLICAxSHARD (strategies/mesh.h): its state
+                                sharded over SHARD consecutive ranks, replicated REPLICA times;
+                                gradients reduced in the shard group, then across replicas */
   unsigned accum_modes;      /* --accum modes beyond reduce that change what it does, as
                                 bits (1u << FB_ACCUM_...); the others are refused in setup */
   const char *memory;        /* persistent bytes per rank, P parameters, W ranks (README) */

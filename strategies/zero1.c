@@ -51,6 +51,7 @@ const fb_strategy fb_strategy_zero1 = {
     .accum_modes = 1u << FB_ACCUM_NO_REDUCE, /* DeepSpeed stage 1: reduce at the boundary */
     .memory = "4P + 16P/W: params 4P replicated; fp32 master + grad shard + AdamW 16P/W; "
               "+ full grads 4P during backward",
+    .mesh = true,
     .state_ranges = fb_zero_state_ranges,
     .state_loaded = fb_zero_state_loaded,
 };

@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 
+#include "mesh.h"
 #include "state_ranges.h"
 
 /* dst (pdt, n elements) = the init values of unit u's flat range [0, n), zeros past its end:
@@ -26,8 +27,14 @@ static fb_status materialize_pdt(fb_rank *r, int u, int64_t n, void *dst) {
   return st;
 }
 
+/* r as a member of its shard group (mesh.h): r itself without --mesh. */
+static fb_rank shard_view(const fb_rank *r) {
+  return fb_mesh_view(r, &((const fb_zero_state *)r->st)->mesh);
+}
+
 static fb_status zunit_init(fb_rank *r, int u, fb_zunit *x) {
-  FB_TRY(fb_slice_init(r, u, &x->sl));
+  fb_rank v = shard_view(r);
+  FB_TRY(fb_slice_init(&v, u, &x->sl));
   const fb_mem_cat cat = r->pdt == FB_F32 ? FB_MEM_PARAM_SHARD : FB_MEM_PARAM_FULL;
   FB_TRY(fb_alloc(r->dev, (size_t)x->sl.padded * fb_psz(r), cat, "params.replica", &x->full));
   FB_TRY(materialize_pdt(r, u, x->sl.padded, x->full.ptr));
@@ -49,6 +56,7 @@ void fb_zero_teardown(fb_rank *r) {
       if (evs[e]) r->dev->ops->event_destroy(r->dev, evs[e]);
   }
   free(s->u);
+  fb_mesh_close(&s->mesh);
   free(s);
   r->st = NULL;
 }
@@ -58,9 +66,11 @@ fb_status fb_zero_setup(fb_rank *r) {
   if (!s) return FB_ERR(FB_ENOMEM, "out of host memory (%s state)", r->strategy->name);
   r->st = s;
   s->fold_next = -1;
-  s->u = calloc((size_t)r->model->nunits, sizeof *s->u);
-  fb_status st = s->u ? FB_OK : FB_ERR(FB_ENOMEM, "out of host memory (%s units)",
-                                        r->strategy->name);
+  s->mesh = (fb_comm_mesh){.world = r->comm, .shard = r->comm};
+  fb_status st = fb_mesh_open(r, false, &s->mesh);
+  s->u = st == FB_OK ? calloc((size_t)r->model->nunits, sizeof *s->u) : NULL;
+  if (st == FB_OK && !s->u)
+    st = FB_ERR(FB_ENOMEM, "out of host memory (%s units)", r->strategy->name);
   for (int i = 0; st == FB_OK && i < r->model->nunits; i++) st = zunit_init(r, i, &s->u[i]);
   if (st != FB_OK) fb_zero_teardown(r);
   return st;
@@ -129,7 +139,8 @@ fb_status fb_zero_reduce(fb_rank *r, int u) {
   }
   FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute)); /* the gradient is complete */
   FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
-  FB_TRY(fb_reduce_scatter(r->comm, r->commst, u, send, dst, (size_t)x->sl.shard, r->rdt));
+  FB_TRY(fb_reduce_scatter_mesh(&s->mesh, r->commst, u, send, dst, (size_t)x->sl.shard, r->rdt));
+  FB_TRY(fb_all_reduce_replicas(&s->mesh, r->commst, u, dst, (size_t)x->sl.shard, r->rdt));
   FB_TRY(fb_event_record(r->dev, x->ev_rs, r->commst));
   x->rs_pending = true;
   x->acc_pending = !direct;
@@ -146,8 +157,9 @@ fb_status fb_zero_reduce(fb_rank *r, int u) {
  * done with them. Under mixed precision the slice is sent in the compute dtype: cast first,
  * or, with `update`, the step's update of the slice writes that copy itself (adamw_cast). */
 static fb_status zero_gather(fb_rank *r, int u, fb_zunit *x, bool update) {
+  const fb_comm_mesh *mesh = &((fb_zero_state *)r->st)->mesh;
   void *send = x->sl.p.ptr;
-  const int64_t start = (int64_t)r->rank * x->sl.shard;
+  const int64_t start = (int64_t)mesh->shard->rank * x->sl.shard;
   if (r->pdt != FB_F32) {
     FB_TRY(fb_alloc(r->dev, (size_t)x->sl.shard * fb_psz(r), FB_MEM_COMM, "params.cast",
                     &x->p_cast));
@@ -160,7 +172,8 @@ static fb_status zero_gather(fb_rank *r, int u, fb_zunit *x, bool update) {
     FB_TRY(fb_to_pdt(r, u, x->p_cast.ptr, x->sl.p.ptr, x->sl.shard));
   FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute));
   FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
-  FB_TRY(fb_all_gather(r->comm, r->commst, u, send, x->full.ptr, (size_t)x->sl.shard, r->pdt));
+  FB_TRY(fb_all_gather(mesh->shard, r->commst, u, send, x->full.ptr, (size_t)x->sl.shard,
+                       r->pdt));
   FB_TRY(fb_event_record(r->dev, x->ev_gather, r->commst));
   fb_free(r->dev, &x->p_cast, r->commst);
   x->gathering = true;
@@ -173,14 +186,20 @@ fb_status fb_zero_step(fb_rank *r) {
   fb_zero_state *s = r->st;
   FB_TRY(fb_zero_fold_all(r));
   /* the shards need no zeroing: the next step's first reductions overwrite them */
-  FB_TRY(fb_slices_norm(r, zero_slice));
+  fb_rank v = shard_view(r); /* the bins over the shard group: every replica holds the same */
+  FB_TRY(fb_slices_norm(&v, zero_slice));
+  r->grad_norm = v.grad_norm;
+  r->clip_coef = v.clip_coef;
   for (int i = 0; i < r->model->nunits; i++) FB_TRY(zero_gather(r, i, &s->u[i], true));
   return FB_OK;
 }
 
 fb_status fb_zero_state_ranges(fb_rank *r, bool save, fb_state_range **out, int *n) {
-  (void)save; /* slices are disjoint: the same ranges save and load */
-  return fb_ranges_slices(r, zero_slice, out, n);
+  /* slices are disjoint in a shard group: the same ranges save (the first replica's) and load */
+  *out = NULL, *n = 0;
+  if (save && !fb_mesh_saves(&((fb_zero_state *)r->st)->mesh)) return FB_OK;
+  fb_rank v = shard_view(r);
+  return fb_ranges_slices(&v, zero_slice, out, n);
 }
 
 /* After a checkpoint load: the replicas from the loaded slices, as after a step. */
@@ -194,6 +213,6 @@ fb_status fb_zero_state_loaded(fb_rank *r) {
 
 /* The fp32 masters, gathered into a temporary (the full parameters may be bf16). */
 fb_status fb_zero_read_params(fb_rank *r, int u, float *host) {
-  const fb_slice *sl = &((fb_zero_state *)r->st)->u[u].sl;
-  return fb_slice_read(r, r->comm, sl, r->model->units[u].numel, host);
+  const fb_zero_state *s = r->st;
+  return fb_slice_read(r, s->mesh.shard, &s->u[u].sl, r->model->units[u].numel, host);
 }

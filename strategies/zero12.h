@@ -11,7 +11,10 @@
  * full gradient (FB_MEM_GRAD_FULL) lives from the unit's pre-backward to its reduce-scatter,
  * which the strategy issues (fb_zero_reduce) when it chooses. The step folds the reductions,
  * takes the exact norm over the shards, updates the slices and all-gathers each into every
- * rank's full parameters; a unit's next use waits for its gather. r->st is an fb_zero_state. */
+ * rank's full parameters; a unit's next use waits for its gather. r->st is an fb_zero_state.
+ * On a mesh (--mesh RxS, mesh.h) the slices are 1/S of the shard group's, the reduce-scatter
+ * runs in the shard group and its output is all-reduced across the replicas, the step's
+ * all-gather stays in the shard group. */
 typedef struct fb_zunit {
   fb_slice sl;
   fb_buf full;                   /* replicated parameters (pdt, padded) */
@@ -23,6 +26,7 @@ typedef struct fb_zunit {
 
 typedef struct fb_zero_state {
   fb_zunit *u;   /* [nunits] */
+  fb_comm_mesh mesh; /* --mesh: slices over its shard group, reductions then across replicas */
   int fold_next; /* unit whose reduction output is folded at the next reduction, -1 none */
 } fb_zero_state;
 

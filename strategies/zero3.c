@@ -6,12 +6,16 @@
  * reduced (summed in rank order) to its owner; each owner updates only its tensors.
  * Forward / backward prefetch, reshard_after_forward, max_inflight and the three accumulation
  * modes behave as in `fsdp`. Alignment gaps stay zero in the full buffers.
+ * On a mesh (--mesh RxS, MiCS): tensors are owned within each shard group of S consecutive
+ * ranks (the partition over S), broadcasts stay in the group, a tensor's gradient is reduced
+ * to its owner in the group and the owned tensors are then all-reduced across the replicas.
  * What it does not do: split a tensor across ranks (that is `fsdp`). */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
+#include "mesh.h"
 #include "state_ranges.h"
 #include "unit_gather.h"
 #include "zero3_partition.h"
@@ -65,9 +69,14 @@ typedef struct z3_state {
   z3_unit *u;
   int *owner;       /* [nparams] rank owning each tensor */
   int64_t *packed;  /* [nparams] offset of an owned tensor inside its unit's packed buffers */
-  int64_t *load;    /* [world] */
+  int64_t *load;    /* [shard group size] */
   fb_gather g;      /* the units' gathers (unit_gather.h) */
+  fb_comm_mesh mesh; /* --mesh: tensors owned within its shard group, reduced ones then
+                        all-reduced across the replicas; r->comm without it */
 } z3_state;
+
+/* This rank's place in the group that owns the tensors (the world without --mesh). */
+static int me(const z3_state *s) { return s->mesh.shard->rank; }
 
 static const fb_gather_ops gather_ops; /* the gather hooks, below */
 
@@ -92,6 +101,7 @@ static void z3_teardown(fb_rank *r) {
   free(s->owner);
   free(s->packed);
   free(s->load);
+  fb_mesh_close(&s->mesh);
   free(s);
   r->st = NULL;
 }
@@ -102,7 +112,7 @@ static fb_status materialize_owned(fb_rank *r, int i) {
   const fb_unit *un = &r->model->units[i];
   z3_unit *x = &s->u[i];
   for (int p = un->first; p < un->first + un->count; p++) {
-    if (s->owner[p] != r->rank) continue;
+    if (s->owner[p] != me(s)) continue;
     const fb_param *pp = &r->model->params[p];
     FB_TRY(fb_materialize_range(r, i, pp->offset, pp->numel, (float *)x->p_own.ptr + s->packed[p]));
   }
@@ -114,25 +124,28 @@ static fb_status z3_setup(fb_rank *r) {
   z3_state *s = calloc(1, sizeof *s);
   if (!s) return FB_ERR(FB_ENOMEM, "out of host memory (zero3 state)");
   r->st = s;
-  fb_status st = FB_OK;
+  s->mesh = (fb_comm_mesh){.world = r->comm, .shard = r->comm};
+  fb_status st = fb_mesh_open(r, false, &s->mesh);
+  if (st != FB_OK) goto fail;
+  const int group = s->mesh.shard->world;
   s->u = calloc((size_t)m->nunits, sizeof *s->u);
   s->owner = calloc((size_t)(m->nparams > 0 ? m->nparams : 1), sizeof *s->owner);
   s->packed = calloc((size_t)(m->nparams > 0 ? m->nparams : 1), sizeof *s->packed);
-  s->load = calloc((size_t)r->world, sizeof *s->load);
+  s->load = calloc((size_t)group, sizeof *s->load);
   if (!s->u || !s->owner || !s->packed || !s->load) {
     st = FB_ERR(FB_ENOMEM, "out of host memory (zero3 partition)");
     goto fail;
   }
   FB_CHECK_GOTO(st, fb_gather_init(&s->g, r, &gather_ops), fail);
-  fb_zero3_partition(m, r->world, s->owner, s->load);
-  r->zero3_imbalance = fb_zero3_imbalance(s->load, r->world);
+  fb_zero3_partition(m, group, s->owner, s->load);
+  r->zero3_imbalance = fb_zero3_imbalance(s->load, group);
 
   for (int i = 0; i < m->nunits; i++) {
     z3_unit *x = &s->u[i];
     const fb_unit *un = &m->units[i];
     for (int p = un->first; p < un->first + un->count; p++) {
       s->packed[p] = -1;
-      if (s->owner[p] != r->rank) continue;
+      if (s->owner[p] != me(s)) continue;
       s->packed[p] = x->owned;
       x->owned += m->params[p].numel;
     }
@@ -183,7 +196,7 @@ static fb_status issue_gather(fb_rank *r, int i, fb_event *done) {
     if (p < un->first + un->count) end = next + r->model->params[p].numel;
   }
   for (int p = un->first; p < un->first + un->count; p++) {
-    if (s->owner[p] != r->rank) continue;
+    if (s->owner[p] != me(s)) continue;
     const fb_param *pp = &r->model->params[p];
     const float *own = (float *)x->p_own.ptr + s->packed[p];
     if (r->pdt == FB_F32)
@@ -192,14 +205,14 @@ static fb_status issue_gather(fb_rank *r, int i, fb_event *done) {
       FB_TRY(fb_k_cast(&k, full + pp->offset * ps, r->pdt, own, FB_F32, (size_t)pp->numel));
   }
   /* one launch for the unit's per-tensor broadcasts (ncclGroupStart/End on nccl) */
-  FB_TRY(fb_comm_group_start(r->comm));
+  FB_TRY(fb_comm_group_start(s->mesh.shard));
   fb_status st = FB_OK;
   for (int p = un->first; p < un->first + un->count && st == FB_OK; p++) {
     const fb_param *pp = &r->model->params[p];
-    st = fb_broadcast(r->comm, r->commst, i, full + pp->offset * ps, (size_t)pp->numel, r->pdt,
-                      s->owner[p]);
+    st = fb_broadcast(s->mesh.shard, r->commst, i, full + pp->offset * ps, (size_t)pp->numel,
+                      r->pdt, s->owner[p]);
   }
-  fb_status ge = fb_comm_group_end(r->comm);
+  fb_status ge = fb_comm_group_end(s->mesh.shard);
   FB_TRY(st != FB_OK ? st : ge);
   return fb_event_record(r->dev, done, r->commst);
 }
@@ -293,18 +306,22 @@ static fb_status z3_post_backward(fb_rank *r, int i) {
   FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute));
   FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
   char *g = send;
-  FB_TRY(fb_comm_group_start(r->comm)); /* the unit's per-tensor reduces: one launch */
+  FB_TRY(fb_comm_group_start(s->mesh.shard)); /* the unit's per-tensor reduces: one launch */
   fb_status st = FB_OK;
   for (int p = un->first; p < un->first + un->count && st == FB_OK; p++) {
     const fb_param *pp = &r->model->params[p];
     const int root = s->owner[p];
     /* non-owners' recv is ignored by reduce: they pass their own send buffer */
-    char *recv = root == r->rank ? acc + s->packed[p] * rs : g + pp->offset * rs;
-    st = fb_reduce(r->comm, r->commst, i, g + pp->offset * rs, recv, (size_t)pp->numel, r->rdt,
-                   root);
+    char *recv = root == me(s) ? acc + s->packed[p] * rs : g + pp->offset * rs;
+    st = fb_reduce_mesh(&s->mesh, r->commst, i, g + pp->offset * rs, recv, (size_t)pp->numel,
+                        r->rdt, root);
   }
-  fb_status ge = fb_comm_group_end(r->comm);
+  fb_status ge = fb_comm_group_end(s->mesh.shard);
   FB_TRY(st != FB_OK ? st : ge);
+  /* on a mesh: the owned tensors (packed) summed across the replicas, one all-reduce; the
+   * replica group's members own the same tensors */
+  if (x->owned > 0)
+    FB_TRY(fb_all_reduce_replicas(&s->mesh, r->commst, i, acc, (size_t)x->owned, r->rdt));
   FB_TRY(fb_event_record(r->dev, x->ev_red, r->commst));
   x->red_pending = true;
   x->acc_pending = !direct && x->owned > 0;
@@ -322,15 +339,18 @@ static fb_status z3_step(fb_rank *r) {
   z3_state *s = r->st;
   const fb_model *m = r->model;
   FB_TRY(fold_pending(r));
-  FB_TRY(fb_norm_begin(r));
+  fb_rank v = fb_mesh_view(r, &s->mesh); /* bins over the shard group: replicas hold the same */
+  FB_TRY(fb_norm_begin(&v));
   for (int i = 0; i < m->nunits; i++)
-    if (s->u[i].owned > 0) FB_TRY(fb_norm_add(r, s->u[i].g_own.ptr, s->u[i].owned));
-  FB_TRY(fb_norm_finish(r, true));
+    if (s->u[i].owned > 0) FB_TRY(fb_norm_add(&v, s->u[i].g_own.ptr, s->u[i].owned));
+  FB_TRY(fb_norm_finish(&v, true));
+  r->grad_norm = v.grad_norm;
+  r->clip_coef = v.clip_coef;
   for (int i = 0; i < m->nunits; i++) {
     z3_unit *x = &s->u[i];
     const fb_unit *un = &m->units[i];
     for (int p = un->first; p < un->first + un->count; p++) {
-      if (s->owner[p] != r->rank) continue;
+      if (s->owner[p] != me(s)) continue;
       const fb_param *pp = &m->params[p];
       const int64_t q = s->packed[p];
       FB_TRY(fb_optim_update(r, i, pp->offset, pp->numel, (float *)x->p_own.ptr + q,
@@ -352,14 +372,14 @@ static fb_status z3_read_params(fb_rank *r, int i, float *host) {
   float *f = full.ptr;
   if (st == FB_OK) st = fb_memset0(r->dev, r->commst, f, full.bytes);
   for (int p = un->first; p < un->first + un->count && st == FB_OK; p++) {
-    if (s->owner[p] != r->rank) continue;
+    if (s->owner[p] != me(s)) continue;
     const fb_param *pp = &r->model->params[p];
     st = fb_copy_d2d(r->dev, r->commst, f + pp->offset, (float *)x->p_own.ptr + s->packed[p],
                      (size_t)pp->numel * 4);
   }
   for (int p = un->first; p < un->first + un->count && st == FB_OK; p++) {
     const fb_param *pp = &r->model->params[p];
-    st = fb_comm_unrecorded(r->comm, r->commst, FB_COLL_BROADCAST, f + pp->offset,
+    st = fb_comm_unrecorded(s->mesh.shard, r->commst, FB_COLL_BROADCAST, f + pp->offset,
                             f + pp->offset, (size_t)pp->numel, FB_F32, s->owner[p]);
   }
   if (st == FB_OK) st = fb_stream_sync(r->dev, r->commst);
@@ -368,14 +388,15 @@ static fb_status z3_read_params(fb_rank *r, int i, float *host) {
   return st;
 }
 
-/* Every owned tensor, whole, from the packed buffers (owners are disjoint: save = load). */
+/* Every owned tensor, whole, from the packed buffers (owners are disjoint in a shard group:
+ * save = load; on a mesh the first replica saves). */
 static fb_status zero3_ranges(fb_rank *r, bool save, fb_state_range **out, int *n) {
-  (void)save;
   z3_state *s = r->st;
   int cap = 0;
   *out = NULL, *n = 0;
+  if (save && !fb_mesh_saves(&s->mesh)) return FB_OK;
   for (int p = 0; p < r->model->nparams; p++) {
-    if (s->owner[p] != r->rank) continue;
+    if (s->owner[p] != me(s)) continue;
     const fb_param *pp = &r->model->params[p];
     z3_unit *x = &s->u[pp->unit];
     fb_status st = fb_ranges_push(out, n, &cap, pp->unit, pp->offset, pp->numel,
@@ -404,6 +425,7 @@ const fb_strategy fb_strategy_zero3 = {
     .host = NULL,
     .accum_modes = 1u << FB_ACCUM_NO_RESHARD | 1u << FB_ACCUM_NO_REDUCE,
     .shards_all = true,
+    .mesh = true,
     .state_ranges = zero3_ranges,
     .memory = "16P/W (whole tensors per owner: up to the imbalance x 16P/W)",
 };

@@ -288,6 +288,25 @@ static void test_sim(void) {
   CHECK(shard && shard->rank == 1 && shard->world == 8 && shard->stride == 1, "sim shard group");
   CHECK(rep && rep->rank == 1 && rep->world == 8 && rep->stride == 8, "sim replica group");
   CHECK(fb_comm_split_strided(c, 5, 1, &bad) != FB_OK && !bad, "64 ranks split into 5s accepted");
+  /* placement: not placed, one node; placed 8 per node, the world spans 8 nodes, rank 9's
+   * shard group (ranks 8..15) one node, its replica group (1, 9, ..., 57) 8 nodes */
+  CHECK(c->nodes <= 1 && shard->nodes <= 1, "an unplaced communicator sits on one node");
+  fb_comm *shard8 = NULL, *rep8 = NULL, *half = NULL;
+  fb_comm_place(c, 0, 8);
+  CHECK(c->nodes == 8, "64 ranks, 8 per node: %d nodes", c->nodes);
+  CHECK_OK(fb_comm_split_strided(c, 8, 1, &shard8));
+  CHECK_OK(fb_comm_split_strided(c, 8, 8, &rep8));
+  CHECK_OK(fb_comm_split_strided(c, 8, 2, &half)); /* 1, 3, ..., 15: two nodes */
+  CHECK(shard8 && shard8->first == 8 && shard8->nodes == 1, "shard group: first %d, %d nodes",
+        shard8 ? shard8->first : -1, shard8 ? shard8->nodes : -1);
+  CHECK(rep8 && rep8->first == 1 && rep8->nodes == 8, "replica group: first %d, %d nodes",
+        rep8 ? rep8->first : -1, rep8 ? rep8->nodes : -1);
+  CHECK(half && half->first == 1 && half->nodes == 2 && half->stride == 2,
+        "every other rank of 16: first %d, %d nodes", half ? half->first : -1,
+        half ? half->nodes : -1);
+  fb_comm_destroy(half);
+  fb_comm_destroy(rep8);
+  fb_comm_destroy(shard8);
   const double S = 256.0 * (1 << 20);
   fb_op_cost in = {.kind = FB_OP_COLL, .coll = FB_COLL_ALL_REDUCE, .count = (int64_t)S / 4,
                    .dtype = FB_F32, .world = 8, .stride = 1};

@@ -3,6 +3,7 @@
  * the calling thread, poisoned streams, timing marks, the registry and collective byte counts.
  * It does not test kernels (test_ops_*) or communicators (test_comm_local). */
 #define _GNU_SOURCE
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -317,6 +318,17 @@ static void test_registry(void) {
   CHECK(fb_coll_wire_bytes(FB_COLL_BROADCAST, 100, FB_F32, 4) == 300, "bc wire");
   CHECK(fb_coll_wire_bytes(FB_COLL_ALL_REDUCE, 100, FB_F32, 1) == 0, "world 1");
   CHECK(fb_coll_wire_bytes(FB_COLL_BARRIER, 100, FB_F32, 8) == 0, "barrier wire");
+  /* the intra-/inter-node split: (nodes - 1) of the world - 1 hops cross nodes */
+  double ia, ie;
+  fb_coll_wire_split(FB_COLL_ALL_GATHER, 10, FB_F32, 4, 1, &ia, &ie);
+  CHECK(ia == 120 && ie == 0, "one node: all intra (%g, %g)", ia, ie);
+  fb_coll_wire_split(FB_COLL_ALL_REDUCE, 100, FB_F32, 4, 4, &ia, &ie);
+  CHECK(ia == 0 && ie == 600, "a node each: all inter (%g, %g)", ia, ie);
+  fb_coll_wire_split(FB_COLL_REDUCE_SCATTER, 8, FB_F32, 64, 8, &ia, &ie);
+  CHECK(fabs(ie - 7.0 / 64 * 8 * 4 * 64) < 1e-9 && fabs(ia + ie - 63.0 * 8 * 4) < 1e-9,
+        "64 ranks on 8 nodes: inter (nodes-1)/W of the buffer (%g, %g)", ia, ie);
+  fb_coll_wire_split(FB_COLL_BROADCAST, 100, FB_F32, 1, 1, &ia, &ie);
+  CHECK(ia == 0 && ie == 0, "world 1 sends nothing");
 }
 
 int main(void) {

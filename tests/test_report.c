@@ -227,7 +227,8 @@ static void test_measured(void) {
   CHECK(file_first_line(sub, "memory.csv",
                         "rank,category,peak_bytes,at_peak_bytes,final_bytes"), "memory.csv");
   CHECK(file_first_line(sub, "ledger.csv", "rank,coll,bytes_per_step,wire_bytes_per_step,"
-                                           "time_ms_per_step,psi_ratio"), "ledger.csv");
+                                           "time_ms_per_step,psi_ratio,intra_node_wire_bytes_per_step,"
+                                           "inter_node_wire_bytes_per_step"), "ledger.csv");
   char path[1024];
   snprintf(path, sizeof path, "%s/report.json", sub);
   struct stat sb;

@@ -8,6 +8,7 @@
 
 #include "../backends/registry.h"
 #include "../device/recorder.h"
+#include "comm_record.h"
 #include "comm_staged.h"
 
 extern const fb_comm_ops fb_local_comm_ops;
@@ -43,7 +44,19 @@ void fb_comm_destroy(fb_comm *c) {
   c->ops->destroy(c);
 }
 
-static fb_status split(fb_comm *c, int color, int key, int size, int stride, fb_comm **out) {
+void fb_comm_place(fb_comm *c, int first, int node_ranks) {
+  c->first = first;
+  c->node_ranks = node_ranks;
+  const int st = c->stride > 1 ? c->stride : 1;
+  int nodes = 1;
+  for (int i = 1; node_ranks > 0 && i < c->world; i++) /* members ascend: count node changes */
+    nodes += (first + i * st) / node_ranks != (first + (i - 1) * st) / node_ranks;
+  c->nodes = nodes;
+}
+
+/* `base`: c's rank of the group's member 0 (a strided split), -1 when not known (colors). */
+static fb_status split(fb_comm *c, int color, int key, int size, int stride, int base,
+                       fb_comm **out) {
   if (!c->ops->split)
     return FB_ERR(FB_EUNSUPPORTED, "rank %d: the %s communicator cannot be split", c->rank,
                   c->ops->name);
@@ -55,7 +68,15 @@ static fb_status split(fb_comm *c, int color, int key, int size, int stride, fb_
     return FB_ERR(FB_EINTERNAL, "rank %d: split: the group of color %d has %d ranks, expected %d",
                   c->rank, color, s->world, size);
   }
-  s->stride = (c->stride > 1 ? c->stride : 1) * stride;
+  const int parent = c->stride > 1 ? c->stride : 1;
+  s->stride = parent * stride;
+  if (base >= 0) {
+    fb_comm_place(s, c->first + base * parent, c->node_ranks);
+  } else {
+    s->first = c->first;
+    s->node_ranks = c->node_ranks;
+    s->nodes = c->nodes;
+  }
   return FB_OK;
 }
 
@@ -64,7 +85,7 @@ fb_status fb_comm_split(fb_comm *c, int color, int key, fb_comm **out) {
   if (!c) return FB_ERR(FB_EINTERNAL, "split: communicator is NULL");
   if (color < 0)
     return FB_ERR(FB_EINTERNAL, "rank %d: split: color %d is negative (want >= 0)", c->rank, color);
-  return split(c, color, key, 0, 1, out);
+  return split(c, color, key, 0, 1, -1, out);
 }
 
 fb_status fb_comm_split_strided(fb_comm *c, int size, int stride, fb_comm **out) {
@@ -76,7 +97,7 @@ fb_status fb_comm_split_strided(fb_comm *c, int size, int stride, fb_comm **out)
                   stride);
   const int block = size * stride;
   const int color = c->rank / block * block + c->rank % stride;
-  return split(c, color, c->rank / stride % size, size, stride, out);
+  return split(c, color, c->rank / stride % size, size, stride, color, out);
 }
 
 static bool dtype_ok(fb_dtype t) {
@@ -121,44 +142,58 @@ static fb_status issue(fb_comm *c, fb_stream *s, const coll_call *a) {
   return c->staged ? fb_comm_issue_staged(c, s, a) : c->ops->issue(c, s, a);
 }
 
-static fb_status recorded(fb_comm *c, fb_stream *s, int unit, const coll_call *a) {
-  fb_device *dev = c->dev;
+fb_status fb_comm_record(fb_comm *on, fb_comm *as, fb_stream *s, int unit, const coll_call *a) {
+  fb_device *dev = as->dev;
   const fb_op_cost cost = {
       .kind = FB_OP_COLL,
       .name = fb_coll_name(a->op),
       .coll = a->op,
       .count = (int64_t)a->count,
       .dtype = a->t,
-      .world = c->world,
-      .stride = c->stride,
-      .bytes = fb_coll_bytes(a->op, (int64_t)a->count, a->t, c->world),
+      .world = as->world,
+      .stride = as->stride,
+      .nodes = as->nodes,
+      .bytes = fb_coll_bytes(a->op, (int64_t)a->count, a->t, as->world),
   };
   uint64_t t0 = dev->ops->mark(dev, s);
-  FB_TRY(issue(c, s, a));
+  if (on) FB_TRY(issue(on, s, a));
   if (dev->ops->account) dev->ops->account(dev, s, &cost);
   uint64_t t1 = dev->ops->mark(dev, s);
   if (dev->rec) fb_recorder_op(dev->rec, s, &cost, unit, t0, t1);
   return FB_OK;
 }
 
+static fb_status recorded(fb_comm *c, fb_stream *s, int unit, const coll_call *a) {
+  return fb_comm_record(c, c, s, unit, a);
+}
+
+fb_status fb_comm_check_call(const fb_comm *c, const fb_stream *s, const coll_call *a) {
+  const bool root_only = a->op == FB_COLL_REDUCE;
+  FB_TRY(check_args(c, s, a->op, a->send, a->op != FB_COLL_BARRIER, a->recv,
+                    a->op != FB_COLL_BARRIER && (!root_only || c->rank == a->root), a->count,
+                    a->t));
+  if (a->op == FB_COLL_BROADCAST || a->op == FB_COLL_REDUCE) FB_TRY(check_root(c, a->op, a->root));
+  return FB_OK;
+}
+
 fb_status fb_all_gather(fb_comm *c, fb_stream *s, int unit, const void *send, void *recv,
                         size_t count, fb_dtype t) {
   FB_TRY(check_args(c, s, FB_COLL_ALL_GATHER, send, true, recv, true, count, t));
-  const coll_call a = {FB_COLL_ALL_GATHER, send, recv, count, t, 0};
+  const coll_call a = {FB_COLL_ALL_GATHER, send, recv, count, t, 0, 0};
   return recorded(c, s, unit, &a);
 }
 
 fb_status fb_reduce_scatter(fb_comm *c, fb_stream *s, int unit, const void *send, void *recv,
                             size_t count, fb_dtype t) {
   FB_TRY(check_args(c, s, FB_COLL_REDUCE_SCATTER, send, true, recv, true, count, t));
-  const coll_call a = {FB_COLL_REDUCE_SCATTER, send, recv, count, t, 0};
+  const coll_call a = {FB_COLL_REDUCE_SCATTER, send, recv, count, t, 0, 0};
   return recorded(c, s, unit, &a);
 }
 
 fb_status fb_all_reduce(fb_comm *c, fb_stream *s, int unit, const void *send, void *recv,
                         size_t count, fb_dtype t) {
   FB_TRY(check_args(c, s, FB_COLL_ALL_REDUCE, send, true, recv, true, count, t));
-  const coll_call a = {FB_COLL_ALL_REDUCE, send, recv, count, t, 0};
+  const coll_call a = {FB_COLL_ALL_REDUCE, send, recv, count, t, 0, 0};
   return recorded(c, s, unit, &a);
 }
 
@@ -166,7 +201,7 @@ fb_status fb_broadcast(fb_comm *c, fb_stream *s, int unit, void *buf, size_t cou
                        int root) {
   FB_TRY(check_args(c, s, FB_COLL_BROADCAST, buf, true, buf, true, count, t));
   FB_TRY(check_root(c, FB_COLL_BROADCAST, root));
-  const coll_call a = {FB_COLL_BROADCAST, buf, buf, count, t, root};
+  const coll_call a = {FB_COLL_BROADCAST, buf, buf, count, t, root, 0};
   return recorded(c, s, unit, &a);
 }
 
@@ -175,7 +210,7 @@ fb_status fb_reduce(fb_comm *c, fb_stream *s, int unit, const void *send, void *
                     size_t count, fb_dtype t, int root) {
   FB_TRY(check_args(c, s, FB_COLL_REDUCE, send, true, recv, c && c->rank == root, count, t));
   FB_TRY(check_root(c, FB_COLL_REDUCE, root));
-  const coll_call a = {FB_COLL_REDUCE, send, recv, count, t, root};
+  const coll_call a = {FB_COLL_REDUCE, send, recv, count, t, root, 0};
   return recorded(c, s, unit, &a);
 }
 
@@ -184,7 +219,7 @@ fb_status fb_comm_unrecorded(fb_comm *c, fb_stream *s, fb_coll op, const void *s
   FB_TRY(check_args(c, s, op, send, op != FB_COLL_BARRIER, recv,
                     op != FB_COLL_BARRIER && (op != FB_COLL_REDUCE || c->rank == root), count, t));
   if (op == FB_COLL_BROADCAST || op == FB_COLL_REDUCE) FB_TRY(check_root(c, op, root));
-  const coll_call a = {op, send, recv, count, t, root};
+  const coll_call a = {op, send, recv, count, t, root, 0};
   return issue(c, s, &a);
 }
 
@@ -204,6 +239,6 @@ fb_status fb_comm_group_end(fb_comm *c) {
 
 fb_status fb_barrier(fb_comm *c, fb_stream *s) {
   FB_TRY(check_args(c, s, FB_COLL_BARRIER, NULL, false, NULL, false, 0, FB_F32));
-  const coll_call a = {FB_COLL_BARRIER, NULL, NULL, 0, FB_F32, 0};
+  const coll_call a = {FB_COLL_BARRIER, NULL, NULL, 0, FB_F32, 0, 0};
   return recorded(c, s, -1, &a);
 }

@@ -44,6 +44,9 @@ typedef struct fb_coll_call {
   size_t count;
   fb_dtype t;
   int root;
+  int mesh; /* 0, or SHARD: a mesh reduction over the whole world (fb_reduce_scatter_mesh,
+               fb_reduce_mesh; only to a backend with exact_mesh): the ranks form REPLICA x
+               SHARD, `count` and `root` are the shard group's */
 } fb_coll_call;
 
 typedef struct fb_comm_ops {
@@ -64,6 +67,10 @@ typedef struct fb_comm_ops {
    * may not touch (caps.host_access false) every call is staged through pinned host buffers
    * on the stream (comm_staged.c). */
   bool host_memory;
+  /* It sums a mesh's two reduction stages in one call over the whole world, in world rank
+   * order (call.mesh: local), so a mesh run stays bitwise equal to a flat one; the replica
+   * stage then moves nothing (fb_all_reduce_replicas). false: the stages run as they are. */
+  bool exact_mesh;
 } fb_comm_ops;
 
 struct fb_comm {
@@ -72,6 +79,10 @@ struct fb_comm {
   int rank, world;
   int stride;        /* placement, for the cost model: launch-world ranks between consecutive
                         members (a mesh's replica group: SHARD); 0 or 1 = consecutive ranks */
+  int first;         /* placement: launch-world rank of member 0 (fb_comm_place, splits) */
+  int node_ranks;    /* placement: launch-world ranks per node; 0 = not placed (one node) */
+  int nodes;         /* the nodes the members sit on (fb_comm_place), what the ledger splits
+                        intra- from inter-node bytes by (fb_coll_wire_split); 0 = one */
   fb_device *dev;    /* this rank's device (streams belong to it) */
   double timeout_s;  /* collective wait limit */
   bool staged;       /* host_memory comm on a device the host may not touch: stage */
@@ -121,6 +132,48 @@ fb_status fb_comm_split(fb_comm *c, int color, int key, fb_comm **out);
 fb_status fb_comm_split_strided(fb_comm *c, int size, int stride, fb_comm **out);
 
 void fb_comm_destroy(fb_comm *c);
+
+/* Placement of a communicator's members on nodes, for the ledger's intra-/inter-node split:
+ * its members are the launch-world ranks first + i * stride (i < world), and a node holds
+ * `node_ranks` consecutive launch-world ranks (<= 0: all of them: one node). Sets c->first,
+ * c->node_ranks and c->nodes. The runner places the run's communicator (first 0; node_ranks
+ * the profile's devices_per_node, else the ranks the launch put on one machine); splits
+ * inherit it: a strided split knows its members, a split by color (whose members are not known
+ * here) keeps its parent's node count. */
+void fb_comm_place(fb_comm *c, int first, int node_ranks);
+
+/* A REPLICA x SHARD device mesh over a communicator (comm_mesh.c): rank = replica * SHARD +
+ * shard, so a shard group is SHARD consecutive ranks (inside a node when SHARD divides it) and
+ * a replica group the REPLICA ranks SHARD apart (across nodes). Gradients are reduced in two
+ * stages: inside the shard group (fb_reduce_scatter_mesh, fb_reduce_mesh), then the result
+ * all-reduced across the replica group (fb_all_reduce_replicas): on nccl, mpi and sim two
+ * collectives as written, each recorded, costed and counted with its own group (intra-node,
+ * then inter-node). A backend with exact_mesh (local) sums both stages at the first, over the
+ * whole world in world rank order - ((x0 + x1) + x2) + x3 on 2x2, what a flat reduction and
+ * `single` give, where the two stages would give (x0 + x1) + (x2 + x3) - and its replica stage
+ * is recorded (bytes, a zero-length span) but moves nothing. */
+typedef struct fb_comm_mesh {
+  fb_comm *world;   /* every rank (not owned) */
+  fb_comm *shard;   /* this rank's shard group; == world when REPLICA = 1 */
+  fb_comm *replica; /* this rank's replica group; NULL when REPLICA = 1 */
+  int replicas, shards;
+} fb_comm_mesh;
+/* Collective over `world` (no collective of it in flight): the groups of a replicas x shards
+ * mesh (replicas * shards = world->world, else FB_EINTERNAL). Close with fb_comm_mesh_close. */
+fb_status fb_comm_mesh_open(fb_comm *world, int replicas, int shards, fb_comm_mesh *m);
+void fb_comm_mesh_close(fb_comm_mesh *m);
+/* Stage 1. reduce_scatter: recv (count) = sum over the shard group of send[shard_rank * count
+ * ..) (exact_mesh: over the world). reduce: recv of the shard group's `root` (a shard rank)
+ * = the sum of send over the group (exact_mesh: over the world; every replica's root gets
+ * it). Without a replica group: fb_reduce_scatter / fb_reduce on the shard group. */
+fb_status fb_reduce_scatter_mesh(const fb_comm_mesh *m, fb_stream *s, int unit, const void *send,
+                                 void *recv, size_t count, fb_dtype t);
+fb_status fb_reduce_mesh(const fb_comm_mesh *m, fb_stream *s, int unit, const void *send,
+                         void *recv, size_t count, fb_dtype t, int root);
+/* Stage 2: buf (count, in place) all-reduced over the replica group (nothing without one;
+ * exact_mesh: recorded, nothing moves). */
+fb_status fb_all_reduce_replicas(const fb_comm_mesh *m, fb_stream *s, int unit, void *buf,
+                                 size_t count, fb_dtype t);
 
 /* Recording wrappers: stamp marks on the stream around the collective, account its cost on
  * sim, add the bytes to the rank's ledger. `unit` is the unit it serves (-1 for none). */

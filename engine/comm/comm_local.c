@@ -3,7 +3,8 @@
  * buffers and (op, count, dtype, root) in its slot of the group, meets the others at a
  * barrier, checks that all issued the same collective, then computes ITS OWN share reading
  * every rank's buffers directly. Sums run in rank order 0..W-1 starting from rank 0's value,
- * so a result is bitwise the sequential ((x0 + x1) + x2) + ... whatever W and the chunking.
+ * so a result is bitwise the sequential ((x0 + x1) + x2) + ... whatever W and the chunking;
+ * a mesh's reduction (call.mesh) too, both stages at once over the world (mesh_reduction).
  * A barrier that waits longer than the comm's timeout_s fails with FB_ETIMEOUT naming the ranks
  * that did not arrive (one line: "rank 1 did not reach all_gather #7 (...) within 3 s ...") and
  * poisons the group, so the other ranks fail too instead of hanging. It does not record
@@ -313,7 +314,8 @@ static void chunk(size_t n, int world, int j, size_t *lo, size_t *len) {
 
 static bool same(const coll_args *x, const coll_args *y) {
   const fb_coll_call *p = &x->call, *q = &y->call;
-  return p->op == q->op && p->count == q->count && p->t == q->t && p->root == q->root;
+  return p->op == q->op && p->count == q->count && p->t == q->t && p->root == q->root &&
+         p->mesh == q->mesh;
 }
 
 /* After the publishing barrier: every rank must have issued what rank 0 did (a split: any
@@ -338,6 +340,29 @@ static fb_status check_same(fb_local_group *g, int r, const coll_args *a) {
   return FB_OK;
 }
 
+/* A mesh reduction (call.mesh = SHARD, comm.h fb_comm_mesh): both stages at once over the
+ * world, in world rank order. reduce_scatter: rank r gets slice r % SHARD of the sum; reduce:
+ * the ranks whose shard rank is the root get the whole sum. The work is split so that each
+ * element range is read and written by one rank (in-place buffers stay safe): the replicas
+ * share a slice's ranges (reduce_scatter), all ranks the buffer's (reduce); each writes its
+ * range into every receiver. */
+static fb_status mesh_reduction(local_comm *lc, int r, const coll_args *a) {
+  fb_local_group *g = lc->g;
+  const int W = g->world, S = a->call.mesh, R = W / S;
+  const fb_coll_call *k = &a->call;
+  const size_t es = fb_dtype_size(k->t), n = k->count;
+  const bool rs = k->op == FB_COLL_REDUCE_SCATTER;
+  const int col = rs ? r % S : k->root; /* receivers: the ranks of this shard rank */
+  size_t lo, len;
+  chunk(n, rs ? R : W, rs ? r / S : r, &lo, &len);
+  for (int j = 0; j < W; j++) lc->src[j] = g->slots[j].call.send;
+  void *own = (char *)g->slots[col].call.recv + lo * es;
+  reduce_range(k->t, own, lc->src, W, (rs ? (size_t)col * n : 0) + lo, len);
+  for (int i = 1; i < R; i++)
+    copy_bytes((char *)g->slots[i * S + col].call.recv + lo * es, own, len * es);
+  return group_barrier(g, r, a);
+}
+
 static fb_status collective(local_comm *lc, int r, const coll_args *a) {
   fb_local_group *g = lc->g;
   const int W = g->world;
@@ -348,6 +373,7 @@ static fb_status collective(local_comm *lc, int r, const coll_args *a) {
   FB_TRY(check_same(g, r, a));
 
   const size_t es = fb_dtype_size(k->t), n = k->count;
+  if (k->mesh > 0) return mesh_reduction(lc, r, a);
   switch (k->op) {
   case FB_COLL_ALL_GATHER:
     for (int j = 0; j < W; j++)
@@ -424,6 +450,7 @@ const fb_comm_ops fb_local_comm_ops = {
     .split = l_split,
     .destroy = l_destroy,
     .host_memory = true,
+    .exact_mesh = true,
 };
 
 /* A communicator for `rank` of group g on device dev (any rank of any device: a sub-group's

@@ -57,12 +57,14 @@ static fb_status stage_of(fb_comm *c, fb_stream *s, size_t sb, size_t rb, stage_
 /* Bytes of the send and receive buffers of a call (receive 0 where this rank gets none). */
 static void sizes(const fb_comm *c, const fb_coll_call *a, size_t *sb, size_t *rb) {
   const size_t e = a->count * fb_dtype_size(a->t);
+  const int group = a->mesh > 0 ? a->mesh : c->world;  /* a mesh's: its shard group's */
+  const int me = a->mesh > 0 ? c->rank % a->mesh : c->rank;
   switch (a->op) {
   case FB_COLL_ALL_GATHER: *sb = e, *rb = e * (size_t)c->world; break;
-  case FB_COLL_REDUCE_SCATTER: *sb = e * (size_t)c->world, *rb = e; break;
+  case FB_COLL_REDUCE_SCATTER: *sb = e * (size_t)group, *rb = e; break;
   case FB_COLL_ALL_REDUCE: *sb = e, *rb = e; break;
   case FB_COLL_BROADCAST: *sb = e, *rb = 0; break; /* in place in the send staging buffer */
-  case FB_COLL_REDUCE: *sb = e, *rb = c->rank == a->root && a->recv ? e : 0; break;
+  case FB_COLL_REDUCE: *sb = e, *rb = me == a->root && a->recv ? e : 0; break;
   default: *sb = *rb = 0; break;
   }
 }

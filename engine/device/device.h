@@ -106,6 +106,8 @@ typedef struct fb_op_cost {
   int64_t m, n, k, batch;     /* GEMM shape (batch = number of independent products) */
   fb_coll coll; int64_t count; int world; /* collectives: elements per rank (AG/RS) or total */
   int stride;         /* collectives: ranks between the group's members (fb_comm.stride) */
+  int nodes;          /* collectives: nodes the group's members sit on (fb_comm.nodes; <= 1:
+                         one node, every byte intra-node) */
   bool causal;        /* attention: causal mask (half the T x T products) */
   int param;          /* recorder only: 1 + model id of the parameter the op applies, 0: none */
   int unit;           /* the model unit the op computes (0: root, embedding and head; blocks
@@ -265,5 +267,18 @@ double fb_coll_bytes(fb_coll c, int64_t count, fb_dtype t, int world);
  * cbrt(flops / 2) when the shape is unset. The cost model and calibration share it. */
 double fb_op_gemm_size(const fb_op_cost *c);
 double fb_coll_wire_bytes(fb_coll c, int64_t count, fb_dtype t, int world);
+/* fb_coll_wire_bytes split by where the bytes go, for a group of `world` members on `nodes`
+ * nodes (<= 1: one node): *inter the bytes that cross between nodes, *intra the rest (their
+ * sum is the wire bytes). The rule is the one the cost model prices (cost_model.c): a
+ * collective spanning nodes runs hierarchically, the nodes exchanging over one rail per
+ * member and the members of a node among themselves, so of the world - 1 hops that reach
+ * every member with every piece, nodes - 1 cross nodes:
+ *   inter = wire x (nodes - 1) / (world - 1),  intra = wire - inter,
+ * the same fraction for every collective (all-gather, reduce-scatter, all-reduce as both,
+ * broadcast and reduce as pipelined chains). One node: all intra; every member on its own
+ * node (a replica group one node or more apart): all inter. Averaged over the members, as
+ * fb_coll_wire_bytes is. */
+void fb_coll_wire_split(fb_coll c, int64_t count, fb_dtype t, int world, int nodes,
+                        double *intra, double *inter);
 
 #endif

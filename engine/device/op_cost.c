@@ -1,7 +1,7 @@
 /* What an op costs, as the device interface describes it (device.h): the names of the
- * collectives, a matrix product's efficiency size, and a collective's logical and wire bytes.
- * Pure functions of fb_op_cost; the recorder, the cost model, the communicators and calibration
- * share them. It keeps no state and calls nothing. */
+ * collectives, a matrix product's efficiency size, and a collective's logical and wire bytes
+ * (and their intra-/inter-node split). Pure functions of fb_op_cost; the recorder, the cost
+ * model, the communicators and calibration share them. It keeps no state and calls nothing. */
 #include <math.h>
 
 #include "device.h"
@@ -56,4 +56,12 @@ double fb_coll_wire_bytes(fb_coll c, int64_t count, fb_dtype t, int world) {
   case FB_NCOLL: break;
   }
   return 0.0;
+}
+
+void fb_coll_wire_split(fb_coll c, int64_t count, fb_dtype t, int world, int nodes,
+                        double *intra, double *inter) {
+  const double wire = fb_coll_wire_bytes(c, count, t, world);
+  const int k = nodes < 1 ? 1 : nodes > world ? world : nodes;
+  *inter = world > 1 ? wire * (double)(k - 1) / (double)(world - 1) : 0.0;
+  *intra = wire - *inter;
 }

@@ -57,6 +57,7 @@ typedef struct rec_pending {
   uint64_t k0, k1;
   bool resolved;    /* spans: times already in op.t0/op.t1 */
   int world;        /* collectives: the op's world */
+  int nodes;        /* collectives: the nodes its group spans */
   int64_t count;
   fb_dtype dtype;
 } rec_pending;
@@ -229,6 +230,7 @@ void fb_recorder_op(fb_recorder *r, fb_stream *s, const fb_op_cost *c, int unit,
   p->k0 = t0;
   p->k1 = t1;
   p->world = c->world;
+  p->nodes = c->nodes;
   p->count = c->count;
   p->dtype = c->dtype;
   pthread_mutex_unlock(&r->mu);
@@ -454,6 +456,10 @@ fb_status fb_recorder_step_end(fb_recorder *r, fb_step_stats *out) {
     if (o->kind == FB_OP_COLL && o->coll >= 0 && o->coll < FB_NCOLL) {
       out->coll_bytes[o->coll] += fb_coll_bytes(o->coll, p->count, p->dtype, p->world);
       out->wire_bytes[o->coll] += fb_coll_wire_bytes(o->coll, p->count, p->dtype, p->world);
+      double intra, inter;
+      fb_coll_wire_split(o->coll, p->count, p->dtype, p->world, p->nodes, &intra, &inter);
+      out->wire_intra[o->coll] += intra;
+      out->wire_inter[o->coll] += inter;
       out->coll_time[o->coll] += o->t1 - o->t0;
     }
   }

@@ -69,6 +69,8 @@ typedef struct fb_step_stats {
   double flops;                  /* sum of op FLOPs on this rank */
   double coll_bytes[FB_NCOLL];   /* logical bytes per collective type (fb_coll_bytes) */
   double wire_bytes[FB_NCOLL];   /* bytes one rank sends per collective type */
+  double wire_intra[FB_NCOLL];   /* of which between ranks of one node (fb_coll_wire_split) */
+  double wire_inter[FB_NCOLL];   /* of which across nodes: intra + inter = wire_bytes */
   double coll_time[FB_NCOLL];
   double exposed_coll[FB_NCOLL]; /* exposed time of each collective type (not under compute) */
   double kind_time[FB_OP_NKIND]; /* compute-stream time by op kind (GEMM, attention, memory-

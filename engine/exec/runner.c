@@ -44,6 +44,8 @@ typedef struct shared {
   const fb_hardware *hw;
   fb_local_group *group;
   int threads;      /* per rank */
+  int node_ranks;   /* ranks per node, for the ledger's intra-/inter-node split: the profile's
+                       devices_per_node, else the ranks the launch put on one machine */
   char resume[4096];   /* the resolved step directory (--resume), "" = none */
   char init_from[4096];/* the resolved step directory or .safetensors file (--init-from) */
   int start;           /* steps already done (from the checkpoint) */
@@ -225,6 +227,7 @@ static fb_status rank_run(rank_ctx *ctx) {
   fb_recorder_stream(rec, compute, "compute");
   fb_recorder_stream(rec, commst, "comm");
   FB_CHECK_GOTO(st, open_comm(sh, ctx->rank, dev, &comm), out);
+  fb_comm_place(comm, 0, sh->node_ranks);
   if (ctx->rank == 0) fb_startup_mark("device, streams and communicator opened");
 
   r.cfg = c;
@@ -941,6 +944,7 @@ fb_status fb_run(const fb_run_config *cfg_in, fb_run_result *res) {
   sh.model = &res->model;
   sh.data = &data;
   sh.hw = &p->hw;
+  sh.node_ranks = p->hw.devices_per_node > 0 ? p->hw.devices_per_node : p->node_ranks;
   sh.logits = fb_run_on_gpu(c->backend, &p->hw) ? fb_tf_logits_gpu : fb_tf_logits_cpu;
   sh.logits.vocab_multiple = c->vocab_pad;
   FB_CHECK_GOTO(st, ranks_alloc(c, &sh, res, &ctx, &th), fail);
