@@ -50,4 +50,10 @@ fb_status fb_devcal_zalloc(fb_devcal *c, size_t bytes, fb_buf *b);
  * rows to o->rows in attention.csv's schema (impl "fsdpbench") when asked. */
 fb_status fb_devcal_attention(fb_devcal *c);
 
+/* The contention step (calibrate_contention.c): a GEMM and a memory-bound kernel alone and
+ * beside the device's NCCL stand-in (proxy_copy) holding a node's NCCL channel count of SMs,
+ * measured against the simulator's contention model; skipped (one line) on a device without
+ * the stand-in. Writes no profile key. */
+fb_status fb_devcal_contention(fb_devcal *c);
+
 #endif

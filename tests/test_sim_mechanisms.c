@@ -3,7 +3,8 @@
  * one-wave one far more), a memory-bound kernel loses HBM bandwidth, fewer CTAs across nodes
  * cost less, the profile key off gives the flat factor back; the slowest of N ranks grows with
  * N (E[max of N normals] exact at 2 and 1000); NCCL's bus bandwidth across nodes falls with
- * the node count as NVIDIA/nccl#1229 measured (flat at 2 nodes). */
+ * the node count as NVIDIA/nccl#1229 measured (flat at 2 nodes), and is bounded by the node's
+ * NICs (nics_per_node x nic_gbps). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -99,6 +100,22 @@ static void test_nccl_scale(void) {
   double b4 = rs_busbw(&h, 4), b64 = rs_busbw(&h, 64);
   CHECK(b64 < b4, "bus bandwidth falls with nodes: %g -> %g", b4, b64);
   CHECK_CLOSE(b64 / b4, 280.0 / 360.0, 0.03, 0); /* NVIDIA/nccl#1229 (both ring Simple) */
+  /* the node's NICs bound the ring: the shipped profiles' graphs sit under their NICs, 4 x 100
+   * Gb/s (InternLM's RoCE) carries 50 GB/s a node, and a slower network is never faster */
+  fb_hardware none = h;
+  none.nics_per_node = 0;
+  CHECK_CLOSE(fb_nccl_net_busbw(&h), fb_nccl_net_busbw(&none), 1e-12, 0);
+  fb_hardware slow = h;
+  slow.nics_per_node = 4;
+  slow.nic_bw = 100e9 / 8;
+  CHECK_CLOSE(fb_nccl_net_busbw(&slow), 50e9, 1e-9, 0);
+  const double GiB = 1073741824.0;
+  CHECK(fb_nccl_predict(&slow, FB_COLL_ALL_GATHER, GiB, 32).seconds >
+            3 * fb_nccl_predict(&h, FB_COLL_ALL_GATHER, GiB, 32).seconds,
+        "4 x 100 Gb/s against 8 x 400 Gb/s");
+  CHECK(fb_nccl_predict(&slow, FB_COLL_ALL_GATHER, GiB, 8).seconds ==
+            fb_nccl_predict(&h, FB_COLL_ALL_GATHER, GiB, 8).seconds,
+        "one node does not use the NICs");
   /* and the ring latency grows with the ranks: a small all-gather costs more on more nodes */
   fb_nccl_choice s16 = fb_nccl_predict(&h, FB_COLL_ALL_GATHER, 1 << 20, 16);
   fb_nccl_choice s256 = fb_nccl_predict(&h, FB_COLL_ALL_GATHER, 1 << 20, 256);

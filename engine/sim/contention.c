@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "cost_model.h"
+#include "nccl_model.h"
 
 static bool spans_nodes(const fb_hardware *hw, int world) {
   return hw->devices_per_node > 0 && world > hw->devices_per_node;
@@ -36,7 +37,7 @@ int fb_contention_ctas(const fb_hardware *hw, int world) {
 
 double fb_contention_hbm_bw(const fb_hardware *hw, int world) {
   const bool net = spans_nodes(hw, world);
-  double busbw = net ? hw->nccl_ch_net * hw->nccl_bw_net : hw->nccl_ch_node * hw->nccl_bw_node;
+  double busbw = net ? fb_nccl_net_busbw(hw) : hw->nccl_ch_node * hw->nccl_bw_node;
   return 2.0 * (busbw > 0 ? busbw : 0);
 }
 
