@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """What each mechanism of the GPU cost model contributes: the training-run files
 (../shared/gpu-data/train-runs.csv, the development set; train-runs-llama.csv, the Llama-family
-rows no profile value was fitted on) reproduced with every mechanism, then with one at a time
+rows no profile value was fitted on; strategy-runs.csv, the strategy comparisons, where present)
+reproduced with every mechanism, then with one at a time
 switched off in copies of the profiles (a temporary FSDPBENCH_HOME), one table row each.
 
   usage: bench/bench_gpu_mechanisms.py [--bin ./fsdpbench] [--data DIR]
@@ -18,7 +19,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GPU = ["a100", "a100-40gb", "h100", "h100-96gb", "h100-nvl", "h200"]
+GPU = ["a100", "a100-40gb", "h100", "h100-96gb", "h100-nvl", "h200", "v100"]
 
 # (name, what "off" means, {key: value} written into every GPU profile)
 ABLATIONS = [
@@ -32,6 +33,10 @@ ABLATIONS = [
     ("eager kernel chains and traffic", "fused-kernel bytes only", {"eager_mem_factor": "0"}),
     ("NCCL tuning model", "ring/tree formula (collectives: ring_tree)", {"collectives": "ring_tree"}),
     ("host dispatch per op", "host_op_us = 0", {"host_op_us": "0"}),
+    ("SMs and HBM beside NCCL", "flat overlap_slowdown 1.10 instead", {"nccl_contention": "false"}),
+    ("ranks not in lock-step", "every rank at the same speed", {"rank_speed_sigma": "0"}),
+    ("NCCL busbw falling with nodes", "the tuning graph's at any node count", {"nccl_net_busbw_per_doubling": "0"}),
+    ("NICs bound the ring", "the tuning graph alone (no NIC count)", {"nics_per_node": "0"}),
 ]
 
 
@@ -60,8 +65,10 @@ def main():
     ap.add_argument("--bin", default=os.path.join(ROOT, "fsdpbench"))
     ap.add_argument("--data", default=os.path.join(os.path.dirname(ROOT), "shared", "gpu-data"))
     a = ap.parse_args()
-    for f in ("train-runs.csv", "train-runs-llama.csv"):
+    for f in ("train-runs.csv", "train-runs-llama.csv", "strategy-runs.csv"):
         dataset = os.path.join(a.data, f)
+        if f == "strategy-runs.csv" and not os.path.exists(dataset):
+            continue
         if not os.path.exists(dataset):
             sys.exit("no development set at %s (pass --data DIR)" % dataset)
         print("# %s with each mechanism of the GPU cost model switched off in turn" % f)

@@ -27,6 +27,20 @@ Fits (one global parameter set each; never per row):
   host      host_op_us  on train-runs.csv (all expressible rows, both GPUs). Not used for the
             shipped profiles: their 10 us is an estimate from a public measurement, and the
             development set (GPU-bound runs) cannot tell 5 from 20 us apart
+
+--leave-one-source-out: out-of-sample by construction. For every source of the training-run
+files (the source_id column of train-runs.csv, train-runs-llama.csv and strategy-runs.csv) it
+refits every parameter fitted on training rows (the `sustained` fit) without that source's rows
+and scores that source's rows with the refit values; a parameter no remaining row informs (its
+residual does not move either way) goes back to its unfitted prior (PRIOR: 1, the factor off),
+never keeping a value fitted with the source. Sources of files no parameter is fitted on
+(train-runs-llama.csv, strategy-runs.csv) are scored with the shipped values, which never saw
+them. The op-level fits (gemm, flash, cudnn, nccl) each rest on one microbenchmark source, with
+no second source of the same kind to refit on; their out-of-sample checks are the other files
+docs/simulator.md's trust table names. Cheaper than the full fit: a warm start at the shipped
+values, 10 % steps, two rounds, on every 3rd row of each kept source (--stride). Closes with:
+  leave-one-source-out: S sources, median M %, worst source W %
+(M: the median over sources of each source's median |error|; W: the largest such median).
 Python is tooling only: the model it fits is the C cost model, run as a user runs it.
 """
 import argparse
@@ -114,30 +128,125 @@ def summary(errs):
     return "%d rows, median |err| %.1f%%, worst %.1f%%" % (n, med, a[-1])
 
 
-def fit(home, dataset, params, keep, rounds=6, power=2):
-    """params: list of (profile, key, lo, hi). Coordinate search in log space."""
+# the value a fitted key takes when no row informs it: the mechanism's factor switched off
+PRIOR = {"sustained_compute": 1.0, "eager_mem_factor": 1.0, "triton_ratio": 1.0}
+
+
+def fit(home, dataset, params, keep, rounds=6, power=2, step=1.5, prior=False):
+    """params: list of (profile, key, lo, hi). Coordinate search in log space. prior: a key
+    whose residual moves neither way in the first round goes back to PRIOR (not identified)."""
     vals = {(p, k): read_key(p, k) for p, k, lo, hi in params}
     for (p, k), v in vals.items():
         home.set(p, k, v)
     best, _ = residual(home.validate(dataset), keep, power)
-    step = 1.5
+    first = True
     for _ in range(rounds):
         improved = False
         for p, k, lo, hi in params:
+            moved = False
             for f in (step, 1 / step):
                 v = min(hi, max(lo, vals[(p, k)] * f))
                 home.set(p, k, v)
                 r, _ = residual(home.validate(dataset), keep, power)
+                moved = moved or abs(r - best) > 1e-12
                 if r < best - 1e-9:
                     best, vals[(p, k)], improved = r, v, True
                     break
                 home.set(p, k, vals[(p, k)])
+            if prior and first and not moved and k in PRIOR:
+                vals[(p, k)] = PRIOR[k]
+                home.set(p, k, PRIOR[k])
+                best, _ = residual(home.validate(dataset), keep, power)
+        first = False
         if not improved:
             step = math.sqrt(step)
             if step < 1.01:
                 break
     _, errs = residual(home.validate(dataset), keep)
     return vals, best, errs
+
+
+def sources_of(dataset):
+    """row number (as validate prints it: 1-based data rows) -> source_id"""
+    return {i + 1: r["source_id"] for i, r in enumerate(csv.DictReader(open(dataset)))}
+
+
+def median(xs):
+    a = sorted(xs)
+    n = len(a)
+    return a[n // 2] if n % 2 else 0.5 * (a[n // 2 - 1] + a[n // 2])
+
+
+def score(rows, src, source):
+    return [abs(float(r["err_pct"])) for r in rows if src[int(r["row"])] == source]
+
+
+def subset_csv(dataset, pick, path):
+    """Writes the rows of `dataset` for which pick(i, row) holds (i: 0-based) to `path`."""
+    with open(dataset) as f:
+        rd = csv.DictReader(f)
+        rows = [r for i, r in enumerate(rd) if pick(i, r)]
+        fields = rd.fieldnames
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def leave_one_source_out(a, d, fits):
+    """Per source: its median |error| with parameters that never saw it. The refit runs on every
+    a.stride-th row of each remaining source (the cheaper mode: the fit's cost is one validate
+    of those rows per step), then the left-out source's rows are scored alone."""
+    dataset, params = fits["sustained"][:2]
+    src = sources_of(dataset)
+    per = []
+    for source in sorted(set(src.values())):
+        home = Home(a.bin)
+        try:
+            seen = {}
+
+            def pick(i, r, s=source):
+                if r["source_id"] == s:
+                    return False
+                seen[r["source_id"]] = seen.get(r["source_id"], -1) + 1
+                return seen[r["source_id"]] % a.stride == 0
+            fit_file = subset_csv(dataset, pick, os.path.join(home.dir, "fit.csv"))
+            vals, _, _ = fit(home, fit_file, params, lambda r: True, rounds=2, step=1.1, prior=True)
+            out_file = subset_csv(dataset, lambda i, r, s=source: r["source_id"] == s,
+                                  os.path.join(home.dir, "out.csv"))
+            errs = [abs(float(r["err_pct"])) for r in home.validate(out_file)]
+        finally:
+            shutil.rmtree(home.dir)
+        if not errs:
+            continue
+        refit = ", ".join("%s %s %.4g" % (p, k, v) for (p, k), v in vals.items())
+        per.append((source, os.path.basename(dataset), median(errs), max(errs)))
+        print("  %-26s %-20s %3d rows, median %5.1f%%, worst %6.1f%%  refit without it: %s"
+              % (source, os.path.basename(dataset), len(errs), median(errs), max(errs), refit),
+              flush=True)
+    home = Home(a.bin)
+    try:
+        for f in ("train-runs-llama.csv", "strategy-runs.csv"):
+            if not os.path.exists(d(f)):
+                continue
+            s2 = sources_of(d(f))
+            rows = home.validate(d(f))
+            for source in sorted(set(s2.values())):
+                errs = score(rows, s2, source)
+                if not errs:
+                    print("  %-26s %-20s   0 rows expressed" % (source, f))
+                    continue
+                per.append((source, f, median(errs), max(errs)))
+                print("  %-26s %-20s %3d rows, median %5.1f%%, worst %6.1f%%  (shipped values: never fitted on it)"
+                      % (source, f, len(errs), median(errs), max(errs)), flush=True)
+    finally:
+        shutil.rmtree(home.dir)
+    meds = [p[2] for p in per]
+    worst = max(per, key=lambda p: p[2])
+    print("# worst source: %s (%s)" % (worst[0], worst[1]))
+    print("leave-one-source-out: %d sources, median %.1f %%, worst source %.1f %%"
+          % (len(per), median(meds), worst[2]))
 
 
 def main():
@@ -147,8 +256,13 @@ def main():
     ap.add_argument("--only", choices=["gemm", "gemm-xla", "flash", "cudnn", "nccl", "sustained", "host"],
                     action="append")
     ap.add_argument("--write", action="store_true", help="store the fitted values in models/hardware")
+    ap.add_argument("--leave-one-source-out", action="store_true",
+                    help="refit without each training-run source and score it (see above)")
+    ap.add_argument("--stride", type=int, default=3,
+                    help="--leave-one-source-out refits on every N-th row of each kept source (default 3)")
     a = ap.parse_args()
-    home = Home(a.bin)
+    if not os.path.exists(a.bin) and os.path.exists(os.path.join(ROOT, "build", "fsdpbench")):
+        a.bin = os.path.join(ROOT, "build", "fsdpbench")
     d = lambda f: os.path.join(a.data, f)
     h200 = os.path.join(ROOT, "docs", "h200")
     fits = {
@@ -176,6 +290,10 @@ def main():
                       lambda r: True),
         "host": (d("train-runs.csv"), [("a100", "host_op_us", 0.01, 200)], lambda r: True),
     }
+    if a.leave_one_source_out:
+        leave_one_source_out(a, d, fits)
+        return
+    home = Home(a.bin)
     for name in a.only or ["gemm", "gemm-xla", "flash", "cudnn", "nccl", "sustained"]:
         dataset, params, keep = fits[name][:3]
         power = fits[name][3] if len(fits[name]) > 3 else 2

@@ -125,6 +125,10 @@ static void test_flags(void) {
   CHECK(c.trace_wait == 1 && c.trace_warmup == 2 && c.trace_active == 3, "trace steps");
   CHECK(c.seed == UINT64_MAX, "seed");
   CHECK(c.spec.vocab == 50257 && c.spec.max_seq == 1024, "model gpt2-124m");
+  CHECK(c.nics_per_node == 0 && c.nic_gbps == 0, "network: the profile's unless given");
+  CHECK_OK(run_cli("--nics-per-node 4 --nic-gbps 100", &c, &a));
+  CHECK(c.nics_per_node == 4 && c.nic_gbps == 100, "--nics-per-node / --nic-gbps: %d %g",
+        c.nics_per_node, c.nic_gbps);
 
   /* --recompute: a mode, the old boolean's words, or no value at all (= full). */
   static const struct {
@@ -312,6 +316,8 @@ static void test_bad_flags(void) {
   expect_usage("--param-dtype fp16", "--param-dtype", "'fp16'", "bf16");
   expect_usage("--reduce-dtype int8", "--reduce-dtype", "'int8'", "fp32");
   expect_usage("--threads -1", "--threads", "'-1'", NULL);
+  expect_usage("--nics-per-node 65", "--nics-per-node", "'65'", NULL);
+  expect_usage("--nic-gbps -100", "--nic-gbps", "'-100'", NULL);
   expect_usage("--max-inflight 0", "--max-inflight", "'0'", ">= 1");
   expect_usage("--bucket-mb 0", "--bucket-mb", "'0'", NULL);
   expect_usage("--mem-limit garbage", "--mem-limit", "'garbage'", "512M");

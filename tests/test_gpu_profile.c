@@ -29,6 +29,10 @@ int main(void) {
       {"NVIDIA A100 80GB PCIe", NULL},
       {"NVIDIA A100-SXM4", "a100"},
       {"A100-SXM4-40GB", "a100-40gb"},
+      {"Tesla V100-SXM2-32GB", "v100"},
+      {"Tesla V100-SXM3-32GB", "v100"},
+      {"Tesla V100-SXM2-16GB", NULL},
+      {"Tesla V100-PCIE-32GB", NULL},
       {"H100-SXM", "h100"},
       {"H100 (SXM, HBM2e, 500W)", "h100-96gb"},
       {"GH200-SXM", NULL},
@@ -54,6 +58,8 @@ int main(void) {
   CHECK(!strcmp(fb_gpu_profile_for("A100", 40, NULL, 0), "a100-40gb"), "A100 with 40 GB stated");
   CHECK(!strcmp(fb_gpu_profile_for("A100", 80, NULL, 0), "a100"), "A100 with 80 GB stated");
   CHECK(!strcmp(fb_gpu_profile_for("H100", 95, NULL, 0), "h100-96gb"), "H100 with 95 GB stated");
+  CHECK(!strcmp(fb_gpu_profile_for("V100", 32, NULL, 0), "v100"), "V100 with 32 GB stated");
+  CHECK(fb_gpu_profile_for("V100", 16, NULL, 0) == NULL, "V100 16 GB has no profile");
   CHECK(fb_gpu_profile_for(NULL, 0, NULL, 0) == NULL, "a NULL name maps to a profile");
   return fb_test_done("test_gpu_profile");
 }

@@ -173,6 +173,7 @@ static void check_nccl_examples(void) {
   fb_hardware h;
   CHECK_OK(fb_hardware_load("h100", &h));
   h.cpu_vendor = 0;
+  h.nccl_net_doubling = 0; /* NCCL's tuning model as such: no measured scale-out decline */
   const double GiB = 1073741824.0, K64 = 65536;
   struct { int world; fb_coll c; double bytes, us; fb_nccl_algo a; fb_nccl_proto p; } ex[] = {
       {8, FB_COLL_ALL_GATHER, GiB, 2642.0, FB_NCCL_RING, FB_NCCL_SIMPLE},   /* 6.1 */
@@ -195,6 +196,7 @@ static void check_nccl_examples(void) {
   fb_hardware a;
   CHECK_OK(fb_hardware_load("a100", &a));
   a.cpu_vendor = 0;
+  a.nccl_net_doubling = 0;
   CHECK_CLOSE(fb_nccl_predict(&a, FB_COLL_ALL_GATHER, GiB, 8).seconds * 1e3, 3.95, 0.01, 0);
   CHECK_CLOSE(fb_nccl_predict(&a, FB_COLL_ALL_REDUCE, K64, 8).seconds * 1e6, 16.3, 0.01, 0);
   CHECK_CLOSE(fb_nccl_predict(&a, FB_COLL_ALL_GATHER, GiB, 128).seconds * 1e3, 6.15, 0.01, 0);
@@ -359,6 +361,7 @@ static void check_bad_profiles(const fb_hardware *good) {
   CHECK(text != NULL, "read back");
   if (!text) return;
   char *t;
+  fb_hardware h0;
   t = edit_line(text, "inter_bw_gbs", "");
   expect_bad(path, t, "inter_bw_gbs");
   free(t);
@@ -388,6 +391,28 @@ static void check_bad_profiles(const fb_hardware *good) {
   free(t);
   t = edit_line(text, "name", "name: h100\nnvlink_gbs: 900\n");
   expect_bad(path, t, "nvlink_gbs");
+  free(t);
+  t = edit_line(text, "nics_per_node", "nics_per_node: 65\n");
+  expect_bad(path, t, "nics_per_node");
+  free(t);
+  t = edit_line(text, "nic_gbps", "nic_gbps: -1\n");
+  expect_bad(path, t, "nic_gbps");
+  free(t);
+  /* the network as a source states it: 4 x 100 Gb/s per node, read back in bytes/s */
+  CHECK(good->nics_per_node == 8 && good->nic_bw == 50e9, "h100: 8 x 400 Gb/s NICs");
+  char *t1 = edit_line(text, "nics_per_node", "nics_per_node: 4\n");
+  t = edit_line(t1, "nic_gbps", "nic_gbps: 100\n");
+  free(t1);
+  CHECK(write_text(path, t) == FB_OK, "cannot write %s", path);
+  CHECK_OK(fb_hardware_load(path, &h0));
+  CHECK(h0.nics_per_node == 4, "nics_per_node %d", h0.nics_per_node);
+  CHECK_CLOSE(h0.nic_bw, 12.5e9, 1e-12, 0);
+  CHECK_OK(fb_hardware_set_network(&h0, 1, 200)); /* --nics-per-node 1 --nic-gbps 200 */
+  CHECK(h0.nics_per_node == 1, "--nics-per-node over the profile's: %d", h0.nics_per_node);
+  CHECK_CLOSE(h0.nic_bw, 25e9, 1e-12, 0);
+  CHECK_OK(fb_hardware_set_network(&h0, 0, 0)); /* 0 keeps the profile's */
+  CHECK(h0.nics_per_node == 1 && h0.nic_bw == 25e9, "0 must keep the values");
+  CHECK(fb_hardware_set_network(&h0, -1, 0) == FB_EUSAGE, "--nics-per-node -1 accepted");
   free(t);
   t = edit_line(text, "name", "name: [a, b\n");
   expect_bad(path, t, path);

@@ -10,6 +10,8 @@
  *  - HBM bandwidth (a device copy of 1 GiB): mem_efficiency of the datasheet's bandwidth;
  *  - launch and host cost per op: a 16-element kernel's device time, and the host time to
  *    issue one;
+ *  - contention (calibrate_contention.c): a GEMM and a memory-bound kernel beside a copy kernel
+ *    holding NCCL's channel count of SMs, measured against the simulator's contention model;
  *  - with 2 or more GPUs visible, NCCL all-gather, reduce-scatter and all-reduce by size
  *    (rank threads of this process, one GPU each): NCCL's per-channel bandwidth in a node and
  *    the per-call overhead, fitted through the NCCL model.
@@ -393,6 +395,7 @@ static fb_status calibrate_device(fb_devcal *c) {
   FB_TRY(step_launch(c));
   FB_TRY(step_gemm(c));
   FB_TRY(fb_devcal_attention(c));
+  FB_TRY(fb_devcal_contention(c));
   FB_TRY(step_nccl(c));
   FB_TRY(fb_devcal_in_step(c));
   write_ctx w = {c, fb_cpu_clock() - t0};

@@ -60,4 +60,10 @@ fb_status fb_devcal_attention(fb_devcal *c);
  * communicator). */
 fb_status fb_devcal_in_step(fb_devcal *c);
 
+/* The contention step (calibrate_contention.c): a GEMM and a memory-bound kernel alone and
+ * beside the device's NCCL stand-in (proxy_copy) holding a node's NCCL channel count of SMs,
+ * measured against the simulator's contention model; skipped (one line) on a device without
+ * the stand-in. Writes no profile key. */
+fb_status fb_devcal_contention(fb_devcal *c);
+
 #endif

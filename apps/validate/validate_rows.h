@@ -17,12 +17,19 @@ typedef struct ds_result {
   char gpu[16];          /* profile the row used */
   double published, predicted;
   char skip[200];        /* non-empty: not expressible, with this reason */
-  char assumed[200];     /* what the row leaves unstated and the run assumed or searched */
+  char assumed[600];     /* what the row leaves unstated and the run assumed or searched */
+  char figures[400];     /* training rows: every figure the source printed, as tok/s/GPU */
   long long ooms;        /* training rows: out-of-memory errors the allocator model predicts
                             (the published run had none) */
   double step_s, compute_s, comm_s; /* training rows: the predicted step, its compute and its
                             collectives (unions over the last step, rank 0); 0 elsewhere */
   const char *floor_why; /* non-NULL: left out of the worst-row floor, for this reason */
+  /* training rows, for the pairs (validate_pairs.c): rows of one source with the same `key`
+   * differ only in strategy (`strat`) or only in GPU count (`world`) */
+  char key[300];
+  char strat[24];
+  int world;
+  bool own_network;      /* training rows: several nodes, on a network the row states */
 } ds_result;
 
 typedef struct ds_ctx {
@@ -42,6 +49,41 @@ fb_status ds_train_row(ds_ctx *x, int r, ds_result *o);
 fb_status ds_gemm_row(ds_ctx *x, int r, ds_result *o);
 fb_status ds_attention_row(ds_ctx *x, int r, ds_result *o);
 fb_status ds_collective_row(ds_ctx *x, int r, ds_result *o);
+
+/* What a training row's published figures need to become tokens/s per GPU. */
+typedef struct ds_fig_in {
+  double world, seq, gb;         /* GPUs, tokens per sequence, sequences per step */
+  double L, d, h, kv, f, v;      /* model dimensions (v as the run has it, maybe assumed) */
+  bool recompute;                /* the run reruns each block's forward (full checkpointing) */
+} ds_fig_in;
+
+/* The row's published throughput in tokens/s per GPU: tokens_per_s_per_gpu (a range "A-B":
+ * its midpoint), else the first of tokens_per_s_total, samples_per_s, iter_time_s,
+ * tflops_per_gpu, mfu, hfu it has, converted by its source's FLOP convention
+ * (validate_figures.c). `note` gets every figure the row prints with its conversion. NaN when
+ * none can be read. */
+double ds_published_tps(const ds_ctx *x, int r, const ds_fig_in *m, char *note, size_t n);
+
+/* The network a training run prices: adapters per node and Gb/s per adapter (the profile keys
+ * nics_per_node, nic_gbps). */
+typedef struct ds_network {
+  int nics;
+  double gbps;
+} ds_network;
+
+/* The network a row's interconnect text states (validate_network.c): "4 x 100 Gb RoCE per
+ * node" -> 4 x 100; a total without a count ("800 Gb/s RDMA per node", "3.2 Tbps") ->
+ * adapters of the profile's speed making that total; nothing -> a source's stated machines,
+ * else the profile's adapters per GPU on the row's `gpn` GPUs per node. What it assumed (for
+ * a multi-node `world`) is appended to `why` ("; "-separated). True when the text states a
+ * bandwidth (the network is the row's own, not assumed). */
+bool ds_row_network(const char *text, const char *src, const fb_hardware *hw, int gpn,
+                    int world, ds_network *net, char *why, size_t n);
+
+/* The pairs of rows of one source that differ only in strategy or only in GPU count: the
+ * published and predicted ratio of each, then the closing line
+ * `pairs: N, within 5 points: K, worst P points`. */
+void ds_print_pairs(const ds_ctx *x);
 
 /* Whether `s` contains `sub`, ignoring case. */
 bool ds_has(const char *s, const char *sub);

@@ -1,11 +1,13 @@
 /* `validate --dataset` on training-run files (see validate_rows.h): a row becomes a simulated
  * run through the same runner as `--backend sim`, by the tables below, each a statement about
- * what a column's text means (never a factor for a row): sharding -> strategy, precision ->
- * dtypes and float8 linears, checkpointing -> recompute, framework -> the step it prices
- * (eager or torch.compile, attention kernel), model -> family. Unstated micro-batch and
- * checkpointing (a source that "tuned them per run") are searched the way its authors did: the
- * fastest that fits. What a row leaves unstated and the run assumed is printed beside it.
- * It prints nothing itself (validate_dataset.c does). */
+ * what a column's text means (never a factor for a row): sharding -> strategy (and its mesh or
+ * ZeRO++ switches), precision -> dtypes and float8 linears, checkpointing -> recompute,
+ * framework -> the step it prices (eager or torch.compile, attention kernel), model -> family,
+ * interconnect -> the network (validate_network.c). Unstated micro-batch and checkpointing (a
+ * source that "tuned them per run") are searched the way its authors did: the fastest that
+ * fits; other unstated settings are assumed from the source's own neighbours. What a row leaves
+ * unstated and the run assumed is printed beside it; the published figure, whatever its unit,
+ * is read by validate_figures.c. It prints nothing itself (validate_dataset.c does). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,32 +24,37 @@
 
 /* One row's columns. */
 typedef struct train_in {
-  const char *src, *gpu, *model, *prec, *ac, *sharding, *framework;
-  double n, mem, gpn, seq, mb, gb, ga, pub, L, d, h, kv, f, v, mfu, hfu;
+  const char *src, *gpu, *model, *prec, *ac, *sharding, *framework, *net, *note;
+  double n, mem, gpn, seq, mb, gb, ga, L, d, h, kv, f, v, mfu, hfu;
 } train_in;
 
 static void read_row(const ds_ctx *x, int r, train_in *t) {
   const char *s[] = {"source_id", "gpu", "model", "precision", "activation_checkpointing",
-                     "sharding", "framework"};
+                     "sharding", "framework", "interconnect", "note"};
   const char **dst[] = {&t->src, &t->gpu, &t->model, &t->prec, &t->ac, &t->sharding,
-                        &t->framework};
+                        &t->framework, &t->net, &t->note};
   for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) *dst[i] = ds_col(x, r, s[i]);
   const char *nk[] = {"n_gpus", "gpu_mem_gb", "gpus_per_node", "seq_len", "micro_batch_per_gpu",
-                      "global_batch", "grad_accum", "tokens_per_s_per_gpu", "layers", "d_model",
+                      "global_batch", "grad_accum", "layers", "d_model",
                       "heads", "kv_heads", "ffn", "vocab", "mfu", "hfu"};
-  double *nd[] = {&t->n, &t->mem, &t->gpn, &t->seq, &t->mb, &t->gb, &t->ga, &t->pub, &t->L,
+  double *nd[] = {&t->n, &t->mem, &t->gpn, &t->seq, &t->mb, &t->gb, &t->ga, &t->L,
                   &t->d, &t->h, &t->kv, &t->f, &t->v, &t->mfu, &t->hfu};
   for (size_t i = 0; i < sizeof nk / sizeof nk[0]; i++) *nd[i] = ds_num(ds_col(x, r, nk[i]));
 }
 
 /* What the run will be, as the rules decide it. */
 typedef struct train_plan {
-  const char *strategy, *param_dtype, *reduce_dtype, *recompute, *framework, *attention;
-  bool no_reshard, hsdp_mesh, float8, tune_ac, tune_mb;
+  const char *strategy, *label, *param_dtype, *reduce_dtype, *recompute, *framework, *attention;
+  bool no_reshard, node_mesh, float8, tune_ac, tune_mb, no_reduce;
+  bool zpp_qw, zpp_qg;  /* ZeRO++: quantized weights (qwZ), quantized gradients (qgZ) */
+  int zpp_hpz;          /* ZeRO++: secondary weight partition of this many ranks (hpZ; 0 off) */
   int recompute_layers; /* 0 = all */
   int recompute_passes; /* 1; 2 = nested checkpoint wrappers */
-  int world, shard;     /* shard: hsdp's shard group (ranks per node) */
-  char assumed[200];
+  int world, shard;     /* shard: the node-scope mesh's shard group (ranks per node) */
+  int gpn;              /* GPUs per node the run prices (the row's, else the profile's) */
+  ds_network net;       /* the network the run prices (validate_network.c) */
+  char net_why[300];    /* what the network assumed (said last) */
+  char assumed[600];
 } train_plan;
 
 static void assume(train_plan *p, const char *what) {
@@ -60,19 +67,38 @@ static void assume(train_plan *p, const char *what) {
 typedef struct shard_rule {
   const char *has;       /* substring of the sharding column (case-insensitive) */
   const char *strategy;
+  const char *label;     /* what the pairs call it (NULL = the strategy) */
   bool no_reshard;       /* SHARD_GRAD_OP: parameters stay gathered after forward (ZeRO-2) */
-  bool mesh;             /* HSDP: shard inside the node, replicate across nodes */
+  bool node_mesh;        /* shard inside the node, replicate across nodes: --mesh (n/g)xg */
+  bool zeropp;           /* ZeRO++: its switches from the text (qwZ, hpZ, qgZ) */
 } shard_rule;
 
-/* First match wins: "FSDP2 FULL_SHARD" is fsdp2 (per-parameter dim-0 shards). */
+/* First match wins: "FSDP2 FULL_SHARD" is fsdp2 (per-parameter dim-0 shards); "ZeRO++ ... on
+ * top of ZeRO-3" is ZeRO++; InternLM's zero1=8 ("within each 8-GPU node") is zero1 on a
+ * node-scope mesh, its zero1=-1 ("over all") zero1 over every rank. */
 static const shard_rule shard_rules[] = {
-    {.has = "HYBRID_SHARD", .strategy = "hsdp", .mesh = true},
-    {.has = "HSDP", .strategy = "hsdp", .mesh = true},
+    {.has = "HYBRID_SHARD", .strategy = "hsdp", .node_mesh = true},
+    {.has = "HSDP", .strategy = "hsdp", .node_mesh = true},
     {.has = "SHARD_GRAD_OP", .strategy = "fsdp", .no_reshard = true},
     {.has = "FSDP2", .strategy = "fsdp2"},
     {.has = "FULL_SHARD", .strategy = "fsdp"},
+    {.has = "ZeRO++", .strategy = "zeropp", .zeropp = true},
     {.has = "ZeRO-3", .strategy = "zero3"},
+    {.has = "ZeRO-1 sharded within each", .strategy = "zero1", .label = "zero1-node",
+     .node_mesh = true},
+    {.has = "ZeRO-1 over all", .strategy = "zero1"},
 };
+
+/* ZeRO++'s three switches as the row states them (DeepSpeed's zero_quantized_weights,
+ * zero_hpz_partition_size, zero_quantized_gradients): hpZ's partition is the row's
+ * zero_hpz_partition_size, else the GPUs of a node (the blog: "inside each machine"). */
+static void plan_zeropp(const train_in *t, train_plan *p) {
+  p->zpp_qw = ds_has(t->sharding, "qwZ");
+  p->zpp_qg = ds_has(t->sharding, "qgZ");
+  const char *h = strstr(t->sharding, "zero_hpz_partition_size=");
+  p->zpp_hpz = h ? atoi(h + strlen("zero_hpz_partition_size=")) : 0;
+  if (!p->zpp_hpz && ds_has(t->sharding, "hpZ")) p->zpp_hpz = -1; /* the node: set with gpn */
+}
 
 static bool plan_sharding(const train_in *t, train_plan *p, ds_result *o) {
   if (!strncasecmp(t->sharding, "NON-DP", 6)) {
@@ -83,8 +109,21 @@ static bool plan_sharding(const train_in *t, train_plan *p, ds_result *o) {
     const shard_rule *r = &shard_rules[i];
     if (!ds_has(t->sharding, r->has)) continue;
     p->strategy = r->strategy;
+    p->label = r->label ? r->label : r->strategy;
     p->no_reshard = r->no_reshard;
-    p->hsdp_mesh = r->mesh;
+    p->node_mesh = r->node_mesh;
+    if (r->zeropp) plan_zeropp(t, p);
+    /* gradients kept whole until the last micro-batch (DeepSpeed stage 1, InternLM's
+     * skip_grad_reduce, FSDP's no_sync): --accum no-reduce where the strategy has it */
+    p->no_reduce = ds_has(t->sharding, "only during the backward of the last") ||
+                   ds_has(t->sharding, "only on the last");
+    if (!fb_strategy_lookup(p->strategy))
+      return ds_skip(o, "strategy %s is not in this build (branch zeropp adds ZeRO++)",
+                     p->strategy), false;
+    /* the registry says which strategies read --mesh (strategies/mesh.h) */
+    if (p->node_mesh && !fb_strategy_lookup(p->strategy)->mesh)
+      return ds_skip(o, "%s within each node needs --mesh for it, not in this build",
+                     p->strategy), false;
     return true;
   }
   ds_skip(o, "sharding '%s' not modelled", t->sharding);
@@ -97,6 +136,7 @@ typedef struct prec_rule {
   const char *has;       /* substring of the precision column */
   const char *reduce;    /* gradient reduction dtype; NULL: not expressible */
   bool float8;           /* torchao float8 linears (tensorwise scales, float8 all-gather) */
+  bool fp16;             /* fp16 compute: priced as bf16 (the same cost), said so */
   const char *why;       /* not expressible: the reason */
 } prec_rule;
 
@@ -108,6 +148,9 @@ static const prec_rule prec_rules[] = {
     {.has = "float8 tensorwise", .reduce = "fp32", .float8 = true},
     {.has = "Float8 linears (torchao)", .reduce = "fp32", .float8 = true},
     {.has = "fp8", .why = "this FP8 recipe is not modelled (torchao's float8 tensorwise is)"},
+    {.has = "grads reduced in bf16", .reduce = "bf16"},
+    /* DeepSpeed --fp16: fp16 weights, activations and gradient reduction, fp32 masters */
+    {.has = "fp16", .reduce = "bf16", .fp16 = true},
     {.has = "pure bf16", .reduce = "bf16"},
     {.has = "param/reduce/buffer bf16", .reduce = "bf16"},
     {.has = "bf16", .reduce = "fp32"},
@@ -126,6 +169,11 @@ static bool plan_precision(const train_in *t, train_plan *p, ds_result *o) {
     if (!r->reduce) return ds_skip(o, "%s", r->why), false;
     p->reduce_dtype = r->reduce;
     p->float8 = r->float8;
+    if (r->fp16 && ds_has(t->prec, "not stated"))
+      assume(p, "precision not stated: fp16, as the source's tutorial runs it");
+    if (r->fp16)
+      assume(p, "fp16 priced as bf16 compute with fp32 masters and 2-byte gradients (the same "
+                "tensor-core rate and bytes on this GPU)");
     return true;
   }
   ds_skip(o, "precision '%s' not modelled", t->prec);
@@ -155,8 +203,12 @@ static bool every_nth_block(const train_in *t, train_plan *p, ds_result *o) {
 static bool plan_recompute(const train_in *t, train_plan *p, ds_result *o) {
   const char *ac = t->ac;
   if (ds_has(ac, "every n-th block")) return every_nth_block(t, p, o);
+  if (ds_has(ac, "not stated") && ds_has(ac, ": full")) {
+    assume(p, "checkpointing not stated: full, as the source's tutorial runs it");
+    return p->recompute = "full", true;
+  }
   if (!*ac || ds_has(ac, "not stated")) return p->tune_ac = true, true;
-  if (!strcasecmp(ac, "none")) return p->recompute = "off", true;
+  if (!strncasecmp(ac, "none", 4)) return p->recompute = "off", true;
   /* FSDP's checkpoint_wrapper around each decoder layer and HF's gradient checkpointing inside
    * it: nested wrappers, each of which reruns the layer's forward in backward */
   if (!strncasecmp(ac, "full", 4) && ds_has(ac, "checkpoint_wrapper") &&
@@ -195,7 +247,14 @@ static const fw_rule fw_rules[] = {
     {.has = "HF transformers", .framework = "eager-hf"},
     {.has = "HF Accelerate", .framework = "eager-hf"},
     {.has = "torch.compile", .framework = "compile"},
+    {.has = "torch.compile=false", .framework = "eager"},
+    /* torchtrain (torchtitan before April 2024): Meta's Llama RMSNorm written out in Python */
+    {.has = "torchtrain", .framework = "eager-hf"},
     {.has = "fused RMSNorm", .framework = "fused"},
+    /* InternLM (use_flash_attn: flash-attn's fused rotary, dense and cross-entropy, Apex's
+     * fused RMSNorm) and Megatron-DeepSpeed (fused LayerNorm, bias-GELU and softmax) */
+    {.has = "InternLM", .framework = "fused"},
+    {.has = "Megatron-DeepSpeed", .framework = "fused"},
 };
 
 static void plan_framework(const train_in *t, train_plan *p) {
@@ -222,18 +281,57 @@ static const world_fact world_facts[] = {
      "world not stated: 128, the smallest of the post's three clusters (128/256/512 H100)"},
 };
 
+/* The world, the GPUs per node, the network, and what node-scope sharding makes of them. */
 static bool plan_world(const train_in *t, const fb_hardware *hw, train_plan *p, ds_result *o) {
   p->world = t->n >= 1 ? (int)t->n : 0;
   for (size_t i = 0; !p->world && i < sizeof world_facts / sizeof world_facts[0]; i++)
     if (!strcmp(t->src, world_facts[i].source_id))
       p->world = world_facts[i].world, assume(p, world_facts[i].why);
   if (!p->world) return ds_skip(o, "%s", "world (n_gpus) not stated"), false;
-  if (!p->hsdp_mesh) return true;
-  p->shard = t->gpn >= 1 ? (int)t->gpn : hw->devices_per_node;
-  if (p->shard > p->world) p->shard = p->world;
+  p->gpn = t->gpn >= 1 ? (int)t->gpn : hw->devices_per_node;
+  if (!(t->gpn >= 1) && p->world > p->gpn) {
+    char buf[96];
+    snprintf(buf, sizeof buf, "GPUs per node not stated: %d, the profile's", p->gpn);
+    assume(p, buf);
+  }
+  o->own_network = ds_row_network(t->net, t->src, hw, p->gpn, p->world, &p->net, p->net_why,
+                                  sizeof p->net_why) && p->world > p->gpn;
+  if (p->zpp_hpz < 0) p->zpp_hpz = p->gpn < p->world ? p->gpn : p->world;
+  if (!p->node_mesh) return true;
+  p->shard = p->gpn < p->world ? p->gpn : p->world;
   if (p->world % p->shard)
-    return ds_skip(o, "%s", "HSDP: the world is not a whole number of nodes"), false;
+    return ds_skip(o, "%s", "sharding within a node: the world is not a whole number of nodes"),
+           false;
   return true;
+}
+
+/* ---- settings a source leaves out ---------------------------------------------------------- */
+
+/* The ZeRO++ blog prints its micro-batch as "1K tokens" per GPU: one sequence of that many
+ * tokens; a Megatron GPT's vocabulary, not stated, is GPT-2's 50257 padded to a multiple of 128
+ * (Megatron's --make-vocab-size-divisible-by default), which reproduces the tutorial's printed
+ * TFLOPs; a global batch not stated is one micro-batch per GPU, no accumulation. */
+static void plan_unstated(train_in *t, train_plan *p) {
+  char buf[160];
+  const char *k = strstr(t->note, "printed as '");
+  int kt = 0;
+  if (!(t->seq >= 1) && k && sscanf(k, "printed as '%dK tokens'", &kt) == 1 && kt > 0) {
+    t->seq = 1024.0 * kt;
+    t->mb = 1;
+    snprintf(buf, sizeof buf, "sequence not stated: one sequence of %.0f tokens per micro-batch "
+             "(the source's '%dK tokens' per GPU)", t->seq, kt);
+    assume(p, buf);
+  }
+  if (!(t->v >= 1) && ds_has(t->model, "GPT")) {
+    t->v = 50304;
+    assume(p, "vocabulary not stated: 50304, GPT-2's padded to a multiple of 128 (Megatron)");
+  }
+  if (!(t->gb >= 1) && t->mb >= 1 && t->n >= 1 && !(t->ga >= 1)) {
+    t->ga = 1;
+    t->gb = t->n * t->mb;
+    snprintf(buf, sizeof buf, "global batch not stated: %.0f, one micro-batch per GPU", t->gb);
+    assume(p, buf);
+  }
 }
 
 /* ---- model --------------------------------------------------------------------------------- */
@@ -245,10 +343,12 @@ typedef struct family_rule {
 
 /* Llama's architecture (RMSNorm, SwiGLU, RoPE, GQA, untied head) under other names: Qwen2
  * (HF Qwen2ForCausalLM: the same blocks plus a QKV bias, ~0.01% of the FLOPs), Granite 7B
- * ("Llama-2-7B architecture" in the row), TinyLlama (lit-gpt's LLaMA config). MPT is GPT-2
- * shaped (LayerNorm, GELU MLP, tied embeddings, learned positions in llm-foundry's benchmarks). */
+ * ("Llama-2-7B architecture" in the row), TinyLlama (lit-gpt's LLaMA config), InternLM-7B (the
+ * same blocks, QKV and output biases). MPT is GPT-2 shaped (LayerNorm, GELU MLP, tied
+ * embeddings, learned positions in llm-foundry's benchmarks), as is Megatron's GPT. */
 static const family_rule family_rules[] = {
-    {"MPT", "gpt2"}, {"Llama", "llama"}, {"Qwen2", "llama"}, {"Granite", "llama"},
+    {"MPT", "gpt2"},    {"Llama", "llama"},   {"Qwen2", "llama"},
+    {"Granite", "llama"}, {"InternLM", "llama"}, {"GPT", "gpt2"},
 };
 
 static fb_status write_model(const train_in *t, const char *path, ds_result *o) {
@@ -285,6 +385,15 @@ static bool set_int(fb_run_config *c, const char *key, double v, ds_result *o) {
   return set(c, key, buf, o);
 }
 
+/* ZeRO++'s switches (strategy zeropp): --zeropp-quant-weights, --zeropp-hpz S,
+ * --zeropp-quant-grads. A build without them refuses the row with the option's own error. */
+static bool set_zeropp(const train_plan *p, fb_run_config *c, ds_result *o) {
+  if (strcmp(p->strategy, "zeropp")) return true;
+  if (p->zpp_qw && !set(c, "zeropp-quant-weights", "true", o)) return false;
+  if (p->zpp_hpz > 1 && !set_int(c, "zeropp-hpz", p->zpp_hpz, o)) return false;
+  return !p->zpp_qg || set(c, "zeropp-quant-grads", "true", o);
+}
+
 /* The configuration of one candidate (mb, recompute); false: refused, o->skip says why. */
 static bool configure(const train_in *t, const train_plan *p, const char *model,
                       const char *hw, double mb, const char *rc, fb_run_config *c,
@@ -302,11 +411,18 @@ static bool configure(const train_in *t, const train_plan *p, const char *model,
     return false;
   if (p->recompute_passes > 1 && !set_int(c, "recompute-passes", p->recompute_passes, o))
     return false;
-  if (p->hsdp_mesh) {
+  if (p->node_mesh) {
     char mesh[32];
     snprintf(mesh, sizeof mesh, "%dx%d", p->world / p->shard, p->shard);
     if (!set(c, "mesh", mesh, o)) return false;
   }
+  if (!set_zeropp(p, c, o) || !set_int(c, "nics-per-node", p->net.nics, o)) return false;
+  char gbps[32];
+  snprintf(gbps, sizeof gbps, "%g", p->net.gbps);
+  if (!set(c, "nic-gbps", gbps, o)) return false;
+  if (p->no_reduce && (fb_strategy_lookup(p->strategy)->accum_modes &
+                       (1u << FB_ACCUM_NO_REDUCE)) && !set(c, "accum", "no-reduce", o))
+    return false;
   double ga = t->ga >= 1 ? t->ga : 1;
   double gb = t->gb >= 1 ? t->gb : p->world * mb * ga;
   if (fmod(gb, p->world * mb) != 0) {
@@ -382,47 +498,54 @@ static fb_status search(const train_in *t, train_plan *p, const char *model, con
   return FB_OK;
 }
 
-/* The row's profile: the GPU's, with the framework, attention kernel and float8 it runs. */
+/* The row's profile: the GPU's, with the framework, attention kernel and float8 it runs, and
+ * its GPUs per node (the network goes in as the run options --nics-per-node / --nic-gbps). */
 static fb_status write_hw(const ds_ctx *x, const train_plan *p, const char *prof, char *path,
                           size_t n) {
   char lines[256];
-  snprintf(lines, sizeof lines, "framework: %s\nattention_kernel: %s\nfloat8_linears: %s\n",
-           p->framework, p->attention, p->float8 ? "true" : "false");
+  snprintf(lines, sizeof lines, "framework: %s\nattention_kernel: %s\nfloat8_linears: %s\n"
+           "devices_per_node: %d\n", p->framework, p->attention, p->float8 ? "true" : "false",
+           p->gpn);
   return ds_write_profile(x, "row", prof, lines, path, n);
 }
 
-/* The worst-row floor: rows a measurement shows to be off for a reason no mechanism carries.
- * They stay in every median; the closing worst leaves them out and names them. */
-typedef struct floor_rule {
-  const char *model, *gpu;
-  int mem, n, mb;
-  const char *why;
-} floor_rule;
+/* What a row runs apart from its strategy and GPU count: rows of one source with the same key
+ * differ only in those (validate_pairs.c). The cluster is the interconnect text as the source
+ * wrote it (a row on 2 of a node's 4 GPUs is on the same cluster as one on all 4); the work is
+ * tokens per GPU per step, not micro-batch and accumulation apart (2 x 4 and 4 x 2 are the
+ * same work). */
+static void pair_key(const train_in *t, const train_plan *p, ds_result *o) {
+  const double tok = t->seq * (t->mb >= 1 ? t->mb : 0) * (t->ga >= 1 ? t->ga : 1);
+  snprintf(o->key, sizeof o->key, "%s|%s|%.0f/%.0f/%.0f/%.0f/%.0f/%.0f|%.0f|%.0f|%s/%s|%s/%d/"
+           "%d|%s/%s|%.80s", t->src, o->gpu, t->L, t->d, t->h, t->kv, t->f, t->v, t->seq, tok,
+           p->param_dtype, p->reduce_dtype, p->tune_ac ? "tuned" : p->recompute,
+           p->recompute_layers, p->recompute_passes, p->framework, p->attention, t->net);
+  snprintf(o->strat, sizeof o->strat, "%s", p->label);
+  o->world = p->world;
+}
 
-static const floor_rule floor_rules[] = {
-    {"MPT-70b", "A100", 40, 64, 2,
-     "its figure needs ~200 ms per caching-allocator retry; a release-and-retry cycle measured "
-     "1.4-56 ms on an H100 (gpu-data/h100-measured.md), and its neighbours (32 x A100-80GB at "
-     "mb 2, 128 x A100-40GB at mb 4) are predicted within 1%"},
-};
-
-static void mark_floor(const train_in *t, ds_result *o) {
-  for (size_t i = 0; i < sizeof floor_rules / sizeof floor_rules[0]; i++) {
-    const floor_rule *f = &floor_rules[i];
-    if (!strcmp(t->model, f->model) && ds_has(t->gpu, f->gpu) && t->mem == f->mem &&
-        t->n == f->n && t->mb == f->mb)
-      o->floor_why = f->why;
-  }
+/* The published figure, whatever the source printed, as tokens/s per GPU. */
+static bool read_published(const ds_ctx *x, int r, const train_in *t, const train_plan *p,
+                           ds_result *o) {
+  ds_fig_in m = {.world = p->world, .seq = t->seq, .gb = t->gb, .L = t->L, .d = t->d,
+                 .h = t->h, .kv = t->kv, .f = t->f, .v = t->v,
+                 .recompute = !p->tune_ac && !strcmp(p->recompute, "full")};
+  o->published = ds_published_tps(x, r, &m, o->figures, sizeof o->figures);
+  if (o->published > 0) return true;
+  ds_skip(o, "%s", "no published throughput this validator can read");
+  return false;
 }
 
 fb_status ds_train_row(ds_ctx *x, int r, ds_result *o) {
   train_in t;
   read_row(x, r, &t);
-  snprintf(o->what, sizeof o->what, "%-12.12s %-5s %3.0fGB x%-4.0f seq %-5.0f mb %-3.0f ac %-9.9s %s",
-           t.model, strncmp(t.gpu, "A100", 4) ? "H100" : "A100", t.mem, t.n, t.seq, t.mb, t.ac,
-           t.prec);
-  o->published = t.pub;
-  mark_floor(&t, o);
+  char mem[8], seq[8], mb[8];
+  snprintf(mem, sizeof mem, isnan(t.mem) ? "?" : "%.0f", t.mem);
+  snprintf(seq, sizeof seq, isnan(t.seq) ? "?" : "%.0f", t.seq);
+  snprintf(mb, sizeof mb, isnan(t.mb) ? "?" : "%.0f", t.mb);
+  snprintf(o->what, sizeof o->what, "%-12.12s %-5.5s %3sGB x%-4.0f seq %-5s mb %-3s ac %-9.9s %s",
+           t.model, t.gpu, mem, t.n, seq, mb, t.ac, t.prec);
+  o->published = NAN;
   train_plan p = {.recompute = "off"};
   if (!plan_sharding(&t, &p, o) || !plan_precision(&t, &p, o)) return FB_OK;
   char why[160];
@@ -431,10 +554,13 @@ fb_status ds_train_row(ds_ctx *x, int r, ds_result *o) {
   snprintf(o->gpu, sizeof o->gpu, "%s", prof);
   fb_hardware hw;
   FB_TRY(fb_hardware_load(prof, &hw));
-  if (!(t.seq >= 1 && t.pub > 0)) return ds_skip(o, "%s", "sequence or throughput missing"), FB_OK;
+  plan_unstated(&t, &p);
+  if (!(t.seq >= 1)) return ds_skip(o, "%s", "sequence length missing"), FB_OK;
   if (!plan_world(&t, &hw, &p, o) || !plan_recompute(&t, &p, o)) return FB_OK;
   p.tune_mb = !(t.mb >= 1);
   plan_framework(&t, &p);
+  snprintf(o->assumed, sizeof o->assumed, "%s", p.assumed);
+  if (!read_published(x, r, &t, &p, o)) return FB_OK;
   char model[96], hwpath[96];
   snprintf(model, sizeof model, "%s/model.yaml", x->tmpdir);
   fb_status st = write_model(&t, model, o);
@@ -442,6 +568,8 @@ fb_status ds_train_row(ds_ctx *x, int r, ds_result *o) {
   FB_TRY(st);
   FB_TRY(write_hw(x, &p, prof, hwpath, sizeof hwpath));
   FB_TRY(search(&t, &p, model, hwpath, o));
+  pair_key(&t, &p, o);
+  if (p.net_why[0]) assume(&p, p.net_why);
   snprintf(o->assumed, sizeof o->assumed, "%s", p.assumed);
   return FB_OK;
 }

@@ -28,6 +28,8 @@ typedef struct fb_run_config {
   char backend[16];      /* auto, or a name in the device registry (--list-backends) */
   char comm[16];         /* auto | local | mpi | nccl | sim */
   char hardware[256];    /* profile name in models/hardware/ or a path ("" = backend default) */
+  int nics_per_node;     /* network adapters per node over the profile's (0 = the profile's) */
+  double nic_gbps;       /* Gb/s per adapter per direction over the profile's (0 = the profile's) */
   int world;             /* ranks (local/sim); mpi/nccl take it from the launcher */
   /* batch */
   int batch;             /* global batch, sequences per step */

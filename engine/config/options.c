@@ -36,6 +36,13 @@ static const fb_option options[] = {
              "launcher on cpu, sim on sim; local/mpi on a GPU stage through pinned host memory)"},
     {.name = "hardware", .group = G_WHAT, .kind = FB_OPT_STR, FIELD(hardware), .metavar = "NAME",
      .dflt = "\"\" = backend default", .help = "hardware profile in models/hardware/ or a path"},
+    {.name = "nics-per-node", .group = G_WHAT, .kind = FB_OPT_INT, FIELD(nics_per_node),
+     .metavar = "N", .min = 0, .max = 64, .dflt = "0 = the profile's",
+     .help = "network adapters per node the simulated run prices (the profile's nics_per_node "
+             "key), e.g. 4 for '4 x 100 Gb RoCE per node'"},
+    {.name = "nic-gbps", .group = G_WHAT, .kind = FB_OPT_F64, FIELD(nic_gbps), .metavar = "G",
+     .min = 0, .max = 1e5, .dflt = "0 = the profile's",
+     .help = "speed of one network adapter in Gb/s per direction (the profile's nic_gbps key)"},
     {.name = "world", .group = G_WHAT, .kind = FB_OPT_INT, FIELD(world), .metavar = "N",
      .min = 0, .max = 1 << 20, .dflt = "0 = auto", .help = "ranks (mpi/nccl: from the launcher)"},
 

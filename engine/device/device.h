@@ -182,6 +182,12 @@ typedef struct fb_device_ops {
                           bool to_host);
 
   const struct fb_kernels *kernels; /* all entries NULL on sim */
+  /* cuda only (NULL elsewhere): copies `bytes` from src to dst `passes` times with a kernel of
+   * exactly `ctas` thread blocks, each resident until the copy ends: a stand-in for NCCL's
+   * kernel (one CTA per channel, streaming HBM for the whole collective) that `calibrate`
+   * runs beside a GEMM and a memory-bound kernel to measure the contention model. */
+  fb_status (*proxy_copy)(fb_device *d, fb_stream *s, void *dst, const void *src, size_t bytes,
+                          int ctas, int passes);
 } fb_device_ops;
 
 struct fb_device {

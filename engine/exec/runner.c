@@ -689,6 +689,7 @@ static fb_status plan_backend(fb_run_config *c, fb_run_result *res, run_plan *p,
   memset(&p->hw, 0, sizeof p->hw);
   snprintf(p->hw.name, sizeof p->hw.name, "%s", c->backend);
   if (c->hardware[0]) FB_TRY(fb_hardware_load(c->hardware, &p->hw));
+  FB_TRY(fb_hardware_set_network(&p->hw, c->nics_per_node, c->nic_gbps));
   p->dent = fb_device_entry_lookup(c->backend);
   if (fb_device_available(c->backend, p->absent, sizeof p->absent))
     sh->dev_ops = fb_device_lookup(c->backend); /* cuda: the CUDA module, loaded by now */

@@ -475,6 +475,10 @@ static void placed(const fb_hardware *hw, int stride, fb_hardware *h) {
   h->devices_per_node = g;
   h->nccl_ch_net = hw->nccl_ch_net * g / hw->devices_per_node;
   if (h->nccl_ch_net < 1) h->nccl_ch_net = 1;
+  if (hw->nics_per_node > 0) { /* the members' NICs: as many as their share of the node */
+    h->nics_per_node = hw->nics_per_node * g / hw->devices_per_node;
+    if (h->nics_per_node < 1) h->nics_per_node = 1;
+  }
 }
 
 /* The fused MLP ops (kernels.c: matmul_gelu_fwd, matmul_bwd_gelu: a GEMM whose epilogue applies

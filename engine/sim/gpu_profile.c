@@ -38,6 +38,10 @@ static const gpu_rule rules[] = {
     {.has = "A100", .mem_lo = 40, .mem_hi = 40, .profile = "a100-40gb",
      .why = "an A100 SXM4 40 GB"},
     {.has = "A100", .profile = "a100", .why = "an A100 SXM4 80 GB (or of unstated memory)"},
+    {.has = "V100", .mem_lo = 1, .mem_hi = 31, .why = "a V100 16 GB: no profile describes it"},
+    {.has = "V100", .also = "16GB", .why = "a V100 16 GB: no profile describes it"},
+    {.has = "V100", .profile = "v100",
+     .why = "a V100 SXM2/SXM3 32 GB (or of unstated memory)"},
 };
 
 /* Whether `word` occurs in s as a token of its own, ignoring case: not inside a longer

@@ -149,6 +149,14 @@ static const hw_key hw_keys[] = {
     {.key = "sustained_compute", .type = HW_REAL, .off = OFF(sustained), .scale = 1, .lo = 0,
      .hi = 1, .optional = true,
      .doc = "tensor-core rate in a long training step over the microbenchmarks' (0 = 1)"},
+    {.key = "nccl_contention", .type = HW_BOOL, .off = OFF(nccl_contention), .optional = true,
+     .doc = "compute beside a collective runs on the SMs and HBM NCCL leaves (overlap_slowdown unused)"},
+    {.key = "rank_speed_sigma", .type = HW_REAL, .off = OFF(rank_speed_sigma), .scale = 1, .lo = 0,
+     .hi = 1, .optional = true,
+     .doc = "spread (sigma) of identical GPUs' speeds; a step waits for the slowest rank (0 = off)"},
+    {.key = "nccl_net_busbw_per_doubling", .type = HW_REAL, .off = OFF(nccl_net_doubling),
+     .scale = 1, .lo = 0, .hi = 1, .optional = true,
+     .doc = "NCCL bus bandwidth across nodes per doubling of nodes beyond 2 (0 = flat)"},
     {.key = "host_op_us", .type = HW_REAL, .off = OFF(host_op_s), .scale = 1e-6, .lo = 0,
      .hi = 1e6, .optional = true, .doc = "host time to dispatch one op (eager framework), us"},
     {.key = "gpu_arch", .type = HW_ENUM, .off = OFF(gpu_arch), .names = arch_names,
@@ -168,6 +176,12 @@ static const hw_key hw_keys[] = {
     {.key = "coll_overhead_us", .type = HW_REAL, .off = OFF(coll_overhead_s), .scale = 1e-6,
      .lo = 0, .hi = 1e6, .optional = true,
      .doc = "per collective: launch and framework time NCCL's model leaves out, us"},
+    {.key = "nics_per_node", .type = HW_INT, .off = OFF(nics_per_node), .scale = 1, .lo = 0,
+     .hi = 64, .optional = true,
+     .doc = "network adapters per node (0 = not stated: inter_bw_gbs and nccl_*_net stand)"},
+    {.key = "nic_gbps", .type = HW_REAL, .off = OFF(nic_bw), .scale = 1e9 / 8, .lo = 0,
+     .hi = 1e5, .optional = true,
+     .doc = "speed of one network adapter, Gb/s per direction (0 = not stated)"},
     /* a shared host split into 1-thread ranks (cpu executor): optional, calibrate writes them */
     {.key = "split_ranks", .type = HW_INT, .off = OFF(split_ranks), .scale = 1, .lo = 0,
      .hi = 1e6, .optional = true,
@@ -597,4 +611,16 @@ fb_status fb_hardware_write_to(FILE *f, const char *path, const fb_hardware *hw,
     }
   }
   return ferror(f) ? FB_ERR(FB_EIO, "cannot write hardware profile %s", path) : FB_OK;
+}
+
+fb_status fb_hardware_set_network(fb_hardware *hw, int nics_per_node, double nic_gbps) {
+  if (nics_per_node < 0 || nics_per_node > 64)
+    return FB_ERR(FB_EUSAGE, "--nics-per-node: %d is not allowed (want 0 to 64; 0 = the "
+                  "profile's)", nics_per_node);
+  if (!(nic_gbps >= 0 && nic_gbps <= 1e5))
+    return FB_ERR(FB_EUSAGE, "--nic-gbps: %g is not allowed (want 0 to 100000 Gb/s; 0 = the "
+                  "profile's)", nic_gbps);
+  if (nics_per_node > 0) hw->nics_per_node = nics_per_node;
+  if (nic_gbps > 0) hw->nic_bw = nic_gbps * 1e9 / 8;
+  return FB_OK;
 }

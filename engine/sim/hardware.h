@@ -105,6 +105,12 @@ typedef struct fb_hardware {
   double flash1_ratio;      /* FlashAttention-1 rate / FlashAttention-2 rate, long sequences */
   double flash1_half_seq;   /* its own half-rate key count */
   double sustained;         /* tensor-core rate in a long training step / in a microbenchmark */
+  bool nccl_contention;     /* compute beside a collective runs on the SMs and HBM bandwidth NCCL's
+                               kernel leaves (engine/sim/contention.c) instead of overlap_slowdown */
+  double rank_speed_sigma;  /* spread (sigma, fraction) of identical GPUs' speeds: a step of N ranks
+                               runs at the slowest's (0 = lock-step) */
+  double nccl_net_doubling; /* NCCL bus bandwidth across nodes per doubling of the node count beyond
+                               2 (0 = 1: flat) */
   double host_op_s;         /* host time to dispatch one op (framework + launch call) */
   int gpu_arch;             /* fb_gpu_arch: NCCL's tuning constants */
   int cpu_vendor;           /* 0 intel, 1 amd: NCCL's LL bandwidth cap and net overhead */
@@ -114,6 +120,10 @@ typedef struct fb_hardware {
   double nccl_bw_net;       /* ... x bytes/s per channel */
   double nvls_busbw;        /* NVLink SHARP all-reduce bus bandwidth in one node (0 = none) */
   double coll_overhead_s;   /* per collective call: launch and framework work NCCL's model omits */
+  int nics_per_node;        /* network adapters per node (0 = not stated: the profile's
+                               inter_bw / nccl_*_net figures stand for the network) */
+  double nic_bw;            /* bytes/s per NIC per direction (YAML `nic_gbps`, Gb/s; 0 = not
+                               stated) */
   int nkernels;             /* optional per-kernel table, see fb_hw_kernel */
   fb_hw_kernel kernels[FB_HW_MAX_KERNELS];
   /* ---- a shared host split into 1-thread ranks (cpu executor; optional, 0 = none) ----
@@ -150,6 +160,11 @@ fb_status fb_hardware_write_to(FILE *f, const char *path, const fb_hardware *hw,
 double fb_hardware_kernel_bw(const fb_hardware *hw, const char *name);
 /* The same from the split table (split_kernel_gbs), or 0. */
 double fb_hardware_split_kernel_bw(const fb_hardware *hw, const char *name);
+
+/* A run's own network (--nics-per-node, --nic-gbps) over the profile's: a value > 0 replaces
+ * the profile's key, 0 keeps it. Range-checked as the profile keys are (FB_EUSAGE naming the
+ * flag). */
+fb_status fb_hardware_set_network(fb_hardware *hw, int nics_per_node, double nic_gbps);
 
 /* Peak FLOP/s for a compute dtype (bf16 -> bf16 rate, anything else -> fp32 rate). */
 double fb_hardware_peak(const fb_hardware *hw, fb_dtype t);

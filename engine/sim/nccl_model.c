@@ -43,6 +43,19 @@ typedef struct topo {
   double C, b;    /* graph channels and GB/s per channel */
 } topo;
 
+double fb_nccl_net_busbw(const fb_hardware *hw) {
+  const double graph = hw->nccl_ch_net * hw->nccl_bw_net;
+  if (!(hw->nics_per_node > 0 && hw->nic_bw > 0)) return graph;
+  return fmin(graph, hw->nics_per_node * hw->nic_bw);
+}
+
+/* Bus bandwidth across N nodes over the graph's (1 at 2 nodes), `per` per doubling beyond:
+ * NVIDIA/nccl#1229 measured reduce-scatter at 360, 345, 320, 300, 280, 260 GB/s on 4 ... 128
+ * H100 nodes (8 x 400 Gb/s, graph 8 x 48 = 384): 0.937 per doubling (the least-squares slope
+ * of log bandwidth on log2 nodes), and 360 / 384 = 0.937 at 4 nodes, i.e. 1 at 2. A rate
+ * measured on one fabric, used for every profile's network (docs/simulator.md). */
+static double net_scale(double per, int nodes) { return pow(per, log2(nodes / 2.0)); }
+
 static topo topo_of(const fb_hardware *hw, int world) {
   topo t = {.n = world};
   t.ppn = hw->devices_per_node < world ? hw->devices_per_node : world;
@@ -50,7 +63,8 @@ static topo topo_of(const fb_hardware *hw, int world) {
   t.gen = hw->gpu_arch == FB_ARCH_HOPPER ? 1 : 0;
   t.col = t.nodes == 1 ? 0 : t.nodes == 2 ? 1 : 2;
   t.C = t.nodes == 1 ? hw->nccl_ch_node : hw->nccl_ch_net;
-  t.b = (t.nodes == 1 ? hw->nccl_bw_node : hw->nccl_bw_net) * 1e-9;
+  t.b = (t.nodes == 1 ? hw->nccl_bw_node : fb_nccl_net_busbw(hw) / (t.C > 0 ? t.C : 1)) * 1e-9;
+  if (t.nodes > 2 && hw->nccl_net_doubling > 0) t.b *= net_scale(hw->nccl_net_doubling, t.nodes);
   return t;
 }
 

@@ -26,6 +26,12 @@ typedef struct fb_nccl_choice {
  * gathered buffer, as NCCL sizes them) over `world` ranks, hw->devices_per_node per node.
  * world >= 2. */
 fb_nccl_choice fb_nccl_predict(const fb_hardware *hw, fb_coll coll, double bytes, int world);
+/* The ring graph's bus bandwidth across nodes, bytes/s: channels x GB/s per channel
+ * (nccl_channels_net x nccl_channel_gbs_net), bounded by the node's adapters (nics_per_node x
+ * nic_gbps) when the profile or the run (--nics-per-node, --nic-gbps) states them: a ring
+ * crosses each node boundary once, so a node's NICs together carry it (nccl-model.md 3.2;
+ * comm-mechanisms.md 2). Before the node-count scaling of fb_nccl_predict. */
+double fb_nccl_net_busbw(const fb_hardware *hw);
 const char *fb_nccl_algo_name(fb_nccl_algo a);
 const char *fb_nccl_proto_name(fb_nccl_proto p);
 

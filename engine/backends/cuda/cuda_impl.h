@@ -111,6 +111,10 @@ void fb_cuda_host_tasks_stop(fb_stream *s);
  * address of mapped pinned memory). */
 cudaError_t fb_cuda_gate_launch(cudaStream_t s, const unsigned long long *ctr,
                                 unsigned long long target);
+/* Launches the NCCL stand-in of proxy_copy (proxy_copy.cu): `ctas` blocks copy `bytes` from
+ * src to dst `passes` times, grid-striding in 16-byte words. */
+cudaError_t fb_cuda_proxy_copy_launch(cudaStream_t s, void *dst, const void *src, size_t bytes,
+                                      int ctas, int passes);
 #ifdef __cplusplus
 }
 #endif

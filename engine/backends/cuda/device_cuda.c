@@ -317,6 +317,17 @@ static fb_status cuda_copy_d2d(fb_device *d, fb_stream *s, void *dst, const void
   return FB_OK;
 }
 
+/* The NCCL stand-in (device.h proxy_copy): a fixed grid of `ctas` blocks, like NCCL's one CTA
+ * per channel, streaming the buffer `passes` times. */
+static fb_status cuda_proxy_copy(fb_device *d, fb_stream *s, void *dst, const void *src,
+                                 size_t bytes, int ctas, int passes) {
+  if (ctas < 1 || passes < 1)
+    return FB_ERR(FB_EUSAGE, "proxy copy: %d CTAs x %d passes (want >= 1 each)", ctas, passes);
+  FB_TRY(fb_cuda_bind(d));
+  CU_TRY(d, fb_cuda_proxy_copy_launch(s->s, dst, src, bytes, ctas, passes));
+  return FB_OK;
+}
+
 /* The next staging slot, once the copy that last used it has completed (a wait on that one
  * copy's event, never on the device). Called with stage_mu held. */
 static fb_status stage_take(fb_device *d, fb_cuda_stage **out) {
@@ -713,4 +724,5 @@ const fb_device_ops fb_cuda_device_ops = {
     .host_free = cuda_host_free,
     .copy_async = cuda_copy_async,
     .kernels = &fb_cuda_kernels,
+    .proxy_copy = cuda_proxy_copy,
 };

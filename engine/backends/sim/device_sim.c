@@ -7,8 +7,12 @@
  *    executor, host_runs_ahead false) the host time is also at least the compute stream's
  *    clock, and host work is not modelled (the executor's own host has no framework hooks).
  *  - Compute ops that overlap busy intervals of a comm stream (comm is issued ahead, so its
- *    intervals are known when compute is accounted) run hw->overlap_slowdown times slower over
- *    the overlapped part. Comm issued after a compute op does not slow it (documented limit).
+ *    intervals are known when compute is accounted) run slower over the overlapped part: on a
+ *    GPU profile with nccl_contention, by their own cost on the SMs and HBM bandwidth NCCL's
+ *    kernel leaves (engine/sim/contention.h), else hw->overlap_slowdown times. Comm issued
+ *    after a compute op does not slow it (documented limit).
+ *  - Compute ops of a world of N ranks take fb_straggler_factor(hw, N) times their cost: every
+ *    collective waits for the slowest rank (rank_speed_sigma; 1 without it).
  *  - Allocations return distinct opaque tokens (increasing addresses, never dereferenced);
  *    fb_alloc in device.c does the counting, exactly as on cpu. On a profile whose host runs
  *    ahead (a GPU), every allocation and free is also replayed on a model of PyTorch's CUDA
@@ -28,6 +32,7 @@
 
 #include "../../device/recorder.h"
 #include "../../sim/caching_allocator.h"
+#include "../../sim/contention.h"
 #include "../../sim/cost_model.h"
 #include "../../sim/hardware.h"
 #include "../../device/device.h"
@@ -69,6 +74,7 @@ typedef struct sim_dev {
   bool host_model;       /* the host runs ahead of the device (GPU profile) */
   uintptr_t next_addr;   /* next allocation token */
   fb_cca *cca;           /* caching-allocator model, NULL when not modelled */
+  double straggle;       /* compute factor for the slowest of the world's ranks (>= 1) */
   fb_dev_model m;        /* counters behind model_stats */
   /* Busy intervals of comm streams that compute may still overlap: sorted, disjoint,
    * live in iv[lo, lo + n). Intervals the compute streams have passed are dropped. */
@@ -203,8 +209,9 @@ static void sim_account(fb_device *d, fb_stream *st, const fb_op_cost *c) {
     iv_add(s, t0, t1);
   } else {
     if (s->n > 0 && s->iv[s->lo].b <= t0) iv_prune(s);
-    t1 = (s->n > 0 && d->hw->overlap_slowdown > 1) ? stretch(s, t0, dur, d->hw->overlap_slowdown)
-                                                   : t0 + dur;
+    dur *= s->straggle;
+    const double slow = s->n > 0 ? fb_contention_slowdown(d->hw, c, d->world) : 1.0;
+    t1 = slow > 1 ? stretch(s, t0, dur, slow) : t0 + dur;
   }
   st->clock = t1;
   st->after_op = true;
@@ -282,6 +289,7 @@ static fb_status sim_init(fb_device *d) {
   if (!s) return FB_ERR(FB_ENOMEM, "sim device: out of host memory");
   s->next_addr = (uintptr_t)1 << 20;
   s->host_model = d->hw->host_runs_ahead;
+  s->straggle = fb_straggler_factor(d->hw, d->world);
   d->impl = s;
   d->simulated = true;
   if (s->host_model) { /* a GPU host: model PyTorch's caching allocator too */

@@ -1,0 +1,59 @@
+/* `validate --dataset` on training-run files, scored as users read a comparison table: for
+ * every pair of rows of one source that differ only in strategy (same GPUs, same model, same
+ * work per GPU) or only in GPU count (same strategy), the published ratio of their throughputs
+ * and the predicted one, and the difference in points (100 x the difference of the ratios).
+ * Which rows pair is decided by the key and strategy label ds_train_row gives each row from
+ * what it ran, never from the figures. It prints; it computes nothing else. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "validate_rows.h"
+
+#define POINTS_OK 5.0 /* the "within 5 points" */
+
+typedef struct pair_score {
+  int n, within, left_out;
+  double worst;
+} pair_score;
+
+/* What the two rows differ in: "strategy", "GPUs", or NULL when not a pair. */
+static const char *pair_kind(const ds_result *a, const ds_result *b) {
+  if (!a->key[0] || strcmp(a->key, b->key)) return NULL;
+  const bool same_strat = !strcmp(a->strat, b->strat);
+  if (a->world == b->world && !same_strat) return "strategy";
+  if (a->world != b->world && same_strat) return "GPUs";
+  return NULL;
+}
+
+static void score_pair(const ds_result *a, const ds_result *b, const char *kind,
+                       pair_score *s) {
+  if (a->skip[0] || b->skip[0] || !(a->predicted > 0) || !(b->predicted > 0)) {
+    printf("# pair rows %d/%d (%s differ): not scored, row %d is not expressible\n", a->row,
+           b->row, kind, a->skip[0] ? a->row : b->row);
+    s->left_out++;
+    return;
+  }
+  const double pub = b->published / a->published, pred = b->predicted / a->predicted;
+  const double pts = fabs(pub - pred) * 100.0;
+  printf("# pair rows %d/%d: %-9s %s x%d / %s x%d: tok/s/GPU ratio published %.3f, predicted "
+         "%.3f, %.1f points%s\n", a->row, b->row, kind, b->strat, b->world, a->strat, a->world,
+         pub, pred, pts, pts <= POINTS_OK ? "" : " (more than 5)");
+  s->n++;
+  s->within += pts <= POINTS_OK;
+  if (pts > s->worst) s->worst = pts;
+}
+
+void ds_print_pairs(const ds_ctx *x) {
+  pair_score s = {0};
+  printf("# pairs: rows of one source that differ only in strategy or only in GPU count; "
+         "ratio = second row / first row, predicted tok/s/GPU vs published\n");
+  for (int i = 0; i < x->n; i++)
+    for (int j = i + 1; j < x->n; j++) {
+      const char *kind = pair_kind(&x->res[i], &x->res[j]);
+      if (kind) score_pair(&x->res[i], &x->res[j], kind, &s);
+    }
+  if (s.left_out)
+    printf("# %d pair(s) not scored: one of their rows is not expressible\n", s.left_out);
+  printf("pairs: %d, within 5 points: %d, worst %.1f points\n", s.n, s.within, s.worst);
+}
