@@ -60,7 +60,8 @@ void fb_contention_profile(const fb_hardware *hw, int world, fb_hardware *out) {
 
 double fb_contention_slowdown(const fb_hardware *hw, const fb_op_cost *c, int world) {
   const double flat = hw->overlap_slowdown > 1 ? hw->overlap_slowdown : 1.0;
-  if (!hw->nccl_contention || hw->sm_count <= 0 || c->kind == FB_OP_COLL) return flat;
+  if (!hw->nccl_contention || hw->sm_count <= 0) return flat;
+  if (c->kind == FB_OP_COLL) return 1.0; /* NCCL kernels share their own channels */
   if (c->kind == FB_OP_ATTN && hw->flash_fwd_eff > 0) { /* many waves: the SMs' ratio */
     const double left = hw->sm_count - fb_contention_ctas(hw, world);
     return left >= 1 ? hw->sm_count / left : hw->sm_count;

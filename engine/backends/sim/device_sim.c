@@ -209,7 +209,7 @@ static void sim_account(fb_device *d, fb_stream *st, const fb_op_cost *c) {
     iv_add(s, t0, t1);
   } else {
     if (s->n > 0 && s->iv[s->lo].b <= t0) iv_prune(s);
-    dur *= s->straggle;
+    if (c->kind != FB_OP_COLL) dur *= s->straggle; /* a collective waits for no one more */
     const double slow = s->n > 0 ? fb_contention_slowdown(d->hw, c, d->world) : 1.0;
     t1 = slow > 1 ? stretch(s, t0, dur, slow) : t0 + dur;
   }
