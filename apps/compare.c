@@ -32,7 +32,8 @@
  *                  exposed communication (host work, launch gaps, skew)
  *   peak_bytes     peak memory of the rank that peaked highest (all categories together)
  *   param_shard_bytes, param_full_bytes, grad_shard_bytes, grad_full_bytes, optim_bytes,
- *   act_bytes, comm_bytes, temp_bytes  that rank's bytes per category at its peak (they add
+ *   act_bytes, comm_bytes, temp_bytes, param_secondary_bytes  that rank's bytes per category
+ *                  at its peak (param_secondary: zeropp's hpZ copy; they add
  *                  up to peak_bytes)
  *   persistent_bytes  params + grads + optimizer state owned after setup (same rank)
  *   coll_bytes     logical collective bytes per step per rank (all types)
@@ -51,7 +52,8 @@
  * the levels at the step's start (event "start"), then one row per allocation or free.
  *   run, strategy, world, t_ms (ms since the step's start), event (start|alloc|free),
  *   category (of the event), delta_bytes, label (of the buffer),
- *   param_shard, param_full, grad_shard, grad_full, optim, act, comm, temp, total
+ *   param_shard, param_full, grad_shard, grad_full, optim, act, comm, temp, param_secondary,
+ *   total
  *                  bytes of each category (and all together) after the event
  *
  * runs/<run>-<strategy>/: the run's own report files (summary.csv, steps.csv, memory.csv,
@@ -530,7 +532,8 @@ static fb_status run_one(const cmp_plan *p, cmp_row *row, const cmp_files *files
 /* ---- table ------------------------------------------------------------------------------- */
 
 static const char *const MEM_HEAD[FB_MEM_NCAT] = {"p_shard", "p_full", "g_shard", "g_full",
-                                                  "optim",   "act",    "comm",    "temp"};
+                                                  "optim",   "act",    "comm",    "temp",
+                                                  "p_sec"};
 
 /* Width of each sweep column in the table (key or longest value). */
 static int axis_width(const cmp_axis *ax) {
@@ -602,14 +605,14 @@ static const char CSV_HEAD[] =
     "bucket_mb,recompute,status,predicted,step_ms,tokens_per_s,tokens_per_s_rank,tflops,"
     "compute_ms,comm_ms,exposed_ms,idle_ms,peak_bytes,param_shard_bytes,param_full_bytes,"
     "grad_shard_bytes,grad_full_bytes,optim_bytes,act_bytes,comm_bytes,temp_bytes,"
-    "persistent_bytes,coll_bytes,wire_bytes,final_loss,param_sum,param_match,error\n";
+    "param_secondary_bytes,persistent_bytes,coll_bytes,wire_bytes,final_loss,param_sum,param_match,error\n";
 
 static const char STEPS_HEAD[] =
     "run,strategy,world,step,wall_ms,compute_ms,comm_ms,exposed_ms,loss,grad_norm,lr\n";
 
 static const char TIMELINE_HEAD[] =
     "run,strategy,world,t_ms,event,category,delta_bytes,label,param_shard,param_full,"
-    "grad_shard,grad_full,optim,act,comm,temp,total\n";
+    "grad_shard,grad_full,optim,act,comm,temp,param_secondary,total\n";
 
 static const char *accum_text(fb_accum_mode m) {
   switch (m) {
@@ -645,7 +648,7 @@ static void write_csv_row(FILE *f, const cmp_row *row) {
           c->reshard_after_forward, c->max_inflight, (double)c->bucket_bytes / 1048576.0,
           fb_recompute_name(c->recompute), status_text(row->st), row->predicted);
   if (!row->figures) {
-    /* the 23 figure columns stay empty: 8 times, peak, the categories, persistent, coll, wire,
+    /* the 24 figure columns stay empty: 8 times, peak, the categories, persistent, coll, wire,
      * loss, param sum, match */
     for (int k = 0; k < 8 + 1 + FB_MEM_NCAT + 1 + 2 + 3; k++) fputc(',', f);
     fprintf(f, ",%s\n", row->error);

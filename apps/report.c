@@ -17,7 +17,8 @@
 static const char *const coll_col[FB_NCOLL] = {
     [FB_COLL_ALL_GATHER] = "all_gather", [FB_COLL_REDUCE_SCATTER] = "reduce_scatter",
     [FB_COLL_ALL_REDUCE] = "all_reduce", [FB_COLL_BROADCAST] = "broadcast",
-    [FB_COLL_REDUCE] = "reduce",         [FB_COLL_BARRIER] = "barrier"};
+    [FB_COLL_REDUCE] = "reduce",         [FB_COLL_BARRIER] = "barrier",
+    [FB_COLL_ALL_TO_ALL] = "all_to_all"};
 
 /* ---- figures ------------------------------------------------------------------------------ */
 

@@ -752,6 +752,50 @@ static void check_sumsq(harness *h) {
   free(x);
 }
 
+/* Block quantisation (zeropp): the gpu's int8 / int4 bytes and fp32 scales equal the cpu's
+ * bit for bit (the shared formulas of elementwise.h; int4 with its segments reordered, rows
+ * 2), and so does dequant_sum over 2 terms, in fp32 and bf16. */
+static void quant_case(harness *h, int bits, int rows, fb_dtype ot) {
+  const size_t nseg = 4, seglen = 5000, n = nseg * seglen;
+  const int group = bits == 8 ? 4096 : 2048;
+  const size_t ns = fb_quant_nscales(nseg, seglen, group), ob = (n / 2) * fb_dtype_size(ot);
+  float *x = malloc(n * 4), *cs = malloc(ns * 4), *gs = malloc(ns * 4);
+  uint8_t *cq = malloc(n), *gq = malloc(n), *co = malloc(ob), *go = malloc(ob);
+  fb_buf bx = {0}, bq = {0}, bs = {0}, bo = {0};
+  char nm[48];
+  if (!x || !cs || !gs || !cq || !gq || !co || !go) {
+    h->err = FB_ERR(FB_ENOMEM, "selftest: out of host memory");
+    goto out;
+  }
+  for (size_t i = 0; i < n; i++) x[i] = rnd(h) * (float)(1 + i % 5);
+  TRY_H(raw_new(h, &bx, x, n * 4));
+  TRY_H(fb_alloc(h->gd, n, FB_MEM_TEMP, "selftest", &bq));
+  TRY_H(fb_alloc(h->gd, ns * 4, FB_MEM_TEMP, "selftest", &bs));
+  TRY_H(fb_alloc(h->gd, ob, FB_MEM_TEMP, "selftest", &bo));
+  const fb_kernels *g = h->gd->ops->kernels, *c = &fb_cpu_kernels;
+  TRY_H(c->quantize(&h->ck, cq, cs, x, FB_F32, nseg, seglen, group, bits, rows));
+  TRY_H(g->quantize(&h->gk, bq.ptr, bs.ptr, bx.ptr, FB_F32, nseg, seglen, group, bits, rows));
+  TRY_H(c->dequant_sum(&h->ck, co, ot, cq, cs, 2, n / 2, seglen, group, bits));
+  TRY_H(g->dequant_sum(&h->gk, bo.ptr, ot, bq.ptr, bs.ptr, 2, n / 2, seglen, group, bits));
+  TRY_H(fb_copy_d2h(h->gd, h->gs, gq, bq.ptr, n * (size_t)bits / 8));
+  TRY_H(fb_copy_d2h(h->gd, h->gs, gs, bs.ptr, ns * 4));
+  TRY_H(fb_copy_d2h(h->gd, h->gs, go, bo.ptr, ob));
+  snprintf(nm, sizeof nm, "quantize int%d rows %d", bits, rows);
+  report(h, nm, "i8", memcmp(cq, gq, n * (size_t)bits / 8) || memcmp(cs, gs, ns * 4), 0.0);
+  snprintf(nm, sizeof nm, "dequant_sum int%d", bits);
+  report(h, nm, fb_dtype_name(ot), memcmp(co, go, ob) ? 1.0 : 0.0, 0.0);
+out:
+  fb_free(h->gd, &bx, h->gs), fb_free(h->gd, &bq, h->gs);
+  fb_free(h->gd, &bs, h->gs), fb_free(h->gd, &bo, h->gs);
+  free(x), free(cs), free(gs), free(cq), free(gq), free(co), free(go);
+}
+
+static void check_quant(harness *h) {
+  quant_case(h, 8, 1, FB_F32);
+  if (!h->err) quant_case(h, 4, 2, FB_F32);
+  if (!h->err) quant_case(h, 8, 1, FB_BF16);
+}
+
 static int kernel_checks(harness *h) {
   printf("selftest: cuda kernels against the cpu kernels\n");
   printf("  %-26s %-5s %12s %10s  %s\n", "kernel", "dtype", "max rel err", "tol", "result");
@@ -770,6 +814,7 @@ static int kernel_checks(harness *h) {
   h->gk.act = FB_F32;
   if (h->err == FB_OK) check_vectors(h);
   if (h->err == FB_OK) check_sumsq(h);
+  if (h->err == FB_OK) check_quant(h);
   if (h->err == FB_OK) {
     fb_status st = fb_stream_sync(h->gd, h->gs);
     if (st != FB_OK) h->err = st;

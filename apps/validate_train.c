@@ -25,7 +25,7 @@
 /* One row's columns. */
 typedef struct train_in {
   const char *src, *gpu, *model, *prec, *ac, *sharding, *framework, *net, *note;
-  double n, mem, gpn, seq, mb, gb, ga, pub, L, d, h, kv, f, v, mfu, hfu;
+  double n, mem, gpn, seq, mb, gb, ga, L, d, h, kv, f, v, mfu, hfu;
 } train_in;
 
 static void read_row(const ds_ctx *x, int r, train_in *t) {
@@ -35,9 +35,9 @@ static void read_row(const ds_ctx *x, int r, train_in *t) {
                         &t->framework, &t->net, &t->note};
   for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) *dst[i] = ds_col(x, r, s[i]);
   const char *nk[] = {"n_gpus", "gpu_mem_gb", "gpus_per_node", "seq_len", "micro_batch_per_gpu",
-                      "global_batch", "grad_accum", "tokens_per_s_per_gpu", "layers", "d_model",
+                      "global_batch", "grad_accum", "layers", "d_model",
                       "heads", "kv_heads", "ffn", "vocab", "mfu", "hfu"};
-  double *nd[] = {&t->n, &t->mem, &t->gpn, &t->seq, &t->mb, &t->gb, &t->ga, &t->pub, &t->L,
+  double *nd[] = {&t->n, &t->mem, &t->gpn, &t->seq, &t->mb, &t->gb, &t->ga, &t->L,
                   &t->d, &t->h, &t->kv, &t->f, &t->v, &t->mfu, &t->hfu};
   for (size_t i = 0; i < sizeof nk / sizeof nk[0]; i++) *nd[i] = ds_num(ds_col(x, r, nk[i]));
 }
@@ -53,6 +53,7 @@ typedef struct train_plan {
   int world, shard;     /* shard: the node-scope mesh's shard group (ranks per node) */
   int gpn;              /* GPUs per node the run prices (the row's, else the profile's) */
   ds_network net;       /* the network the run prices (validate_network.c) */
+  char net_why[300];    /* what the network assumed (said last) */
   char assumed[600];
 } train_plan;
 
@@ -88,17 +89,6 @@ static const shard_rule shard_rules[] = {
     {.has = "ZeRO-1 over all", .strategy = "zero1"},
 };
 
-/* The strategies of this build that read --mesh (hsdp; the `mesh` branch adds zero1, zero2,
- * zero3 and fsdp2: list them here when it is merged). A node-scope row of any other strategy
- * says so instead of running over all ranks. */
-static const char *const mesh_strategies[] = {"hsdp"};
-
-static bool takes_mesh(const char *strategy) {
-  for (size_t i = 0; i < sizeof mesh_strategies / sizeof mesh_strategies[0]; i++)
-    if (!strcmp(strategy, mesh_strategies[i])) return true;
-  return false;
-}
-
 /* ZeRO++'s three switches as the row states them (DeepSpeed's zero_quantized_weights,
  * zero_hpz_partition_size, zero_quantized_gradients): hpZ's partition is the row's
  * zero_hpz_partition_size, else the GPUs of a node (the blog: "inside each machine"). */
@@ -130,9 +120,10 @@ static bool plan_sharding(const train_in *t, train_plan *p, ds_result *o) {
     if (!fb_strategy_lookup(p->strategy))
       return ds_skip(o, "strategy %s is not in this build (branch zeropp adds ZeRO++)",
                      p->strategy), false;
-    if (p->node_mesh && !takes_mesh(p->strategy))
-      return ds_skip(o, "%s within each node needs --mesh for it, not in this build (branch "
-                     "mesh)", p->strategy), false;
+    /* the registry says which strategies read --mesh (strategies/mesh.h) */
+    if (p->node_mesh && !fb_strategy_lookup(p->strategy)->mesh)
+      return ds_skip(o, "%s within each node needs --mesh for it, not in this build",
+                     p->strategy), false;
     return true;
   }
   ds_skip(o, "sharding '%s' not modelled", t->sharding);
@@ -303,10 +294,8 @@ static bool plan_world(const train_in *t, const fb_hardware *hw, train_plan *p, 
     snprintf(buf, sizeof buf, "GPUs per node not stated: %d, the profile's", p->gpn);
     assume(p, buf);
   }
-  char net[300] = "";
-  o->own_network = ds_row_network(t->net, t->src, hw, p->gpn, p->world, &p->net, net,
-                                  sizeof net) && p->world > p->gpn;
-  if (net[0]) assume(p, net);
+  o->own_network = ds_row_network(t->net, t->src, hw, p->gpn, p->world, &p->net, p->net_why,
+                                  sizeof p->net_why) && p->world > p->gpn;
   if (p->zpp_hpz < 0) p->zpp_hpz = p->gpn < p->world ? p->gpn : p->world;
   if (!p->node_mesh) return true;
   p->shard = p->gpn < p->world ? p->gpn : p->world;
@@ -521,15 +510,16 @@ static fb_status write_hw(const ds_ctx *x, const train_plan *p, const char *prof
 }
 
 /* What a row runs apart from its strategy and GPU count: rows of one source with the same key
- * differ only in those (validate_pairs.c). Tokens per GPU per step, not micro-batch and
- * accumulation apart: 2 x 4 and 4 x 2 are the same work. */
+ * differ only in those (validate_pairs.c). The cluster is the interconnect text as the source
+ * wrote it (a row on 2 of a node's 4 GPUs is on the same cluster as one on all 4); the work is
+ * tokens per GPU per step, not micro-batch and accumulation apart (2 x 4 and 4 x 2 are the
+ * same work). */
 static void pair_key(const train_in *t, const train_plan *p, ds_result *o) {
   const double tok = t->seq * (t->mb >= 1 ? t->mb : 0) * (t->ga >= 1 ? t->ga : 1);
   snprintf(o->key, sizeof o->key, "%s|%s|%.0f/%.0f/%.0f/%.0f/%.0f/%.0f|%.0f|%.0f|%s/%s|%s/%d/"
-           "%d|%s/%s|%d/%g/%d", t->src, o->gpu, t->L, t->d, t->h, t->kv, t->f, t->v, t->seq,
-           tok, p->param_dtype, p->reduce_dtype, p->tune_ac ? "tuned" : p->recompute,
-           p->recompute_layers, p->recompute_passes, p->framework, p->attention, p->net.nics,
-           p->net.gbps, p->gpn);
+           "%d|%s/%s|%.80s", t->src, o->gpu, t->L, t->d, t->h, t->kv, t->f, t->v, t->seq, tok,
+           p->param_dtype, p->reduce_dtype, p->tune_ac ? "tuned" : p->recompute,
+           p->recompute_layers, p->recompute_passes, p->framework, p->attention, t->net);
   snprintf(o->strat, sizeof o->strat, "%s", p->label);
   o->world = p->world;
 }
@@ -579,6 +569,7 @@ fb_status ds_train_row(ds_ctx *x, int r, ds_result *o) {
   FB_TRY(write_hw(x, &p, prof, hwpath, sizeof hwpath));
   FB_TRY(search(&t, &p, model, hwpath, o));
   pair_key(&t, &p, o);
+  if (p.net_why[0]) assume(&p, p.net_why);
   snprintf(o->assumed, sizeof o->assumed, "%s", p.assumed);
   return FB_OK;
 }

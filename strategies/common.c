@@ -1,6 +1,7 @@
 /* Shared strategy helpers (see common.h). */
 #include "common.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,7 +203,12 @@ fb_status fb_fold_dtype(fb_rank *r, int unit, float *acc, const void *x, fb_dtyp
 }
 
 fb_status fb_slice_init(fb_rank *r, int unit, fb_slice *sl) {
-  sl->padded = fb_round_up(r->model->units[unit].numel, r->world);
+  return fb_slice_init_padded(r, unit, sl, r->world);
+}
+
+fb_status fb_slice_init_padded(fb_rank *r, int unit, fb_slice *sl, int64_t mult) {
+  assert(mult >= r->world && mult % r->world == 0);
+  sl->padded = fb_round_up(r->model->units[unit].numel, mult);
   sl->shard = sl->padded / r->world;
   const size_t bytes = (size_t)sl->shard * 4;
   fb_kctx k = fb_rank_kctx(r, r->compute, unit);

@@ -64,6 +64,8 @@ fb_status fb_fold_dtype(fb_rank *r, int unit, float *acc, const void *x, fb_dtyp
                         bool overwrite);
 
 fb_status fb_slice_init(fb_rank *r, int unit, fb_slice *sl);
+/* The same with the unit padded to a multiple of `mult` (a multiple of W; zeropp: 2W). */
+fb_status fb_slice_init_padded(fb_rank *r, int unit, fb_slice *sl, int64_t mult);
 void fb_slice_free(fb_rank *r, fb_slice *sl);
 /* The fp32 masters of a unit whose slices `comm` holds: all-gathered into a temporary (the full
  * parameters may be bf16), the first `numel` values copied to `host` (NULL: gather only). */

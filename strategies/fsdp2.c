@@ -18,11 +18,15 @@
  * root default). Mechanisms: ../shared/gpu-data/runtime-mechanisms.md, section 3.
  * What it does not model: FSDP2's host work per unit (no public per-hook figures), separate
  * copy-in / all-gather / reduce-scatter streams (one comm stream serves all three), the
- * in-place all-gather (its input is a slice of the output; here a separate buffer). */
+ * in-place all-gather (its input is a slice of the output; here a separate buffer).
+ * On a mesh (--mesh RxS: FSDP2 on a 2-D DeviceMesh, HSDP): everything above runs on the shard
+ * group of S ranks (rows padded to a multiple of S), and each reduce-scatter's output is then
+ * all-reduced across the replicas. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
+#include "mesh.h"
 #include "state_ranges.h"
 #include "unit_gather.h"
 
@@ -46,6 +50,7 @@ typedef struct f2_state {
   fb_gather g;   /* the param group's lifecycle (unit_gather.h) */
   int held;      /* unit whose all-gather output forward keeps until the next copy-out, or -1 */
   int rs_prev;   /* unit whose reduce-scatter input waits to be freed, or -1 */
+  fb_comm_mesh mesh; /* --mesh: the hooks run on its shard group (group_hook below) */
 } f2_state;
 
 static const fb_gather_ops gather_ops; /* the unshard hooks, below */
@@ -76,6 +81,7 @@ static void f2_teardown(fb_rank *r) {
   }
   fb_gather_fini(&s->g, r);
   free(s->u);
+  fb_mesh_close(&s->mesh);
   free(s);
   r->st = NULL;
 }
@@ -114,12 +120,14 @@ static fb_status f2_setup(fb_rank *r) {
   f2_state *s = calloc(1, sizeof *s);
   if (!s) return FB_ERR(FB_ENOMEM, "out of host memory (fsdp2 state)");
   s->held = s->rs_prev = -1;
+  s->mesh = (fb_comm_mesh){.world = r->comm, .shard = r->comm};
   r->st = s;
-  fb_status st = FB_OK;
-  s->u = calloc((size_t)r->model->nunits, sizeof *s->u);
-  if (!s->u) st = FB_ERR(FB_ENOMEM, "out of host memory (fsdp2 units)");
-  if (st == FB_OK) st = fb_gather_init(&s->g, r, &gather_ops);
-  for (int i = 0; st == FB_OK && i < r->model->nunits; i++) st = unit_init(r, i);
+  fb_status st = fb_mesh_open(r, false, &s->mesh);
+  fb_rank v = fb_mesh_view(r, &s->mesh); /* the layout is the shard group's */
+  s->u = st == FB_OK ? calloc((size_t)r->model->nunits, sizeof *s->u) : NULL;
+  if (st == FB_OK && !s->u) st = FB_ERR(FB_ENOMEM, "out of host memory (fsdp2 units)");
+  if (st == FB_OK) st = fb_gather_init(&s->g, &v, &gather_ops);
+  for (int i = 0; st == FB_OK && i < r->model->nunits; i++) st = unit_init(&v, i);
   if (st != FB_OK) f2_teardown(r);
   return st;
 }
@@ -312,7 +320,9 @@ static fb_status reduce(fb_rank *r, int i, const void *g, fb_dtype gdt) {
     FB_TRY(fb_alloc_on(r->dev, r->commst, (size_t)x->S * rs, FB_MEM_COMM, "fsdp2.rs_output",
                        &x->rs_out));
   void *dst = direct ? x->g.ptr : x->rs_out.ptr;
-  FB_TRY(fb_reduce_scatter(r->comm, r->commst, i, x->rs_in.ptr, dst, (size_t)x->S, r->rdt));
+  /* r is the shard group's view (group_hook): on a mesh, then across the replicas */
+  FB_TRY(fb_reduce_scatter_mesh(&s->mesh, r->commst, i, x->rs_in.ptr, dst, (size_t)x->S, r->rdt));
+  FB_TRY(fb_all_reduce_replicas(&s->mesh, r->commst, i, dst, (size_t)x->S, r->rdt));
   FB_TRY(fb_event_record(r->dev, x->ev_rs, r->commst));
   x->fold_pending = !direct;
   x->fold_overwrite = first;
@@ -366,13 +376,14 @@ static fb_status f2_step(fb_rank *r) {
   return FB_OK;
 }
 
-/* Checkpoints: the rank's real rows of every parameter (disjoint across ranks: save = load). */
+/* Checkpoints: the rank's real rows of every parameter (disjoint in a shard group: save =
+ * load; on a mesh the first replica saves). */
 static fb_status f2_ranges(fb_rank *r, bool save, fb_state_range **out, int *n) {
-  (void)save;
   f2_state *s = r->st;
   const fb_model *m = r->model;
   int cap = 0;
   *out = NULL, *n = 0;
+  if (save && !fb_mesh_saves(&s->mesh)) return FB_OK;
   for (int i = 0; i < m->nunits; i++) {
     f2_unit *x = &s->u[i];
     for (int j = 0; j < m->units[i].count; j++) {
@@ -424,17 +435,47 @@ static fb_status f2_read_params(fb_rank *r, int i, float *host) {
   return st;
 }
 
+/* ---- the hooks on the shard group ----------------------------------------------------------
+ * Every hook above reads r->rank, r->world and r->comm as its shard group's (mesh.h): the
+ * executor's rank is handed to them as that view (without --mesh: r itself, unchanged). */
+
+static fb_status group_hook(fb_rank *r, int i, fb_status (*hook)(fb_rank *, int)) {
+  fb_rank v = fb_mesh_view(r, &((f2_state *)r->st)->mesh);
+  return hook(&v, i);
+}
+static fb_status g_pre_forward(fb_rank *r, int i) { return group_hook(r, i, f2_pre_forward); }
+static fb_status g_post_forward(fb_rank *r, int i) { return group_hook(r, i, f2_post_forward); }
+static fb_status g_pre_backward(fb_rank *r, int i) { return group_hook(r, i, f2_pre_backward); }
+static fb_status g_post_backward(fb_rank *r, int i) { return group_hook(r, i, f2_post_backward); }
+static fb_status g_read_params(fb_rank *r, int i, float *host) {
+  fb_rank v = fb_mesh_view(r, &((f2_state *)r->st)->mesh);
+  return f2_read_params(&v, i, host);
+}
+
+static fb_status g_step(fb_rank *r) {
+  fb_rank v = fb_mesh_view(r, &((f2_state *)r->st)->mesh);
+  fb_status st = f2_step(&v);
+  r->grad_norm = v.grad_norm;
+  r->clip_coef = v.clip_coef;
+  return st;
+}
+
+static fb_status g_ranges(fb_rank *r, bool save, fb_state_range **out, int *n) {
+  fb_rank v = fb_mesh_view(r, &((f2_state *)r->st)->mesh);
+  return f2_ranges(&v, save, out, n);
+}
+
 const fb_strategy fb_strategy_fsdp2 = {
     .name = "fsdp2",
     .summary = "per-parameter dim-0 shards (FSDP2): copy-in, all-gather, copy-out, chunk_cat",
     .setup = f2_setup,
     .teardown = f2_teardown,
-    .pre_forward = f2_pre_forward,
-    .post_forward = f2_post_forward,
-    .pre_backward = f2_pre_backward,
-    .post_backward = f2_post_backward,
-    .optimizer_step = f2_step,
-    .read_params = f2_read_params,
+    .pre_forward = g_pre_forward,
+    .post_forward = g_post_forward,
+    .pre_backward = g_pre_backward,
+    .post_backward = g_post_backward,
+    .optimizer_step = g_step,
+    .read_params = g_read_params,
     /* runtime-mechanisms.md section 3 names FSDP2's per-unit host work (hooks, foreach copies,
      * k setattrs, DTensor views) but gives no figure for it, and FSDP2 has no rate limiter:
      * not modelled (only op dispatch, host_op_us) */
@@ -443,7 +484,8 @@ const fb_strategy fb_strategy_fsdp2 = {
     .tunes_reshard = true,
     .accum_modes = 1u << FB_ACCUM_NO_RESHARD | 1u << FB_ACCUM_NO_REDUCE,
     .shards_all = true,
-    .state_ranges = f2_ranges,
+    .mesh = true,
+    .state_ranges = g_ranges,
     .memory = "16P'/W, P' = sum over parameters of rows padded to a multiple of W x cols; + per "
               "unit in flight: all-gather input P/W and output P, unsharded params P",
 };

@@ -9,12 +9,14 @@ extern const fb_strategy fb_strategy_single, fb_strategy_ddp, fb_strategy_zero3,
     fb_strategy_fsdp, fb_strategy_yafsdp, fb_strategy_fsdp2;
 extern const fb_strategy fb_strategy_zero1, fb_strategy_zero2;
 extern const fb_strategy fb_strategy_hsdp;
+extern const fb_strategy fb_strategy_zeropp;
 
 static const fb_strategy *const table[] = {
     &fb_strategy_single, &fb_strategy_ddp, &fb_strategy_zero3, &fb_strategy_fsdp,
     &fb_strategy_yafsdp, &fb_strategy_fsdp2,
     &fb_strategy_zero1, &fb_strategy_zero2,
     &fb_strategy_hsdp,
+    &fb_strategy_zeropp,
 };
 enum { NSTRATEGIES = sizeof table / sizeof *table };
 
@@ -70,6 +72,14 @@ fb_status fb_run_config_finalize(fb_run_config *c) {
                   "one of: %s%s)", c->mesh, c->strategy, with,
                   !strcmp(c->strategy, "fsdp") ? "; fsdp on a mesh is --strategy hsdp" : "");
   }
+  const bool zpp = c->zeropp_quant_weights || c->zeropp_hpz || c->zeropp_quant_grads;
+  if (zpp && !s->takes_zeropp)
+    return FB_ERR(FB_EUSAGE, "--zeropp-%s: not allowed with --strategy %s (only zeropp takes "
+                  "the --zeropp-* switches)", c->zeropp_quant_weights ? "quant-weights"
+                  : c->zeropp_hpz ? "hpz" : "quant-grads", c->strategy);
+  if (c->zeropp_hpz == 1 || (c->zeropp_hpz > 1 && c->world > 0 && c->world % c->zeropp_hpz))
+    return FB_ERR(FB_EUSAGE, "--zeropp-hpz: %d is not allowed with --world %d (want 0 = off, or "
+                  "a divisor of the world from 2)", c->zeropp_hpz, c->world);
   if (s->one_rank && c->world > 1)
     return FB_ERR(FB_EUSAGE,
                   "--world: %d is not allowed with --strategy %s (want 1, or 0 = auto)",

@@ -86,6 +86,8 @@ typedef struct fb_strategy {
   bool mesh;                 /* honours --mesh REPLICAxSHARD (strategies/mesh.h): its state
                                 sharded over SHARD consecutive ranks, replicated REPLICA times;
                                 gradients reduced in the shard group, then across replicas */
+  bool takes_zeropp;         /* honours --zeropp-quant-weights/-hpz/-quant-grads (zeropp);
+                                the others refuse them */
   unsigned accum_modes;      /* --accum modes beyond reduce that change what it does, as
                                 bits (1u << FB_ACCUM_...); the others are refused in setup */
   const char *memory;        /* persistent bytes per rank, P parameters, W ranks (README) */

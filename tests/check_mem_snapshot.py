@@ -23,7 +23,7 @@ import pickle
 import sys
 
 CATEGORIES = ("param_shard", "param_full", "grad_shard", "grad_full", "optim", "act", "comm",
-              "temp")
+              "temp", "param_secondary")
 ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free")
 SMALL_SEGMENT = 2 << 20
 

@@ -66,6 +66,12 @@ expect "seq beyond context" "--seq" "" -- --seq 4096
 expect "mem-limit garbage" "--mem-limit" "" -- --mem-limit lots
 expect "backend unknown" "--backend" "" -- --backend gpu
 expect "batch not divisible" "--batch" "" -- --world 3 --batch 8
+expect "zeropp switch on fsdp" "--zeropp-quant-weights" "" -- --strategy fsdp --world 2 --zeropp-quant-weights
+expect "zeropp hpz on zero3" "--zeropp-hpz" "" -- --strategy zero3 --world 4 --zeropp-hpz 2
+expect "zeropp hpz not dividing" "--zeropp-hpz" "" -- --strategy zeropp --world 4 --zeropp-hpz 3
+expect "zeropp hpz 1" "--zeropp-hpz" "" -- --strategy zeropp --world 4 --zeropp-hpz 1
+expect "zeropp hpz negative" "--zeropp-hpz" "" -- --strategy zeropp --world 4 --zeropp-hpz -2
+expect "zeropp accum" "--accum" "" -- --strategy zeropp --world 2 --accum no-reduce --micro-batch 1
 
 printf 'model: debug\nsteps: [1, 2\nbatch: 3\n' >"$tmp/malformed.yaml"
 expect "malformed YAML" "malformed.yaml:" "" -- --config "$tmp/malformed.yaml"

@@ -24,7 +24,7 @@ sum_ddp=$(grep -E "^ +1 +ddp " "$TMP/table.txt" | awk '{print $(NF-1)}')
 sum_fsdp=$(grep -E "^ +2 +fsdp " "$TMP/table.txt" | awk '{print $(NF-1)}')
 [ -n "$sum_ddp" ] && [ "$sum_ddp" = "$sum_fsdp" ] || fail "param sums differ: '$sum_ddp' vs '$sum_fsdp'"
 
-HEAD="run,point,sweep,strategy,model,backend,hardware,world,batch,micro_batch,seq,steps,param_dtype,accum,prefetch_forward,prefetch_backward,reshard_after_forward,max_inflight,bucket_mb,recompute,status,predicted,step_ms,tokens_per_s,tokens_per_s_rank,tflops,compute_ms,comm_ms,exposed_ms,idle_ms,peak_bytes,param_shard_bytes,param_full_bytes,grad_shard_bytes,grad_full_bytes,optim_bytes,act_bytes,comm_bytes,temp_bytes,persistent_bytes,coll_bytes,wire_bytes,final_loss,param_sum,param_match,error"
+HEAD="run,point,sweep,strategy,model,backend,hardware,world,batch,micro_batch,seq,steps,param_dtype,accum,prefetch_forward,prefetch_backward,reshard_after_forward,max_inflight,bucket_mb,recompute,status,predicted,step_ms,tokens_per_s,tokens_per_s_rank,tflops,compute_ms,comm_ms,exposed_ms,idle_ms,peak_bytes,param_shard_bytes,param_full_bytes,grad_shard_bytes,grad_full_bytes,optim_bytes,act_bytes,comm_bytes,temp_bytes,param_secondary_bytes,persistent_bytes,coll_bytes,wire_bytes,final_loss,param_sum,param_match,error"
 [ "$(head -1 "$OUT/compare.csv")" = "$HEAD" ] || fail "compare.csv header: $(head -1 "$OUT/compare.csv")"
 # the header is the one documented in apps/compare.c
 SRC=${FB_SRC:-.}/apps/compare.c

@@ -82,7 +82,8 @@ def need(cond, msg):
     if not cond:
         errs.append(msg)
 
-cats = ("param_shard", "param_full", "grad_shard", "grad_full", "optim", "act", "comm", "temp")
+cats = ("param_shard", "param_full", "grad_shard", "grad_full", "optim", "act", "comm", "temp",
+        "param_secondary")
 segs, trace = d["segments"], d["device_traces"][0]
 blocks = [b for s in segs for b in s["blocks"]]
 need(segs, "no segments")

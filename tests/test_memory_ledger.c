@@ -60,6 +60,12 @@ static void check_ledger(const char *s, const fb_run_result *r) {
     want[FB_COLL_ALL_GATHER] = (2 * pu[1] + pu[0]) * 4;
     want[FB_COLL_REDUCE_SCATTER] = (pu[0] + pu[1]) * 4;
     want[FB_COLL_ALL_REDUCE] = bins;
+  } else if (!strcmp(s, "zeropp")) { /* switches off: units padded to a multiple of 2W */
+    double padded2 = 0;
+    for (int u = 0; u < m->nunits; u++) padded2 += (double)fb_round_up(m->units[u].numel, 2 * W);
+    want[FB_COLL_ALL_GATHER] = 2 * padded2 * 4;
+    want[FB_COLL_REDUCE_SCATTER] = padded2 * 4;
+    want[FB_COLL_ALL_REDUCE] = bins;
   } else if (!strcmp(s, "zero1") || !strcmp(s, "zero2")) {
     want[FB_COLL_ALL_GATHER] = padded * 4;     /* the updated slices, once per step */
     want[FB_COLL_REDUCE_SCATTER] = padded * 4; /* the gradients, once */

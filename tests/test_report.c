@@ -223,7 +223,7 @@ static void test_measured(void) {
   CHECK(file_first_line(sub, "steps.csv",
                         "rank,step,wall_ms,compute_ms,comm_ms,exposed_ms,tflops,loss,grad_norm,"
                         "lr,all_gather_bytes,reduce_scatter_bytes,all_reduce_bytes,"
-                        "broadcast_bytes,reduce_bytes,barrier_bytes"), "steps.csv header");
+                        "broadcast_bytes,reduce_bytes,barrier_bytes,all_to_all_bytes"), "steps.csv header");
   CHECK(file_first_line(sub, "memory.csv",
                         "rank,category,peak_bytes,at_peak_bytes,final_bytes"), "memory.csv");
   CHECK(file_first_line(sub, "ledger.csv", "rank,coll,bytes_per_step,wire_bytes_per_step,"

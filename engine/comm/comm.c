@@ -100,7 +100,10 @@ fb_status fb_comm_split_strided(fb_comm *c, int size, int stride, fb_comm **out)
   return split(c, color, c->rank / stride % size, size, stride, color, out);
 }
 
-static bool dtype_ok(fb_dtype t) {
+/* FB_I8 (quantised bytes) only moves: all-gather, broadcast, all-to-all. */
+static bool dtype_ok(fb_coll op, fb_dtype t) {
+  if (t == FB_I8)
+    return op == FB_COLL_ALL_GATHER || op == FB_COLL_BROADCAST || op == FB_COLL_ALL_TO_ALL;
   return t == FB_F32 || t == FB_F64 || t == FB_U64 || t == FB_BF16;
 }
 
@@ -112,9 +115,9 @@ static fb_status check_args(const fb_comm *c, const fb_stream *s, fb_coll op, co
   const char *name = fb_coll_name(op);
   if (!c) return FB_ERR(FB_EINTERNAL, "%s: communicator is NULL", name);
   if (!s) return FB_ERR(FB_EINTERNAL, "rank %d: %s: stream is NULL", c->rank, name);
-  if (!dtype_ok(t))
+  if (!dtype_ok(op, t))
     return FB_ERR(FB_EUNSUPPORTED, "rank %d: %s: dtype %s is not supported (allowed: fp32, "
-                  "fp64, u64, bf16)", c->rank, name, fb_dtype_name(t));
+                  "fp64, u64, bf16; i8 to move, not to sum)", c->rank, name, fb_dtype_name(t));
   if (count > (size_t)INT64_MAX / 16)
     return FB_ERR(FB_EINTERNAL, "rank %d: %s: count %zu is too large", c->rank, name, count);
   if (count > 0 && need_send && !send)
@@ -180,6 +183,15 @@ fb_status fb_all_gather(fb_comm *c, fb_stream *s, int unit, const void *send, vo
                         size_t count, fb_dtype t) {
   FB_TRY(check_args(c, s, FB_COLL_ALL_GATHER, send, true, recv, true, count, t));
   const coll_call a = {FB_COLL_ALL_GATHER, send, recv, count, t, 0, 0};
+  return recorded(c, s, unit, &a);
+}
+
+fb_status fb_all_to_all(fb_comm *c, fb_stream *s, int unit, const void *send, void *recv,
+                        size_t count, fb_dtype t) {
+  FB_TRY(check_args(c, s, FB_COLL_ALL_TO_ALL, send, true, recv, true, count, t));
+  if (count > 0 && send == recv)
+    return FB_ERR(FB_EINTERNAL, "rank %d: all_to_all: send and recv must not alias", c->rank);
+  const coll_call a = {FB_COLL_ALL_TO_ALL, send, recv, count, t, 0, 0};
   return recorded(c, s, unit, &a);
 }
 

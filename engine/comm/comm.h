@@ -9,6 +9,9 @@
  *    per rank; send holds world*count elements.
  *  - all_reduce: recv[i] = sum over ranks of send[i]; any count (no divisibility needed).
  *  - broadcast: buf of every rank = buf of root. reduce: recv of root = sum of send.
+ *  - all_to_all: recv[j*count .. (j+1)*count) = send[rank*count ..) of rank j: block j of
+ *    every rank's send goes to rank j. `count` is per peer; send and recv hold world*count
+ *    elements each and must not alias. A pure move (zeropp's quantised gradients, FB_I8).
  *  - In-place use is allowed (send == recv for all_reduce/reduce; for all_gather, send may be
  *    recv + rank*count; for reduce_scatter, recv may be send + rank*count).
  *  - count 0 and world 1 work. Sums are in rank order on local (bitwise reproducible).
@@ -19,7 +22,8 @@
  *  - A collective waiting longer than the communicator's timeout fails the stream with
  *    FB_ETIMEOUT naming the collective and the ranks that did not reach it (local knows them;
  *    mpi asks its peers first, comm_mpi.c); a rank stopped because another failed gets FB_ECOMM.
- * Supported dtypes: FB_F32, FB_F64, FB_U64 (sums of u64 are exact), FB_BF16 (nccl, sim).
+ * Supported dtypes: FB_F32, FB_F64, FB_U64 (sums of u64 are exact), FB_BF16 (nccl, sim);
+ * FB_I8 for all_gather, broadcast and all_to_all only (moved, never summed).
  * Calls return once the work is enqueued; completion is observed through events/syncs on the
  * stream. This header does not record timings: the fb_comm_* wrappers do. */
 #ifndef FB_COMM_H
@@ -181,6 +185,8 @@ fb_status fb_all_gather(fb_comm *c, fb_stream *s, int unit, const void *send, vo
                         size_t count, fb_dtype t);
 fb_status fb_reduce_scatter(fb_comm *c, fb_stream *s, int unit, const void *send, void *recv,
                             size_t count, fb_dtype t);
+fb_status fb_all_to_all(fb_comm *c, fb_stream *s, int unit, const void *send, void *recv,
+                        size_t count, fb_dtype t);
 fb_status fb_all_reduce(fb_comm *c, fb_stream *s, int unit, const void *send, void *recv,
                         size_t count, fb_dtype t);
 fb_status fb_broadcast(fb_comm *c, fb_stream *s, int unit, void *buf, size_t count, fb_dtype t,

@@ -412,6 +412,12 @@ static fb_status collective(local_comm *lc, int r, const coll_args *a) {
     return group_barrier(g, r, a);
   }
 
+  case FB_COLL_ALL_TO_ALL:
+    for (int j = 0; j < W; j++)
+      copy_bytes((char *)k->recv + (size_t)j * n * es,
+                 (const char *)g->slots[j].call.send + (size_t)r * n * es, n * es);
+    return group_barrier(g, r, a);
+
   case FB_COLL_BARRIER: return group_barrier(g, r, a);
   case FB_NCOLL: break;
   }

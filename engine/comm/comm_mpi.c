@@ -121,6 +121,7 @@ static MPI_Datatype mpi_type(fb_dtype t) {
   case FB_F64: return MPI_DOUBLE;
   case FB_U64: return MPI_UINT64_T;
   case FB_BF16: return MPI_UINT16_T; /* moved as raw bits; reduced through fp32 staging */
+  case FB_I8: return MPI_INT8_T;     /* quantised bytes: moved only */
   default: break;
   }
   return MPI_DATATYPE_NULL;
@@ -359,6 +360,10 @@ static fb_status collective(fb_comm *c, const fb_host_job *a) {
                        m->comm, &req);
       if (rc == MPI_SUCCESS) st = wait_req(c, &req, a);
     }
+    break;
+  case FB_COLL_ALL_TO_ALL:
+    rc = MPI_Ialltoall(k->send, cnt, dt, k->recv, cnt, dt, m->comm, &req);
+    if (rc == MPI_SUCCESS) st = wait_req(c, &req, a);
     break;
   case FB_COLL_BARRIER:
     rc = MPI_Ibarrier(m->comm, &req);

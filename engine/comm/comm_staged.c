@@ -62,6 +62,7 @@ static void sizes(const fb_comm *c, const fb_coll_call *a, size_t *sb, size_t *r
   switch (a->op) {
   case FB_COLL_ALL_GATHER: *sb = e, *rb = e * (size_t)c->world; break;
   case FB_COLL_REDUCE_SCATTER: *sb = e * (size_t)group, *rb = e; break;
+  case FB_COLL_ALL_TO_ALL: *sb = *rb = e * (size_t)c->world; break;
   case FB_COLL_ALL_REDUCE: *sb = e, *rb = e; break;
   case FB_COLL_BROADCAST: *sb = e, *rb = 0; break; /* in place in the send staging buffer */
   case FB_COLL_REDUCE: *sb = e, *rb = me == a->root && a->recv ? e : 0; break;

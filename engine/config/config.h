@@ -54,6 +54,10 @@ typedef struct fb_run_config {
   int recompute_passes;  /* times a fully checkpointed block's forward reruns in backward (1;
                             2 = two nested checkpoint wrappers) */
   char mesh[32];         /* hsdp device mesh "REPLICAxSHARD" ("" = the strategy's default) */
+  /* zeropp (DeepSpeed ZeRO++): each switch on its own; refused with any other strategy */
+  bool zeropp_quant_weights; /* qwZ: int8 block-quantised forward all-gather */
+  int zeropp_hpz;            /* hpZ: secondary shard over groups of this many ranks (0 = off) */
+  bool zeropp_quant_grads;   /* qgZ: int4 hierarchical all-to-all gradient reduction */
   int vocab_pad;         /* the head's GEMMs pad the vocabulary to a multiple of this (0 =
                           * auto: 128 on a GPU backend, 1 elsewhere; fb_tf_logits) */
   /* resources and output */

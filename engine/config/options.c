@@ -130,6 +130,18 @@ static const fb_option options[] = {
      .help = "hsdp device mesh: REPLICA x SHARD ranks (REPLICA*SHARD = world), parameters "
              "sharded over SHARD consecutive ranks and replicated REPLICA times"},
 
+    {.name = "zeropp-quant-weights", .group = G_STRAT, .kind = FB_OPT_BOOL,
+     FIELD(zeropp_quant_weights),
+     .help = "zeropp (qwZ): all-gather the weights for forward as int8 in blocks of 4096 with "
+             "an fp32 scale each"},
+    {.name = "zeropp-hpz", .group = G_STRAT, .kind = FB_OPT_INT, FIELD(zeropp_hpz),
+     .metavar = "S", .min = 0, .max = IMAX, .dflt = "0 = off",
+     .help = "zeropp (hpZ): keep a secondary copy of the weights sharded over groups of S "
+             "consecutive ranks (a node), so backward gathers stay in the group; S divides world"},
+    {.name = "zeropp-quant-grads", .group = G_STRAT, .kind = FB_OPT_BOOL,
+     FIELD(zeropp_quant_grads),
+     .help = "zeropp (qgZ): reduce gradients by an int4 all-to-all inside the node, then across "
+             "nodes, dequantising and summing in between"},
     {.name = "vocab-pad", .group = G_STRAT, .kind = FB_OPT_INT, FIELD(vocab_pad), .metavar = "N",
      .min = 0, .max = 1 << 16, .dflt = "0 = auto: 128 on cuda, 1 elsewhere",
      .help = "the head's GEMMs run on the vocabulary padded to a multiple of N (cuBLAS keeps its "

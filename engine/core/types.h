@@ -5,13 +5,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum fb_dtype { FB_F32 = 0, FB_BF16, FB_F64, FB_U64, FB_I32, FB_NDTYPE } fb_dtype;
+/* FB_I8: bytes of block-quantised values (zeropp's int8 weights, two int4 gradients a byte):
+ * moved by all-gather, broadcast and all-to-all, never summed. */
+typedef enum fb_dtype { FB_F32 = 0, FB_BF16, FB_F64, FB_U64, FB_I32, FB_I8, FB_NDTYPE } fb_dtype;
 /* A configuration's "auto" dtype, resolved by the runner before anything uses it. */
 #define FB_DTYPE_AUTO FB_NDTYPE
 
 static inline size_t fb_dtype_size(fb_dtype t) {
   static const size_t sz[FB_NDTYPE] = {[FB_F32] = 4, [FB_BF16] = 2, [FB_F64] = 8, [FB_U64] = 8,
-                                       [FB_I32] = 4};
+                                       [FB_I32] = 4, [FB_I8] = 1};
   return sz[t];
 }
 const char *fb_dtype_name(fb_dtype t);
@@ -28,6 +30,7 @@ typedef enum fb_mem_cat {
   FB_MEM_ACT,             /* activations saved for backward and their gradients */
   FB_MEM_COMM,            /* communication staging buffers (buckets, padding, receive bufs) */
   FB_MEM_TEMP,            /* kernel scratch: attention blocks, logits chunks, inputs */
+  FB_MEM_PARAM_SECONDARY, /* a second, node-local shard of the parameters (zeropp's hpZ) */
   FB_MEM_NCAT
 } fb_mem_cat;
 

@@ -44,7 +44,7 @@ typedef enum fb_op_kind {
 
 typedef enum fb_coll {
   FB_COLL_ALL_GATHER = 0, FB_COLL_REDUCE_SCATTER, FB_COLL_ALL_REDUCE, FB_COLL_BROADCAST,
-  FB_COLL_REDUCE, FB_COLL_BARRIER, FB_NCOLL
+  FB_COLL_REDUCE, FB_COLL_BARRIER, FB_COLL_ALL_TO_ALL, FB_NCOLL
 } fb_coll;
 const char *fb_coll_name(fb_coll c);
 

@@ -305,6 +305,31 @@ fb_status fb_k_cast(const fb_kctx *k, void *dst, fb_dtype dt, const void *src, f
   FB_KRUN(k, c, v, cast, dst, dt, src, st, n);
 }
 
+/* Block quantisation: memory-bound, priced by the bytes they move (zeropp's qwZ and qgZ). */
+fb_status fb_k_quantize(const fb_kctx *k, void *q, float *scales, const void *x, fb_dtype xt,
+                        size_t nseg, size_t seglen, int group, int bits, int rows) {
+  assert((bits == 8 || (bits == 4 && seglen % 2 == 0 && group % 2 == 0)) && group > 0);
+  assert(rows >= 1 && nseg % (size_t)rows == 0);
+  const size_t n = nseg * seglen, qb = n * (size_t)bits / 8;
+  const size_t ns = fb_quant_nscales(nseg, seglen, group);
+  fb_op_cost c = mem_cost("quantize", xt, (double)n * esz(xt) + (double)qb + 4.0 * ns, 3.0 * n);
+  const fb_operand v[] = {W(q, qb), W(scales, ns * 4), R(x, n * esz(xt))};
+  FB_KRUN(k, c, v, quantize, q, scales, x, xt, nseg, seglen, group, bits, rows);
+}
+
+fb_status fb_k_dequant_sum(const fb_kctx *k, void *out, fb_dtype ot, const void *q,
+                           const float *scales, size_t nterm, size_t termlen, size_t seglen,
+                           int group, int bits) {
+  assert((bits == 8 || (bits == 4 && seglen % 2 == 0)) && group > 0 && seglen > 0);
+  assert(termlen % seglen == 0);
+  const size_t n = nterm * termlen, qb = n * (size_t)bits / 8;
+  const size_t ns = fb_quant_nscales(n / seglen, seglen, group);
+  fb_op_cost c = mem_cost("dequant_sum", ot, (double)qb + 4.0 * ns + (double)termlen * esz(ot),
+                          2.0 * n);
+  const fb_operand v[] = {W(out, termlen * esz(ot)), R(q, qb), R(scales, ns * 4)};
+  FB_KRUN(k, c, v, dequant_sum, out, ot, q, scales, nterm, termlen, seglen, group, bits);
+}
+
 /* Zero and copy go through the device ops table (the sim device costs them itself) but are
  * recorded like kernels. */
 fb_status fb_k_memset0(const fb_kctx *k, const char *name, void *p, size_t bytes) {

@@ -128,6 +128,22 @@ typedef struct fb_kernels {
   fb_status (*sum_f64)(FB_KARGS, double *out, const float *x, size_t n);
   /* dst = (dt) src; fp32 <-> bf16 (round to nearest even). */
   fb_status (*cast)(FB_KARGS, void *dst, fb_dtype dt, const void *src, fb_dtype st, size_t n);
+  /* Block quantisation (zeropp; formulas in engine/ops/elementwise.h). x (xt: fp32 or bf16) is
+   * nseg segments of seglen elements; each segment is cut into blocks of `group` elements (the
+   * last one shorter) with one fp32 scale each: scales[s * ceil(seglen/group) + b]. q (FB_I8
+   * bytes) = the values, bits 8 (one a byte) or 4 (two a byte; seglen even), segment s at
+   * byte s * seglen * bits / 8. rows > 1 reorders the segments as it writes them (qgZ's
+   * "tensor slice reordering", DeepSpeed's swizzle_quant): input segment s = a * (nseg/rows)
+   * + b of a rows x (nseg/rows) grid is stored at position b * rows + a (its scales with it);
+   * rows 1 keeps the order. Overwrites q and scales. */
+  fb_status (*quantize)(FB_KARGS, void *q, float *scales, const void *x, fb_dtype xt,
+                        size_t nseg, size_t seglen, int group, int bits, int rows);
+  /* out[i] (ot: fp32 or bf16) = the sum over terms t = 0..nterm-1, in that order and in fp32,
+   * of element i of term t dequantised, i < termlen; term t is the termlen / seglen segments
+   * starting at segment t * termlen / seglen of a quantize() layout (termlen a multiple of
+   * seglen). nterm 1 is a plain dequantisation. Overwrites out. */
+  fb_status (*dequant_sum)(FB_KARGS, void *out, fb_dtype ot, const void *q, const float *scales,
+                           size_t nterm, size_t termlen, size_t seglen, int group, int bits);
 } fb_kernels;
 #undef FB_KARGS
 
@@ -197,6 +213,15 @@ fb_status fb_k_sum_f64(const fb_kctx *k, double *out, const float *x, size_t n);
 fb_status fb_k_cast(const fb_kctx *k, void *dst, fb_dtype dt, const void *src, fb_dtype st,
                     size_t n);
 /* Records a zero/copy done through the device ops as a memory-bound op (name static). */
+fb_status fb_k_quantize(const fb_kctx *k, void *q, float *scales, const void *x, fb_dtype xt,
+                        size_t nseg, size_t seglen, int group, int bits, int rows);
+fb_status fb_k_dequant_sum(const fb_kctx *k, void *out, fb_dtype ot, const void *q,
+                           const float *scales, size_t nterm, size_t termlen, size_t seglen,
+                           int group, int bits);
+/* Blocks of `group` in nseg segments of seglen elements (the scales a quantize() writes). */
+static inline size_t fb_quant_nscales(size_t nseg, size_t seglen, int group) {
+  return nseg * ((seglen + (size_t)group - 1) / (size_t)group);
+}
 fb_status fb_k_memset0(const fb_kctx *k, const char *name, void *p, size_t bytes);
 fb_status fb_k_copy(const fb_kctx *k, const char *name, void *dst, const void *src, size_t bytes);
 

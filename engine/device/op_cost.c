@@ -10,7 +10,8 @@ const char *fb_coll_name(fb_coll c) {
   static const char *const n[FB_NCOLL] = {
       [FB_COLL_ALL_GATHER] = "all_gather", [FB_COLL_REDUCE_SCATTER] = "reduce_scatter",
       [FB_COLL_ALL_REDUCE] = "all_reduce", [FB_COLL_BROADCAST] = "broadcast",
-      [FB_COLL_REDUCE] = "reduce",         [FB_COLL_BARRIER] = "barrier"};
+      [FB_COLL_REDUCE] = "reduce",         [FB_COLL_BARRIER] = "barrier",
+      [FB_COLL_ALL_TO_ALL] = "all_to_all"};
   return (c >= 0 && c < FB_NCOLL) ? n[c] : "?";
 }
 
@@ -24,6 +25,7 @@ double fb_coll_bytes(fb_coll c, int64_t count, fb_dtype t, int world) {
   const double e = (double)count * (double)fb_dtype_size(t);
   switch (c) {
   case FB_COLL_ALL_GATHER:
+  case FB_COLL_ALL_TO_ALL:
   case FB_COLL_REDUCE_SCATTER: return e * world;
   case FB_COLL_ALL_REDUCE: return 2.0 * e;
   case FB_COLL_BROADCAST:
@@ -41,6 +43,7 @@ double fb_coll_bytes(fb_coll c, int64_t count, fb_dtype t, int world) {
  *  - all-reduce: a reduce-scatter then an all-gather of the whole tensor: 2(W-1)/W*count*size;
  *  - broadcast / reduce: a pipelined ring (chain) where every rank but one forwards the whole
  *    tensor; averaged over ranks that is (W-1)/W*count*size;
+ *  - all-to-all: each rank sends its W-1 other blocks of count each, (W-1)*count*size;
  *  - barrier: nothing measurable. World 1 sends nothing. */
 double fb_coll_wire_bytes(fb_coll c, int64_t count, fb_dtype t, int world) {
   if (world <= 1) return 0.0;
@@ -48,6 +51,7 @@ double fb_coll_wire_bytes(fb_coll c, int64_t count, fb_dtype t, int world) {
   const double f = (double)(world - 1) / (double)world;
   switch (c) {
   case FB_COLL_ALL_GATHER:
+  case FB_COLL_ALL_TO_ALL:
   case FB_COLL_REDUCE_SCATTER: return f * e * world;
   case FB_COLL_ALL_REDUCE: return 2.0 * f * e;
   case FB_COLL_BROADCAST:

@@ -303,6 +303,28 @@ static fb_status cpu_cast(const fb_kctx *k, void *dst, fb_dtype dt, const void *
                 fb_dtype_name(st), fb_dtype_name(dt));
 }
 
+static bool quant_dtype_ok(fb_dtype t) { return t == FB_F32 || t == FB_BF16; }
+static fb_status cpu_quantize(const fb_kctx *k, void *q, float *scales, const void *x,
+                              fb_dtype xt, size_t nseg, size_t seglen, int group, int bits,
+                              int rows) {
+  (void)k;
+  if (!quant_dtype_ok(xt))
+    return FB_ERR(FB_EUNSUPPORTED, "quantize: input dtype %s is not supported (allowed: fp32, "
+                  "bf16)", fb_dtype_name(xt));
+  fb_quantize_blocks(q, scales, x, xt, nseg, seglen, group, bits, rows);
+  return FB_OK;
+}
+static fb_status cpu_dequant_sum(const fb_kctx *k, void *out, fb_dtype ot, const void *q,
+                                 const float *scales, size_t nterm, size_t termlen,
+                                 size_t seglen, int group, int bits) {
+  (void)k;
+  if (!quant_dtype_ok(ot))
+    return FB_ERR(FB_EUNSUPPORTED, "dequant_sum: output dtype %s is not supported (allowed: "
+                  "fp32, bf16)", fb_dtype_name(ot));
+  fb_dequant_sum(out, ot, q, scales, nterm, termlen, seglen, group, bits);
+  return FB_OK;
+}
+
 const fb_kernels fb_cpu_kernels = {
     .encoder_fwd = cpu_encoder_fwd,
     .encoder_bwd = cpu_encoder_bwd,
@@ -330,4 +352,6 @@ const fb_kernels fb_cpu_kernels = {
     .sumsq_bins = cpu_sumsq_bins,
     .sum_f64 = cpu_sum_f64,
     .cast = cpu_cast,
+    .quantize = cpu_quantize,
+    .dequant_sum = cpu_dequant_sum,
 };

@@ -174,6 +174,28 @@ static inline FB_HD uint16_t fb_f32_to_bf16(float f) {
 }
 static inline FB_HD float fb_bf16_to_f32(uint16_t h) { return fb_f32_from_bits((uint32_t)h << 16); }
 
+/* ---- block quantisation (zeropp: qwZ int8, qgZ int4) ------------------------------------
+ * Symmetric, one fp32 scale per block: scale = absmax / qmax (qmax = 2^(bits-1) - 1: 127 for
+ * int8, 7 for int4), q = rint(x / scale) clamped to [-qmax, qmax] (round to nearest even), and
+ * x' = q * scale; an all-zero block has scale 0 and q = 0. |x - x'| <= scale / 2 per element.
+ * int4 values are packed two a byte, element 2i in the low nibble, 2i+1 in the high one, as
+ * two's complement. The cpu and cuda kernels both use these, so their bits agree. */
+static inline FB_HD int fb_quant_qmax(int bits) { return (1 << (bits - 1)) - 1; }
+static inline FB_HD float fb_quant_scale(float absmax, int bits) {
+  return absmax / (float)fb_quant_qmax(bits);
+}
+static inline FB_HD int fb_quant_one(float x, float scale, int bits) {
+  if (!(scale > 0.0f)) return 0;
+  const float qm = (float)fb_quant_qmax(bits);
+  float r = rintf(x / scale);
+  r = r > qm ? qm : r < -qm ? -qm : r;
+  return (int)r;
+}
+static inline FB_HD int fb_q4_unpack(uint8_t byte, int hi) {
+  const int v = hi ? byte >> 4 : byte & 15;
+  return v >= 8 ? v - 16 : v;
+}
+
 /* ---- exact sum of squares ---------------------------------------------------------------
  * |g| = mant * 2^(e - 150) with e the biased exponent field (denormals: e = 1, no hidden bit);
  * mant < 2^24 so mant^2 < 2^48 is exact in 64 bits. Zero gives mant = 0 (adds nothing).

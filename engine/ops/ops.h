@@ -33,6 +33,11 @@ void fb_sumsq_bins_f32(uint64_t *bins, const float *g, size_t n);
 /* fp32 <-> bf16, round to nearest even. */
 void fb_cast_f32_to_bf16(uint16_t *dst, const float *src, size_t n);
 void fb_cast_bf16_to_f32(float *dst, const uint16_t *src, size_t n);
+/* Block quantisation (kernels.h's quantize and dequant_sum; x and out fp32 or bf16). */
+void fb_quantize_blocks(uint8_t *q, float *scales, const void *x, fb_dtype xt, size_t nseg,
+                        size_t seglen, int group, int bits, int rows);
+void fb_dequant_sum(void *out, fb_dtype ot, const uint8_t *q, const float *scales, size_t nterm,
+                    size_t termlen, size_t seglen, int group, int bits);
 /* Measured fp32 FMA peak in FLOP/s of `threads` threads, each running `iters` rounds of an
  * FMA-only loop rated by its own CPU time; the best of `reps` (fma_peak.c). */
 double fb_fma_peak(int threads, long iters, int reps);

@@ -350,6 +350,7 @@ static stage ring_stage(fb_coll coll, double bytes, int n, double bw, double lat
   double f, hops;
   switch (coll) {
   case FB_COLL_ALL_GATHER:
+  case FB_COLL_ALL_TO_ALL: /* each rank sends (n-1)/n of its buffer, in n-1 exchanges */
   case FB_COLL_REDUCE_SCATTER: f = (double)(n - 1) / n; hops = n - 1; break;
   case FB_COLL_ALL_REDUCE: f = 2.0 * (n - 1) / n; hops = 2.0 * (n - 1); break;
   case FB_COLL_BARRIER: f = 0; hops = 2.0 * (n - 1); break;
@@ -383,7 +384,8 @@ static double combine(stage intra, stage inter) {
 double fb_cost_shared_memory_bytes(fb_coll coll, double bytes, int world) {
   double S = bytes, W = world;
   switch (coll) {
-  case FB_COLL_ALL_GATHER: return 2.0 * S * W;
+  case FB_COLL_ALL_GATHER:
+  case FB_COLL_ALL_TO_ALL: return 2.0 * S * W;
   case FB_COLL_REDUCE_SCATTER:
   case FB_COLL_REDUCE: return S * (W + 1.0);
   case FB_COLL_ALL_REDUCE: return S * (3.0 * W - 1.0);
@@ -455,6 +457,7 @@ static double coll_payload(const fb_op_cost *c, int world) {
   double elt = (double)fb_dtype_size(c->dtype);
   switch (c->coll) {
   case FB_COLL_ALL_GATHER:
+  case FB_COLL_ALL_TO_ALL:
   case FB_COLL_REDUCE_SCATTER: return (double)c->count * world * elt;
   case FB_COLL_BARRIER: return 0;
   default: return (double)c->count * elt;

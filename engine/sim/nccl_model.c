@@ -68,7 +68,9 @@ static topo topo_of(const fb_hardware *hw, int world) {
   return t;
 }
 
-/* Ring steps of a collective (§2.2): all-reduce 2(n-1), all-gather / reduce-scatter n-1,
+/* All-to-all (grouped send/recv, zeropp's qgZ) is priced as an all-gather of the same buffer:
+ * each rank sends (n-1)/n of it, n-1 steps; an assumption, not fitted on any all-to-all row.
+ * Ring steps of a collective (§2.2): all-reduce 2(n-1), all-gather / reduce-scatter n-1,
  * broadcast / reduce n. */
 static double ring_steps(fb_coll c, int n) {
   return c == FB_COLL_ALL_REDUCE ? 2.0 * (n - 1) : c == FB_COLL_BROADCAST || c == FB_COLL_REDUCE ? n : n - 1;

@@ -11,7 +11,8 @@
  * The same code is the opaque device (cpu-opaque) when a guard (opaque.h) is attached: memory
  * is protected from the host between device ops, every op declares its operands and is
  * checked against the stream and event order, frees are checked to be stream-safe, and a
- * kernel on a worker stream first waits for that stream's earlier work.
+ * kernel on a worker stream first waits for that stream's earlier work (on the plain cpu
+ * device too: a kernel runs on the issuing thread).
  * Kernels are fb_cpu_kernels (engine/ops). This file does no math and no accounting. */
 #define _GNU_SOURCE
 #include "device_cpu.h"
@@ -736,6 +737,19 @@ static fb_status opaque_init(fb_device *d) {
   return st;
 }
 
+/* A kernel runs on the issuing thread: on a worker stream it first waits for the stream's
+ * earlier work (zeropp dequantises what the stream's all-gather brought), as the opaque
+ * device does; on the inline compute stream there is nothing to wait for. */
+static fb_status cpu_op_begin(fb_device *d, fb_stream *s, const char *name, const fb_operand *v,
+                              int n) {
+  (void)d, (void)name, (void)v, (void)n;
+  if (!s->worker) return FB_OK;
+  pthread_mutex_lock(&s->mu);
+  uint64_t seq = s->n_enq;
+  pthread_mutex_unlock(&s->mu);
+  return wait_seq(s, seq);
+}
+
 /* Checks the operands, waits for the stream's earlier work (a kernel runs on the issuing
  * thread), then opens them for the kernel. */
 static fb_status opaque_op_begin(fb_device *d, fb_stream *s, const char *name,
@@ -773,7 +787,7 @@ static void opaque_op_end(fb_device *d, fb_stream *s, const fb_operand *v, int n
 const fb_device_ops fb_cpu_device_ops = {
     .name = "cpu",
     .init = cpu_init,
-    .op_begin = NULL,
+    .op_begin = cpu_op_begin,
     .op_end = NULL,
     CPU_OPS_COMMON,
 };

@@ -604,6 +604,7 @@ static fb_status nccl_type(const fb_comm *c, fb_dtype t, ncclDataType_t *out) {
   case FB_F64: *out = ncclFloat64; return FB_OK;
   case FB_U64: *out = ncclUint64; return FB_OK;
   case FB_I32: *out = ncclInt32; return FB_OK;
+  case FB_I8: *out = ncclInt8; return FB_OK;
   default:
     return FB_ERR(FB_EUNSUPPORTED, "rank %d: nccl: dtype %s is not supported", c->rank,
                   fb_dtype_name(t));
@@ -671,6 +672,21 @@ out:
     return coll_end(c, s, op, count, r_, #call);                                               \
   } while (0)
 
+/* All-to-all as NCCL builds it: one grouped send and receive per peer (NCCL >= 2.7). */
+static fb_status nccl_all_to_all(fb_comm *c, fb_stream *s, const fb_coll_call *a,
+                                 ncclDataType_t dt) {
+  nccl_impl *n = c->impl;
+  const size_t b = a->count * fb_dtype_size(a->t);
+  ncclResult_t r = ncclGroupStart();
+  for (int j = 0; j < c->world && r == ncclSuccess; j++) {
+    r = ncclSend((const char *)a->send + (size_t)j * b, a->count, dt, j, n->comm, s->s);
+    if (r == ncclSuccess)
+      r = ncclRecv((char *)a->recv + (size_t)j * b, a->count, dt, j, n->comm, s->s);
+  }
+  const ncclResult_t e = ncclGroupEnd();
+  return coll_end(c, s, a->op, a->count, r != ncclSuccess ? r : e, "ncclSend/ncclRecv");
+}
+
 /* One collective onto NCCL (the wrapper in comm.c checked buffers, dtype and root). */
 static fb_status nccl_issue(fb_comm *c, fb_stream *s, const fb_coll_call *a) {
   nccl_impl *n = c->impl;
@@ -692,6 +708,7 @@ static fb_status nccl_issue(fb_comm *c, fb_stream *s, const fb_coll_call *a) {
   case FB_COLL_REDUCE:
     NCCL_COLL(c, s, a->op, a->count,
               ncclReduce(a->send, a->recv, a->count, dt, ncclSum, a->root, n->comm, s->s));
+  case FB_COLL_ALL_TO_ALL: return nccl_all_to_all(c, s, a, dt);
   case FB_COLL_BARRIER:
     NCCL_COLL(c, s, a->op, 1,
               ncclAllReduce(n->one, n->one, 1, ncclFloat32, ncclSum, n->comm, s->s));

@@ -30,4 +30,6 @@ extern "C" const fb_kernels fb_cuda_kernels = {
     .sumsq_bins = fb_cuda_sumsq_bins,
     .sum_f64 = fb_cuda_sum_f64,
     .cast = fb_cuda_cast,
+    .quantize = fb_cuda_quantize,
+    .dequant_sum = fb_cuda_dequant_sum,
 };

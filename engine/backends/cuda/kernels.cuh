@@ -12,6 +12,7 @@
  *   kernels_optim.cu        acc_f32, scale_f32, adamw, adamw_cast, sgd
  *   kernels_sumsq.cu        sumsq_bins (the exact norm's bins)
  *   kernels_reduce.cu       sum_f64, cast
+ *   kernels_quant.cu        quantize, dequant_sum (zeropp; kernels in quant_blocks.cuh)
  * Conventions of all of them: the cpu kernels' (accumulate vs overwrite, lse-only attention,
  * strides, ignored targets), activations in fp32 or bf16 (bf16 storage, fp32 arithmetic, fp32
  * statistics); per-element formulas from engine/ops/elementwise.h, the very functions the cpu
@@ -174,5 +175,10 @@ fb_status fb_cuda_sumsq_bins(const fb_kctx *k, uint64_t *bins, const float *g, s
 fb_status fb_cuda_sum_f64(const fb_kctx *k, double *out, const float *x, size_t n);
 fb_status fb_cuda_cast(const fb_kctx *k, void *dst, fb_dtype dt, const void *src, fb_dtype sty,
                        size_t n);
+fb_status fb_cuda_quantize(const fb_kctx *k, void *q, float *scales, const void *x, fb_dtype xt,
+                           size_t nseg, size_t seglen, int group, int bits, int rows);
+fb_status fb_cuda_dequant_sum(const fb_kctx *k, void *out, fb_dtype ot, const void *q,
+                              const float *scales, size_t nterm, size_t termlen, size_t seglen,
+                              int group, int bits);
 
 #endif
