@@ -45,6 +45,7 @@ values, 10 % steps, two rounds, on every 3rd row of each kept source of more tha
 Python is tooling only: the model it fits is the C cost model, run as a user runs it.
 """
 import argparse
+import concurrent.futures
 import csv
 import math
 import os
@@ -202,8 +203,8 @@ def leave_one_source_out(a, d, fits):
     left-out source's rows are scored alone."""
     dataset, params = fits["sustained"][:2]
     src = sources_of(dataset)
-    per = []
-    for source in sorted(set(src.values())):
+
+    def one(source):
         home = Home(a.bin)
         try:
             seen = {}
@@ -223,6 +224,13 @@ def leave_one_source_out(a, d, fits):
             errs = [abs(float(r["err_pct"])) for r in home.validate(out_file)]
         finally:
             shutil.rmtree(home.dir)
+        return source, vals, errs
+
+    per = []
+    # the sources' refits are independent: run them side by side (--jobs)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+        done = list(pool.map(one, sorted(set(src.values()))))
+    for source, vals, errs in done:
         if not errs:
             continue
         refit = ", ".join("%s %s %.4g" % (p, k, v) for (p, k), v in vals.items())
@@ -263,6 +271,8 @@ def main():
     ap.add_argument("--write", action="store_true", help="store the fitted values in models/hardware")
     ap.add_argument("--leave-one-source-out", action="store_true",
                     help="refit without each training-run source and score it (see above)")
+    ap.add_argument("--jobs", type=int, default=4,
+                    help="--leave-one-source-out: sources refitted side by side (default 4)")
     ap.add_argument("--stride", type=int, default=3,
                     help="--leave-one-source-out refits on every N-th row of each kept source (default 3)")
     a = ap.parse_args()
