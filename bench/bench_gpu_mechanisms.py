@@ -64,6 +64,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--bin", default=os.path.join(ROOT, "fsdpbench"))
     ap.add_argument("--data", default=os.path.join(os.path.dirname(ROOT), "shared", "gpu-data"))
+    ap.add_argument("--only", action="append", default=[],
+                    help="run only the ablations whose name contains this text (repeatable; the "
+                         "shipped-profile line always runs)")
     a = ap.parse_args()
     for f in ("train-runs.csv", "train-runs-llama.csv", "strategy-runs.csv"):
         dataset = os.path.join(a.data, f)
@@ -74,11 +77,13 @@ def main():
         print("# %s with each mechanism of the GPU cost model switched off in turn" % f)
         print("# %-32s %-46s %5s %8s %8s %9s" % ("mechanism off", "instead", "rows", "median",
                                                  "worst", "<=15%"))
-        ablate(a.bin, dataset)
+        ablate(a.bin, dataset, a.only)
 
 
-def ablate(binary, dataset):
+def ablate(binary, dataset, only=()):
     for name, instead, keys in ABLATIONS:
+        if keys and only and not any(o in name for o in only):
+            continue
         home = tempfile.mkdtemp(prefix="fsdpbench-ablate-")
         try:
             shutil.copytree(os.path.join(ROOT, "models"), os.path.join(home, "models"))

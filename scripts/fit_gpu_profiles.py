@@ -38,12 +38,14 @@ never keeping a value fitted with the source. Sources of files no parameter is f
 them. The op-level fits (gemm, flash, cudnn, nccl) each rest on one microbenchmark source, with
 no second source of the same kind to refit on; their out-of-sample checks are the other files
 docs/simulator.md's trust table names. Cheaper than the full fit: a warm start at the shipped
-values, 10 % steps, two rounds, on every 3rd row of each kept source (--stride). Closes with:
+values, 10 % steps, two rounds, on every 3rd row of each kept source of more than 50 rows
+(--stride) and every row of the smaller ones. Closes with:
   leave-one-source-out: S sources, median M %, worst source W %
 (M: the median over sources of each source's median |error|; W: the largest such median).
 Python is tooling only: the model it fits is the C cost model, run as a user runs it.
 """
 import argparse
+import concurrent.futures
 import csv
 import math
 import os
@@ -196,21 +198,25 @@ def subset_csv(dataset, pick, path):
 
 def leave_one_source_out(a, d, fits):
     """Per source: its median |error| with parameters that never saw it. The refit runs on every
-    a.stride-th row of each remaining source (the cheaper mode: the fit's cost is one validate
-    of those rows per step), then the left-out source's rows are scored alone."""
+    a.stride-th row of each remaining source of more than 50 rows and on every row of the
+    others (the cheaper mode: the fit's cost is one validate of those rows per step), then the
+    left-out source's rows are scored alone."""
     dataset, params = fits["sustained"][:2]
     src = sources_of(dataset)
-    per = []
-    for source in sorted(set(src.values())):
+
+    def one(source):
         home = Home(a.bin)
         try:
             seen = {}
+            size = {}
+            for v in src.values():
+                size[v] = size.get(v, 0) + 1
 
             def pick(i, r, s=source):
                 if r["source_id"] == s:
                     return False
                 seen[r["source_id"]] = seen.get(r["source_id"], -1) + 1
-                return seen[r["source_id"]] % a.stride == 0
+                return size[r["source_id"]] <= 50 or seen[r["source_id"]] % a.stride == 0
             fit_file = subset_csv(dataset, pick, os.path.join(home.dir, "fit.csv"))
             vals, _, _ = fit(home, fit_file, params, lambda r: True, rounds=2, step=1.1, prior=True)
             out_file = subset_csv(dataset, lambda i, r, s=source: r["source_id"] == s,
@@ -218,6 +224,13 @@ def leave_one_source_out(a, d, fits):
             errs = [abs(float(r["err_pct"])) for r in home.validate(out_file)]
         finally:
             shutil.rmtree(home.dir)
+        return source, vals, errs
+
+    per = []
+    # the sources' refits are independent: run them side by side (--jobs)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+        done = list(pool.map(one, sorted(set(src.values()))))
+    for source, vals, errs in done:
         if not errs:
             continue
         refit = ", ".join("%s %s %.4g" % (p, k, v) for (p, k), v in vals.items())
@@ -258,6 +271,8 @@ def main():
     ap.add_argument("--write", action="store_true", help="store the fitted values in models/hardware")
     ap.add_argument("--leave-one-source-out", action="store_true",
                     help="refit without each training-run source and score it (see above)")
+    ap.add_argument("--jobs", type=int, default=4,
+                    help="--leave-one-source-out: sources refitted side by side (default 4)")
     ap.add_argument("--stride", type=int, default=3,
                     help="--leave-one-source-out refits on every N-th row of each kept source (default 3)")
     a = ap.parse_args()

@@ -13,6 +13,7 @@
 #include "check.h"
 #include "engine/comm/comm.h"
 #include "engine/device/device.h"
+#include "engine/sim/contention.h"
 #include "engine/sim/cost_model.h"
 #include "engine/sim/hardware.h"
 #include "engine/backends/registry.h"
@@ -74,9 +75,13 @@ static void run_op(sim *s, fb_stream *st, const fb_op_cost *c, double *t0, doubl
   *t1 = d->ops->mark_time(d, b);
 }
 
+/* The stretch of compute over busy comm intervals, with the flat factor (nccl_contention
+ * off, ranks in lock-step): the timeline's mechanics; check_contention has the GPU model. */
 static void check_overlap(const fb_hardware *h100) {
   fb_hardware hw = *h100;
   hw.overlap_slowdown = 1.5;
+  hw.nccl_contention = false;
+  hw.rank_speed_sigma = 0;
   sim s;
   if (!open_sim(&hw, 64, &s)) return;
   fb_device *d = s.d;
@@ -134,6 +139,33 @@ static void check_overlap(const fb_hardware *h100) {
   m0 = fb_now(d);
   CHECK_OK(fb_copy_d2d(d, s.comp, (void *)0x1000, (void *)0x2000, 1 << 30));
   CHECK_CLOSE(fb_now(d) - m0, hw.launch_s + 2.0 * (1 << 30) / (hw.mem_bw * hw.mem_eff), 1e-12, 0);
+  close_sim(&s);
+}
+
+/* The GPU mechanisms on the timeline: a GEMM inside a busy comm interval takes its contention
+ * slowdown (SMs and HBM beside NCCL), one after it takes the slowest of 64 ranks' time, a
+ * collective on a compute stream neither. */
+static void check_contention(const fb_hardware *h100) {
+  fb_hardware hw = *h100;
+  CHECK(hw.nccl_contention && hw.rank_speed_sigma > 0, "h100 profile: the mechanisms are on");
+  sim s;
+  if (!open_sim(&hw, 64, &s)) return;
+  fb_op_cost ag = gather(INT64_C(1) << 26, 64);
+  double c0, c1, g0, g1, a0, a1;
+  run_op(&s, s.comm, &ag, &c0, &c1);
+  fb_op_cost g = gemm(4096, 4096, 4096); /* many waves: fewer SMs cost time */
+  const double dur = fb_cost_seconds(&hw, &g, 64), straggle = fb_straggler_factor(&hw, 64);
+  const double slow = fb_contention_slowdown(&hw, &g, 64);
+  CHECK(slow > 1.05 && straggle > 1.01, "setup: slowdown %g, straggler %g", slow, straggle);
+  run_op(&s, s.comp, &g, &g0, &g1);
+  CHECK(g1 < c1, "setup: the GEMM ends inside the comm interval");
+  CHECK_CLOSE(g1 - g0, dur * straggle * slow, 1e-12, 0);
+  CHECK_OK(fb_event_record(s.d, s.e, s.comm));
+  CHECK_OK(fb_stream_wait(s.d, s.comp, s.e));
+  run_op(&s, s.comp, &g, &g0, &g1);
+  CHECK_CLOSE(g1 - g0, dur * straggle, 1e-12, 0);
+  run_op(&s, s.comp, &ag, &a0, &a1);
+  CHECK_CLOSE(a1 - a0, fb_cost_seconds(&hw, &ag, 64), 1e-12, 0);
   close_sim(&s);
 }
 
@@ -258,6 +290,7 @@ static void check_step_monotonic(const fb_hardware *h100) {
     }
     fb_hardware f = *h100;
     f.overlap_slowdown = 1.0;
+    f.nccl_contention = false;
     double no_slow = fake_step(&f, world, 8, &w);
     CHECK(no_slow <= base, "W=%d: no overlap slowdown is slower %g > %g", world, no_slow, base);
   }
@@ -305,6 +338,7 @@ int main(void) {
   /* the stream and event rules on their own: no host dispatch time (test_sim_host has it) */
   h100.host_op_s = 0;
   check_overlap(&h100);
+  check_contention(&h100);
   check_host_modes(&h100);
   check_alloc_matches_cpu(&h100);
   check_step_monotonic(&h100);

@@ -58,18 +58,23 @@ void fb_contention_profile(const fb_hardware *hw, int world, fb_hardware *out) {
   for (int i = 0; i < out->nkernels; i++) out->kernels[i].bw *= f;
 }
 
-double fb_contention_slowdown(const fb_hardware *hw, const fb_op_cost *c, int world) {
+double fb_contention_slowdown_on(const fb_hardware *hw, const fb_hardware *cont,
+                                 const fb_op_cost *c, int world) {
   const double flat = hw->overlap_slowdown > 1 ? hw->overlap_slowdown : 1.0;
-  if (!hw->nccl_contention || hw->sm_count <= 0 || c->kind == FB_OP_COLL) return flat;
-  if (c->kind == FB_OP_ATTN && hw->flash_fwd_eff > 0) { /* many waves: the SMs' ratio */
-    const double left = hw->sm_count - fb_contention_ctas(hw, world);
-    return left >= 1 ? hw->sm_count / left : hw->sm_count;
-  }
+  if (!hw->nccl_contention || hw->sm_count <= 0) return flat;
+  if (c->kind == FB_OP_COLL) return 1.0; /* NCCL kernels share their own channels */
+  if (c->kind == FB_OP_ATTN && hw->flash_fwd_eff > 0) /* many waves: the SMs' ratio */
+    return (double)hw->sm_count / cont->sm_count;
   const double alone = fb_cost_seconds(hw, c, world);
   if (!(alone > 0)) return 1.0;
+  return fmax(1.0, fb_cost_seconds(cont, c, world) / alone);
+}
+
+double fb_contention_slowdown(const fb_hardware *hw, const fb_op_cost *c, int world) {
+  if (!hw->nccl_contention || hw->sm_count <= 0) return fb_contention_slowdown_on(hw, hw, c, world);
   fb_hardware h;
   fb_contention_profile(hw, world, &h);
-  return fmax(1.0, fb_cost_seconds(&h, c, world) / alone);
+  return fb_contention_slowdown_on(hw, &h, c, world);
 }
 
 /* Standard normal density and distribution. */

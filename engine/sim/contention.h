@@ -24,6 +24,10 @@ void fb_contention_profile(const fb_hardware *hw, int world, fb_hardware *out);
  * profile over its cost alone when the profile turns the model on (nccl_contention), else the
  * profile's flat overlap_slowdown. */
 double fb_contention_slowdown(const fb_hardware *hw, const fb_op_cost *c, int world);
+/* The same with the contended profile already made by fb_contention_profile(hw, world, cont)
+ * (the sim device makes it once per device: the world does not change). */
+double fb_contention_slowdown_on(const fb_hardware *hw, const fb_hardware *cont,
+                                 const fb_op_cost *c, int world);
 
 /* E[max of n independent standard normal draws] (0 for n <= 1), by quadrature. */
 double fb_expected_max_normal(int n);

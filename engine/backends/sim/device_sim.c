@@ -75,6 +75,7 @@ typedef struct sim_dev {
   uintptr_t next_addr;   /* next allocation token */
   fb_cca *cca;           /* caching-allocator model, NULL when not modelled */
   double straggle;       /* compute factor for the slowest of the world's ranks (>= 1) */
+  fb_hardware *cont;     /* the profile beside a resident collective (contention.h), or NULL */
   fb_dev_model m;        /* counters behind model_stats */
   /* Busy intervals of comm streams that compute may still overlap: sorted, disjoint,
    * live in iv[lo, lo + n). Intervals the compute streams have passed are dropped. */
@@ -209,8 +210,9 @@ static void sim_account(fb_device *d, fb_stream *st, const fb_op_cost *c) {
     iv_add(s, t0, t1);
   } else {
     if (s->n > 0 && s->iv[s->lo].b <= t0) iv_prune(s);
-    dur *= s->straggle;
-    const double slow = s->n > 0 ? fb_contention_slowdown(d->hw, c, d->world) : 1.0;
+    if (c->kind != FB_OP_COLL) dur *= s->straggle; /* a collective waits for no one more */
+    const double slow =
+        s->n > 0 ? fb_contention_slowdown_on(d->hw, s->cont ? s->cont : d->hw, c, d->world) : 1.0;
     t1 = slow > 1 ? stretch(s, t0, dur, slow) : t0 + dur;
   }
   st->clock = t1;
@@ -290,6 +292,15 @@ static fb_status sim_init(fb_device *d) {
   s->next_addr = (uintptr_t)1 << 20;
   s->host_model = d->hw->host_runs_ahead;
   s->straggle = fb_straggler_factor(d->hw, d->world);
+  if (d->hw->nccl_contention && d->hw->sm_count > 0) {
+    s->cont = malloc(sizeof *s->cont);
+    if (!s->cont) {
+      free(s);
+      d->impl = NULL;
+      return FB_ERR(FB_ENOMEM, "sim device: out of host memory");
+    }
+    fb_contention_profile(d->hw, d->world, s->cont);
+  }
   d->impl = s;
   d->simulated = true;
   if (s->host_model) { /* a GPU host: model PyTorch's caching allocator too */
@@ -297,6 +308,7 @@ static fb_status sim_init(fb_device *d) {
     if (d->mem_limit > 0 && d->mem_limit < cap) cap = d->mem_limit;
     fb_status st = fb_cca_create(cap > 0 ? cap : INT64_MAX / 4, &s->cca);
     if (st != FB_OK) {
+      free(s->cont);
       free(s);
       d->impl = NULL;
       return st;
@@ -313,6 +325,7 @@ static void sim_fini(fb_device *d) {
     free(st);
   }
   free(s->iv);
+  free(s->cont);
   fb_cca_destroy(s->cca);
   free(s);
   d->impl = NULL;
