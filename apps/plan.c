@@ -161,7 +161,7 @@ fb_status fb_plan_run(const fb_run_config *base_in, fb_plan_row **rows, int *nro
   candidate cands[128];
   int n = build_candidates(micro, base.world, hw.devices_per_node, cands, 128);
   for (int i = 0; i < n; i++) cands[i].world = base.world;
-  fb_plan_row *out = calloc((size_t)n, sizeof *out);
+  fb_plan_row *out = calloc(n > 0 ? (size_t)n : 1, sizeof *out);
   if (!out) return FB_ERR(FB_ENOMEM, "plan: out of host memory");
   fb_progress prog; /* stderr: in place on a terminal, else a line every few seconds */
   fb_progress_start(&prog, "plan: candidate", n, true);
