@@ -174,7 +174,7 @@ fb_status fb_plan_run(const fb_run_config *base_in, fb_plan_row **rows, int *nro
   /* zeropp's hpZ group: a node of the profile when the world is several of them, else none */
   const int dpn = hw.devices_per_node;
   const int zpp_node = dpn > 1 && base.world > dpn && base.world % dpn == 0 ? dpn : 0;
-  fb_plan_row *out = calloc((size_t)n, sizeof *out);
+  fb_plan_row *out = calloc(n > 0 ? (size_t)n : 1, sizeof *out);
   if (!out) return FB_ERR(FB_ENOMEM, "plan: out of host memory");
   fb_progress prog; /* stderr: in place on a terminal, else a line every few seconds */
   fb_progress_start(&prog, "plan: candidate", n, true);
