@@ -152,7 +152,7 @@ static void print_time_row(FILE *f, const char *label, const fb_rank_summary *s)
 }
 
 static void print_time_table(FILE *f, const fb_run_result *r, const char *pred) {
-  fprintf(f, "#\n# Time per step%s: step time is the median, compute/comm/exposed the mean over "
+  fprintf(f, "#\n# Time per step%s: step, compute, comm and exposed are means over "
              "steps %d..%d\n", pred, fb_step_number(r->first_step + first_measured(r->nsteps)),
           fb_step_number(r->first_step + r->nsteps - 1));
   fprintf(f, "# %6s %10s %12s %12s %9s %7s %10s %10s %10s %8s\n", "rank", "step", "tokens/s",
