@@ -364,8 +364,10 @@ if [ "$REDRAW" != 1 ]; then
   # (its report.json echoes the mesh) unless its bytes are those of its own layout (hsdp's
   # default is already a node per shard group)
   wire_split() { # compare-dir suffix
-    local dir=$1 suffix=$2 d name mesh
-    for d in "$dir"/runs/*/; do
+    local dir=$1 suffix=$2 d name mesh runs
+    set +f; runs=("$dir"/runs/*/); set -f # compare's runs/NNN-strategy/ (globbing is off above)
+    [ -f "${runs[0]}report.json" ] || die "$dir/runs: no run's report.json (compare's --out layout changed?)"
+    for d in "${runs[@]}"; do
       name=$(basename "$d"); name=${name#*-}
       mesh=$(grep -o '"mesh":"[^"]*"' "$d/report.json" | head -n 1 | sed 's/.*:"\(.*\)"/\1/')
       [ -z "$suffix" ] || [ -n "$mesh" ] || continue

@@ -126,6 +126,8 @@ static void test_flags(void) {
   CHECK(c.seed == UINT64_MAX, "seed");
   CHECK(c.spec.vocab == 50257 && c.spec.max_seq == 1024, "model gpt2-124m");
   CHECK(c.nics_per_node == 0 && c.nic_gbps == 0, "network: the profile's unless given");
+  CHECK_OK(run_cli("--trace-steps 0,1,0", &c, &a));
+  CHECK(c.trace_wait == 0 && c.trace_warmup == 1 && c.trace_active == 0, "--trace-steps ACTIVE 0");
   CHECK_OK(run_cli("--nics-per-node 4 --nic-gbps 100", &c, &a));
   CHECK(c.nics_per_node == 4 && c.nic_gbps == 100, "--nics-per-node / --nic-gbps: %d %g",
         c.nics_per_node, c.nic_gbps);
@@ -216,6 +218,11 @@ static void test_yaml_and_override(void) {
   CHECK(!strcmp(c.model, "debug-llama") && !strcmp(c.strategy, "zero3"), "strings");
   CHECK(c.steps == 7 && c.batch == 4 && c.micro_batch == 2 && !c.prefetch_backward, "values");
   CHECK(c.trace_wait == 2 && c.trace_warmup == 0 && c.trace_active == 1, "yaml list");
+  /* ACTIVE 0 (every remaining step, the default) reads back from YAML as from the command line */
+  CHECK_OK(fb_config_load_yaml(&c, write_file("ts.yaml", "trace-steps: '0,1,0'\n")));
+  CHECK(c.trace_wait == 0 && c.trace_warmup == 1 && c.trace_active == 0, "yaml ACTIVE 0");
+  CHECK_OK(fb_config_load_yaml(&c, write_file("ts.yaml", "trace_steps: [3, 0, 0]\n")));
+  CHECK(c.trace_wait == 3 && c.trace_warmup == 0 && c.trace_active == 0, "yaml list ACTIVE 0");
   CHECK(c.lr == 1e-3, "lr");
   CHECK(c.recompute == FB_RECOMPUTE_FULL, "yaml recompute: true (the old boolean) is full");
   CHECK_OK(fb_config_load_yaml(&c, write_file("rc.yaml", "recompute: selective\n"

@@ -26,8 +26,23 @@ o=$("$FSDPBENCH" calibrate --backend cpu-opaque --quick --out "$tmp/p.yaml" 2>&1
 grep -qE '^kernel_gbs: # measured on cpu-opaque' "$tmp/p.yaml" || bad "no measured kernel table: $(cat "$tmp/p.yaml")"
 nk=$(sed -n '/^kernel_gbs:/,/^[^ ]/p' "$tmp/p.yaml" | grep -cE '^  [a-z_.]+: +[0-9.e+-]+ +# measured on cpu-opaque')
 [ "$nk" -ge 8 ] || bad "kernel table: $nk measured entries (want every memory-bound op of a step)"
-for k in adamw layernorm_fwd gelu_bwd softmax_xent; do
+# the memory-bound ops (trace categories mem and optim) a step of calibrate --quick's run issues
+# (debug, single, batch 2 x seq 64, 2 steps, the first warming up), from its own trace: the model's
+# ops as it runs them (the MLP's GELU rides in its fused GEMMs), not a list kept here. Each op
+# moving >= 256 KiB in the step must have a measured rate (a smaller one may be all launch
+# overhead, which keeps the base rate); every measured entry must be an op of that step.
+"$FSDPBENCH" --backend cpu-opaque --strategy single --model debug --batch 2 --seq 64 --steps 2 \
+  --trace --trace-steps 0,1,0 --quiet --out "$tmp/tr" >"$tmp/tr.log" 2>&1 ||
+  bad "traced step exited nonzero: $(tail -3 "$tmp/tr.log")"
+grep -oE '"cat":"(mem|optim)","ph":"X"[^}]*"op":"[^"]*","bytes":[0-9.e+]+' "$tmp/tr/trace.json" |
+  sed -E 's/.*"op":"([^"]*)","bytes":([0-9.e+]+)$/\1 \2/' |
+  awk '{ b[$1] += $2 } END { for (k in b) print k, b[k] }' >"$tmp/step_ops"
+[ "$(awk '$2 >= 262144' "$tmp/step_ops" | wc -l)" -ge 8 ] || bad "traced step: memory-bound ops: $(cat "$tmp/step_ops")"
+for k in $(awk '$2 >= 262144 { print $1 }' "$tmp/step_ops"); do
   sed -n '/^kernel_gbs:/,/^[^ ]/p' "$tmp/p.yaml" | grep -qE "^  $k: " || bad "kernel table lacks $k"
+done
+for k in $(sed -n '/^kernel_gbs:/,/^[^ ]/p' "$tmp/p.yaml" | sed -nE 's/^  ([a-z_.]+): .*# measured on cpu-opaque.*/\1/p'); do
+  grep -qE "^$k " "$tmp/step_ops" || bad "kernel table: $k is no memory-bound op of the step"
 done
 sed -n '/^kernel_gbs:/,/^[^ ]/p' "$tmp/p.yaml" | grep -qE '^  matmul_' && bad "a GEMM in the kernel table"
 for k in intra_bw_gbs intra_lat_us split_ranks split_gemm_max_efficiency gemm_max_efficiency \

@@ -15,8 +15,10 @@ trap 'rm -rf "$TMP"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 before=$(cd "$SRC/plots" && ls -l --time-style=+%s.%N *.png *.svg data 2>/dev/null | md5sum)
+rc=0
 OMP_WAIT_POLICY=passive FB_PLOTS_QUICK=1 FB_PLOTS_OUT="$TMP/out" bash "$SRC/plots/make_plots.sh" "$BIN" >"$TMP/log.txt" 2>&1 ||
-  { cat "$TMP/log.txt"; fail "make_plots.sh exited $?"; }
+  rc=$?
+[ $rc -eq 0 ] || { cat "$TMP/log.txt"; fail "make_plots.sh exited $rc"; }
 cat "$TMP/log.txt"
 n_steps=$(grep -cE '^\[[0-9]+/[0-9]+\] .* \([0-9]+ s\)$' "$TMP/log.txt")
 total=$(sed -n 's|^\[[0-9]*/\([0-9]*\)\] .*|\1|p' "$TMP/log.txt" | head -n 1)

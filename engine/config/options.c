@@ -344,6 +344,12 @@ static int choice_index(const char *choices, const char *s) {
   return -1;
 }
 
+/* The one range rule of --trace-steps, for a value set by name (command line, YAML, --sweep) and
+ * for a config checked as a whole: ACTIVE 0 records every remaining step. */
+static bool trace_steps_ok(int wait, int warmup, int active) {
+  return wait >= 0 && warmup >= 0 && active >= 0;
+}
+
 static int parse_trace_steps(const char *s, int v[3]) {
   const char *p = s;
   for (int i = 0; i < 3; i++) {
@@ -361,7 +367,7 @@ static int parse_trace_steps(const char *s, int v[3]) {
       p++;
     }
   }
-  return (*p || v[2] < 1) ? -1 : 0;
+  return (*p || !trace_steps_ok(v[0], v[1], v[2])) ? -1 : 0;
 }
 
 #define AT(c, o, T) ((T *)((char *)(c) + (o)->off))
@@ -523,7 +529,7 @@ fb_status fb_config_check_option(const fb_run_config *c, const fb_option *o) {
          *CAT(c, o, fb_accum_mode) <= FB_ACCUM_NO_REDUCE;
     break;
   case FB_OPT_TRACE_STEPS:
-    ok = c->trace_wait >= 0 && c->trace_warmup >= 0 && c->trace_active >= 0;
+    ok = trace_steps_ok(c->trace_wait, c->trace_warmup, c->trace_active);
     break;
   case FB_OPT_RECOMPUTE:
     ok = *CAT(c, o, fb_recompute) >= FB_RECOMPUTE_OFF &&
