@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ops/cpu_kernels.h"
+
 struct fb_tf_block_acts {
   fb_buf x_out;                          /* block output = next block input (always kept) */
   fb_buf ln1, ln1_mean, ln1_rstd, qkv, q, k, v, att, lse, xmid, ln2, ln2_mean, ln2_rstd;
@@ -321,9 +323,19 @@ static size_t dscratch_elems(const fb_tf *t) {
 
 /* The head's weight and its gradient as the GEMMs see them: the parameter itself, or, with a
  * padded vocabulary (fb_tf_logits.vocab_multiple), [Vp, C] copies whose rows past V are zero.
- * The gradient copy starts as the gradient (it accumulates) and goes back once the head ran. */
+ * The gradient copy starts as the gradient (it accumulates) and goes back once the head ran.
+ * Vg is the vocabulary the GEMMs and the logits rows span: Vp on a GPU (cuBLAS's fast kernels)
+ * and on sim (which prices that GPU), V on the cpu kernels (cpu, cpu-opaque). A BLAS's
+ * element bits depend on the shape it is given: fb_gemm cuts the output into panels by its
+ * width, and OpenBLAS 0.3.21's Zen/Haswell sgemm rounds an output element differently by
+ * where it falls among the kernel's tails (measured: columns 192..199 of a 14 x 200 x 16
+ * product differ from the same columns of the 14 x 256 x 16 one with zero rows past 200;
+ * with AVX-512 they happened to agree). So the cpu runs the very GEMMs and chunks of the
+ * unpadded head on the first V rows of the padded copies (the rows past V stay exact zeros),
+ * the logits dense [rows, V] inside the padded buffer: the loss and every gradient are those
+ * of the unpadded head for any padding on any cpu, while the allocations stay padded. */
 typedef struct head_mat {
-  int Vp;
+  int Vp, Vg;
   const void *w;
   void *dw;
   fb_buf wpad, dwpad;
@@ -335,6 +347,7 @@ static fb_status head_mat_begin(fb_tf *t, fb_kctx k, const void *w, void *dw, he
   const size_t rows = (size_t)V * C * esz(t);
   memset(h, 0, sizeof *h);
   h->Vp = (int)((V + mult - 1) / mult * mult);
+  h->Vg = t->dev->ops->kernels == &fb_cpu_kernels ? (int)V : h->Vp;
   h->w = w, h->dw = dw;
   if (h->Vp == V) return FB_OK;
   const size_t bytes = (size_t)h->Vp * C * esz(t);
@@ -360,7 +373,7 @@ static fb_status head_mat_end(fb_tf *t, fb_kctx k, void *dw, head_mat *h, bool o
   return st;
 }
 
-/* The head's matmul, loss and matmul backward over logits chunks of `chunk` rows (Vp wide). */
+/* The head's matmul, loss and matmul backward over logits chunks of `chunk` rows (Vg wide). */
 static fb_status head_chunks(fb_tf *t, fb_kctx k, const head_mat *h, void *logits,
                              const void *xf, void *dxf, int chunk, int slot) {
   const int N = t->B * t->T, C = t->m->spec.dim, V = t->m->spec.vocab;
@@ -368,10 +381,10 @@ static fb_status head_chunks(fb_tf *t, fb_kctx k, const head_mat *h, void *logit
     int cn = N - r0 < chunk ? N - r0 : chunk;
     const char *xr = (const char *)xf + (size_t)r0 * C * esz(t);
     char *dxr = (char *)dxf + (size_t)r0 * C * esz(t);
-    FB_TRY(fb_k_matmul_fwd(ON(slot), logits, xr, h->w, NULL, cn, C, h->Vp));
-    FB_TRY(fb_k_xent_fwd_bwd(&k, logits, t->loss_dev, t->targets + r0, cn, V, h->Vp,
+    FB_TRY(fb_k_matmul_fwd(ON(slot), logits, xr, h->w, NULL, cn, C, h->Vg));
+    FB_TRY(fb_k_xent_fwd_bwd(&k, logits, t->loss_dev, t->targets + r0, cn, V, h->Vg,
                              t->dscale));
-    FB_TRY(fb_k_matmul_bwd(ON(slot), dxr, h->dw, NULL, logits, xr, h->w, cn, C, h->Vp));
+    FB_TRY(fb_k_matmul_bwd(ON(slot), dxr, h->dw, NULL, logits, xr, h->w, cn, C, h->Vg));
   }
   return FB_OK;
 }
@@ -390,9 +403,10 @@ fb_status fb_tf_head(fb_tf *t, const void *root, void *rg) {
   const int norm_slot = gpt2 ? FB_G_LNF_W : FB_L_NORM;
   FB_CHECK_GOTO(st, head_mat_begin(t, *ON(head_slot), par(t, root, 0, head_slot),
                                    grd(t, rg, 0, head_slot), &hm), out);
-  /* rows per logits chunk: chunk_bytes of fp32 logits, a multiple of logits->rows when that is
-   * less than N, at least 1 row */
-  size_t rows = t->logits->chunk_bytes / ((size_t)hm.Vp * 4), align = (size_t)t->logits->rows;
+  /* rows per logits chunk: chunk_bytes of fp32 logits Vg wide (the chunks, and so the order
+   * the weight gradient accumulates in, are the unpadded head's where the cpu executes), a
+   * multiple of logits->rows when that is less than N, at least 1 row; the buffer is Vp wide */
+  size_t rows = t->logits->chunk_bytes / ((size_t)hm.Vg * 4), align = (size_t)t->logits->rows;
   if (rows < (size_t)N && align > 1 && rows >= align) rows -= rows % align;
   int chunk = rows < 1 ? 1 : rows > (size_t)N ? N : (int)rows;
 

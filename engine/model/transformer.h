@@ -100,7 +100,9 @@ typedef struct fb_tf_logits {
                          copied into [Vp, C] buffers with zero rows past V for the head and
                          back, the logits rows are Vp wide and their padding columns get a zero
                          gradient; parameters, their layout and count, the loss and every
-                         gradient are those of the unpadded head (tests/test_vocab_pad.c). */
+                         gradient are those of the unpadded head (tests/test_vocab_pad.c). The
+                         executing cpu keeps the padded buffers but runs the unpadded head's
+                         GEMMs and chunks on their first V rows (a BLAS rounds by shape). */
 } fb_tf_logits;
 extern const fb_tf_logits fb_tf_logits_cpu, fb_tf_logits_gpu;
 
