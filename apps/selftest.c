@@ -829,7 +829,8 @@ static void quant_case(harness *h, int bits, int rows, fb_dtype ot) {
   TRY_H(fb_copy_d2h(h->gd, h->gs, gs, bs.ptr, ns * 4));
   TRY_H(fb_copy_d2h(h->gd, h->gs, go, bo.ptr, ob));
   snprintf(nm, sizeof nm, "quantize int%d rows %d", bits, rows);
-  report(h, nm, "i8", memcmp(cq, gq, n * (size_t)bits / 8) || memcmp(cs, gs, ns * 4), 0.0);
+  report(h, nm, bits == 8 ? "i8" : "i4",
+         memcmp(cq, gq, n * (size_t)bits / 8) || memcmp(cs, gs, ns * 4), 0.0);
   snprintf(nm, sizeof nm, "dequant_sum int%d", bits);
   report(h, nm, fb_dtype_name(ot), memcmp(co, go, ob) ? 1.0 : 0.0, 0.0);
 out:
