@@ -21,7 +21,8 @@ rows=$(grep -cE ' (PASS|FAIL)$' <<<"$out")
 ! grep -qE ' FAIL$' <<<"$out" || fail "a FAIL row: $(grep -E ' FAIL$' <<<"$out" | head -1)"
 grep -q '^selftest: cpu-opaque kernels against the cpu kernels$' <<<"$out" ||
   fail "the table does not name the cpu-opaque device"
-for k in "adamw_cast.out" "attention_bwd.dqkv" "matmul_bwd.dbias" "sumsq_bins wide"; do
+for k in "adamw_cast.out" "attention_bwd.dqkv" "matmul_bwd.dbias" "sumsq_bins wide" \
+  "quantize int4 rows 2" "dequant_sum int8"; do
   grep -q "^  $k" <<<"$out" || fail "no '$k' row"
 done
 echo "test_opaque_selftest: $n kernel checks on cpu-opaque, 0 failed"
