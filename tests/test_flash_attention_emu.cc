@@ -19,19 +19,9 @@
 #include "cuda_emu/cuda_emu.h"
 #include "engine/backends/cuda/flash_attention.cuh"
 #include "flash_attention_ref.h"
+#include "flash_attention_checks.h"
 
 namespace {
-
-int failures = 0;
-
-void check(bool ok, const char *what, const shape_case &c, double v, double lim) {
-  printf("  %-4s %-36s %.3g (limit %.3g)\n", ok ? "ok" : "FAIL", what, v, lim);
-  if (!ok) {
-    failures++;
-    fprintf(stderr, "FAIL: B%d T%d H%d KVH%d hd%d%s%s: %s = %g > %g\n", c.B, c.T, c.H, c.KVH,
-            c.hd, c.fused ? " fused" : "", c.misalign ? " unaligned" : "", what, v, lim);
-  }
-}
 
 template <int HD, int W>
 void launch_fwd(const fa::args &a, emu_launch_opts o) {
@@ -60,13 +50,7 @@ void run_case(const shape_case &c, uint64_t seed) {
   rng r{seed};
   tensors t;
   make_tensors(c, t, r);
-  fa::args a{};
-  a.q = t.q, a.k = t.k, a.v = t.v, a.out = t.o, a.dout = t.dO;
-  a.o = t.o, a.dq = t.dq, a.dk = t.dk, a.dv = t.dv, a.lse = t.lse.data(), a.Dbuf = t.Dbuf.data();
-  a.B = c.B, a.T = c.T, a.H = c.H, a.KVH = c.KVH, a.hd = c.hd, a.ldq = t.ldq, a.ldkv = t.ldkv;
-  a.scale = (float)(1.0 / sqrt((double)c.hd));
-  a.scale2 = a.scale * fa::LOG2E;
-  a.vec = fa::can_vec(a);
+  fa::args a = kernel_args(c, t);
   if (a.vec != (!c.misalign && c.hd % 8 == 0)) {
     failures++;
     fprintf(stderr, "FAIL: the 16-byte path is %s for hd %d%s\n", a.vec ? "on" : "off", c.hd,
@@ -77,35 +61,16 @@ void run_case(const shape_case &c, uint64_t seed) {
   check(fc.mma > 0 && fc.ldsm > 0, "forward ran on mma/ldmatrix", c, (double)fc.mma, 1);
   reference ref;
   compute_reference(c, t, ref);
-  const size_t rows = (size_t)c.B * c.T;
-  check(rel_err(t.o, (size_t)c.H * c.hd, ref.out, (size_t)c.H * c.hd, rows, c.H * c.hd) <= 1e-2,
-        "out: max err / max |out|", c,
-        rel_err(t.o, (size_t)c.H * c.hd, ref.out, (size_t)c.H * c.hd, rows, c.H * c.hd), 1e-2);
-  double le = 0.0;
-  for (size_t i = 0; i < ref.lse.size(); i++) {
-    const double e = fabs(t.lse[i] - ref.lse[i]) / (1.0 + fabs(ref.lse[i]));
-    le = e <= le ? le : (isnan(e) ? INFINITY : e);
-  }
-  check(le <= 2e-6, "lse: max err / (1 + |lse|)", c, le, 2e-6);
+  check_forward(c, t, ref);
   launch_bwd<HD, W>(a, c.bchunk, emu_launch_opts{(unsigned)seed + 1, 0});
-  const double eq = rel_err(t.dq, t.ldq, ref.dq, (size_t)c.H * c.hd, rows, c.H * c.hd);
-  const double ek = rel_err(t.dk, t.ldkv, ref.dk, (size_t)c.KVH * c.hd, rows, c.KVH * c.hd);
-  const double ev = rel_err(t.dv, t.ldkv, ref.dv, (size_t)c.KVH * c.hd, rows, c.KVH * c.hd);
-  check(eq <= 2e-2, "dq: max err / max |dq|", c, eq, 2e-2);
-  check(ek <= 2e-2, "dk: max err / max |dk|", c, ek, 2e-2);
-  check(ev <= 2e-2, "dv: max err / max |dv|", c, ev, 2e-2);
+  check_backward(c, t, ref);
 
   /* the same bits for other block orders and schedules */
-  const std::vector<uint16_t> out0 = t.out, dqkv0 = t.dqkv, dk0 = t.dkbuf, dv0 = t.dvbuf;
-  const std::vector<float> lse0 = t.lse;
-  for (int order = 1; order <= 2; order++) {
+  const outputs b0 = outputs_of(t);
+  check_block_orders(c, t, b0, [&](int order) {
     launch_fwd<HD, W>(a, emu_launch_opts{(unsigned)(seed * 7 + order), order});
     launch_bwd<HD, W>(a, c.bchunk, emu_launch_opts{(unsigned)(seed * 13 + order), order});
-    const bool same = t.out == out0 && t.lse == lse0 && t.dqkv == dqkv0 && t.dkbuf == dk0 &&
-                      t.dvbuf == dv0;
-    check(same, order == 1 ? "same bits, blocks reversed" : "same bits, blocks shuffled", c,
-          same ? 0.0 : 1.0, 0.0);
-  }
+  });
 }
 
 } /* namespace */
