@@ -2,6 +2,7 @@
  * file in strategies/ plus one line here; everything that enumerates strategies reads this. */
 #include "strategy.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -55,6 +56,15 @@ bool fb_strategy_register(const fb_strategy *s) {
   return true;
 }
 
+/* "a, b, c": the strategies whose bool field at `field` (offsetof) is set, in table order. */
+static void names_with(size_t field, char *out, size_t cap) {
+  size_t o = 0;
+  out[0] = 0;
+  for (int i = 0; fb_strategy_at(i) && o < cap; i++)
+    if (*(const bool *)((const char *)fb_strategy_at(i) + field))
+      o += (size_t)snprintf(out + o, cap - o, "%s%s", o ? ", " : "", fb_strategy_at(i)->name);
+}
+
 fb_status fb_run_config_finalize(fb_run_config *c) {
   FB_TRY(fb_config_finalize(c));
   const fb_strategy *s = fb_strategy_lookup(c->strategy);
@@ -69,13 +79,21 @@ fb_status fb_run_config_finalize(fb_run_config *c) {
   if (c->zeropp_hpz == 1 || (c->zeropp_hpz > 1 && c->world > 0 && c->world % c->zeropp_hpz))
     return FB_ERR(FB_EUSAGE, "--zeropp-hpz: %d is not allowed with --world %d (want 0 = off, or "
                   "a divisor of the world from 2)", c->zeropp_hpz, c->world);
+  if (c->overlap_grad_reduce && !s->tunes_grad_overlap) {
+    char with[256] = "";
+    names_with(offsetof(fb_strategy, tunes_grad_overlap), with, sizeof with);
+    return FB_ERR(FB_EUSAGE, "--overlap-grad-reduce: not allowed with --strategy %s (its "
+                  "reduction schedule is fixed; only %s take it)", c->strategy, with);
+  }
+  if (!strcmp(c->param_sync, "broadcast") && !s->param_sync) {
+    char with[256] = "";
+    names_with(offsetof(fb_strategy, param_sync), with, sizeof with);
+    return FB_ERR(FB_EUSAGE, "--param-sync: 'broadcast' is not allowed with --strategy %s (want "
+                  "all-gather, or one of: %s)", c->strategy, with);
+  }
   if (c->mesh[0] && !s->mesh) {
     char with[256] = "";
-    size_t o = 0;
-    for (int i = 0; fb_strategy_at(i) && o < sizeof with; i++)
-      if (fb_strategy_at(i)->mesh)
-        o += (size_t)snprintf(with + o, sizeof with - o, "%s%s", o ? ", " : "",
-                              fb_strategy_at(i)->name);
+    names_with(offsetof(fb_strategy, mesh), with, sizeof with);
     return FB_ERR(FB_EUSAGE, "--mesh: '%s' is not allowed with --strategy %s (want no --mesh, or "
                   "one of: %s%s)", c->mesh, c->strategy, with,
                   !strcmp(c->strategy, "fsdp") ? "; fsdp on a mesh is --strategy hsdp" : "");

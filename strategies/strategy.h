@@ -85,6 +85,9 @@ typedef struct fb_strategy {
   bool shards_all;           /* parameters, gradients and optimizer state are all 1/W per rank */
   bool takes_zeropp;         /* honours --zeropp-quant-weights/-hpz/-quant-grads (zeropp);
                                 the others refuse them */
+  bool tunes_grad_overlap;   /* honours --overlap-grad-reduce (zero1) */
+  bool param_sync;           /* honours --param-sync broadcast (zero1, zero2: replicated
+                                parameters rebuilt from slices after the step) */
   bool mesh;                 /* honours --mesh REPLICAxSHARD (strategies/mesh.h): its state
                                 sharded over SHARD consecutive ranks, replicated REPLICA times;
                                 gradients reduced in the shard group, then across replicas */

@@ -10,7 +10,9 @@
  * added to the slice) or no-reduce (DeepSpeed's stage 1 communicates only at the accumulation
  * boundary: gradients accumulate locally, the last micro-step reduces them). no-reshard is
  * refused: the parameters are replicated and never resharded.
- * It does not overlap the reductions with the backward (zero2 does), bucket units together, or
+ * The reductions wait for the whole backward unless --overlap-grad-reduce (DeepSpeed's
+ * overlap_comm) issues each as its unit finishes; --param-sync broadcast rebuilds the replicas
+ * by one broadcast per owner (InternLM). It does not bucket units together, or
  * model DeepSpeed's host work: no public per-hook figure is cited here (host = NULL). */
 #include "zero12.h"
 
@@ -23,14 +25,18 @@ static fb_status z1_setup(fb_rank *r) {
   return fb_zero_setup(r);
 }
 
-/* Nothing is reduced until the root, the last unit of the backward, completes; then every
- * unit's gradient is reduce-scattered, in the order backward completed them. */
+/* At a reducing micro-step (every one, or the last under --accum no-reduce): with
+ * --overlap-grad-reduce each unit's gradient is reduce-scattered as its backward ends (zero2's
+ * schedule); else nothing is reduced until the root, the last unit of the backward, completes,
+ * then every unit, in the order backward completed them. */
 static fb_status z1_post_backward(fb_rank *r, int u) {
   r->view[u].grads = NULL;
   const bool last_micro = r->micro == r->n_micro - 1;
-  if (u != 0 || (r->cfg->accum == FB_ACCUM_NO_REDUCE && !last_micro)) return FB_OK;
-  for (int i = r->model->nunits - 1; i >= 1; i--) FB_TRY(fb_zero_reduce(r, i));
-  FB_TRY(fb_zero_reduce(r, 0));
+  if (r->cfg->accum == FB_ACCUM_NO_REDUCE && !last_micro) return FB_OK;
+  if (r->cfg->overlap_grad_reduce) FB_TRY(fb_zero_reduce(r, u));
+  if (u != 0) return FB_OK;
+  for (int i = r->model->nunits - 1; !r->cfg->overlap_grad_reduce && i >= 0; i--)
+    FB_TRY(fb_zero_reduce(r, i));
   /* folded before the next micro-step; after the last one the step folds them */
   return last_micro ? FB_OK : fb_zero_fold_all(r);
 }
@@ -51,6 +57,8 @@ const fb_strategy fb_strategy_zero1 = {
     .accum_modes = 1u << FB_ACCUM_NO_REDUCE, /* DeepSpeed stage 1: reduce at the boundary */
     .memory = "4P + 16P/W: params 4P replicated; fp32 master + grad shard + AdamW 16P/W; "
               "+ full grads 4P during backward",
+    .tunes_grad_overlap = true,
+    .param_sync = true,
     .mesh = true,
     .state_ranges = fb_zero_state_ranges,
     .state_loaded = fb_zero_state_loaded,

@@ -1,11 +1,13 @@
 /* The ZeRO stage 1 and 2 machine (zero12.h), shared by zero1.c and zero2.c: replicated
  * parameters, fsdp's slices of master parameters, gradients and optimizer state; the
  * reduce-scatter of a unit's full gradient into the slices, the folds of later micro-steps,
- * and the step that updates the slices and all-gathers them into every replica. When to
+ * and the step that updates the slices and all-gathers them into every replica (or, with
+ * --param-sync broadcast, broadcasts each owner's partition, as InternLM does). When to
  * reduce is the strategies' choice (zero1: after the backward, zero2: as units finish). */
 #include "zero12.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "mesh.h"
 #include "state_ranges.h"
@@ -182,6 +184,64 @@ static fb_status zero_gather(fb_rank *r, int u, fb_zunit *x, bool update) {
 
 static fb_slice *zero_slice(fb_rank *r, int u) { return &((fb_zero_state *)r->st)->u[u].sl; }
 
+/* Packs this rank's slice of every unit, in the compute dtype, into pk (updating it first with
+ * `update`), on the compute stream. */
+static fb_status pack_own(fb_rank *r, const fb_zero_state *s, bool update, char *pk) {
+  const int64_t me = s->mesh.shard->rank;
+  for (int u = 0; u < r->model->nunits; u++) {
+    fb_slice *sl = &s->u[u].sl;
+    const bool cast = r->pdt != FB_F32;
+    if (update)
+      FB_TRY(fb_optim_update_to(r, u, me * sl->shard, sl->shard, sl->p.ptr, sl->g.ptr,
+                                &sl->optim, 0, cast ? pk : NULL, true));
+    if (!cast)
+      FB_TRY(fb_copy_d2d(r->dev, r->compute, pk, sl->p.ptr, (size_t)sl->shard * 4));
+    else if (!update)
+      FB_TRY(fb_to_pdt(r, u, pk, sl->p.ptr, sl->shard));
+    pk += (size_t)sl->shard * fb_psz(r);
+  }
+  return FB_OK;
+}
+
+/* --param-sync broadcast (InternLM's broadcast_params): every owner broadcasts its whole
+ * partition, all units packed in one buffer, in shard-group rank order; each rank unpacks
+ * root j's into slice j of every unit's replica, then the next forward waits for the last
+ * (not overlapped). Two buffers of a partition (FB_MEM_COMM): this rank's, sent when its turn
+ * comes, and one that receives every other root's (its unpack runs on the comm stream before
+ * the next broadcast overwrites it). The same bits as the all-gathers. */
+static fb_status zero_sync_broadcast(fb_rank *r, bool update) {
+  fb_zero_state *s = r->st;
+  fb_comm *g = s->mesh.shard;
+  size_t part = 0;
+  for (int u = 0; u < r->model->nunits; u++) part += (size_t)s->u[u].sl.shard;
+  fb_buf own = {0}, rx = {0};
+  fb_status st = fb_alloc(r->dev, part * fb_psz(r), FB_MEM_COMM, "params.partition", &own);
+  if (st == FB_OK)
+    st = fb_alloc(r->dev, part * fb_psz(r), FB_MEM_COMM, "params.partition_recv", &rx);
+  if (st == FB_OK) st = pack_own(r, s, update, own.ptr);
+  fb_zunit *x0 = &s->u[0];
+  if (st == FB_OK) st = fb_event_record(r->dev, x0->ev_ready, r->compute);
+  if (st == FB_OK) st = fb_stream_wait(r->dev, r->commst, x0->ev_ready);
+  for (int j = 0; st == FB_OK && j < g->world; j++) {
+    char *buf = j == g->rank ? own.ptr : rx.ptr;
+    st = fb_broadcast(g, r->commst, -1, buf, part, r->pdt, j);
+    for (int u = 0; st == FB_OK && u < r->model->nunits; u++) {
+      const size_t b = (size_t)s->u[u].sl.shard * fb_psz(r);
+      st = fb_copy_d2d(r->dev, r->commst, (char *)s->u[u].full.ptr + (size_t)j * b, buf, b);
+      buf += b;
+    }
+  }
+  for (int u = 0; st == FB_OK && u < r->model->nunits; u++) {
+    st = fb_event_record(r->dev, s->u[u].ev_gather, r->commst);
+    s->u[u].gathering = st == FB_OK;
+  }
+  fb_free(r->dev, &rx, r->commst);
+  fb_free(r->dev, &own, r->commst);
+  return st;
+}
+
+static bool by_broadcast(const fb_rank *r) { return !strcmp(r->cfg->param_sync, "broadcast"); }
+
 fb_status fb_zero_step(fb_rank *r) {
   fb_zero_state *s = r->st;
   FB_TRY(fb_zero_fold_all(r));
@@ -190,6 +250,7 @@ fb_status fb_zero_step(fb_rank *r) {
   FB_TRY(fb_slices_norm(&v, zero_slice));
   r->grad_norm = v.grad_norm;
   r->clip_coef = v.clip_coef;
+  if (by_broadcast(r)) return zero_sync_broadcast(r, true);
   for (int i = 0; i < r->model->nunits; i++) FB_TRY(zero_gather(r, i, &s->u[i], true));
   return FB_OK;
 }
@@ -205,7 +266,9 @@ fb_status fb_zero_state_ranges(fb_rank *r, bool save, fb_state_range **out, int 
 /* After a checkpoint load: the replicas from the loaded slices, as after a step. */
 fb_status fb_zero_state_loaded(fb_rank *r) {
   fb_zero_state *s = r->st;
-  for (int i = 0; i < r->model->nunits; i++) FB_TRY(zero_gather(r, i, &s->u[i], false));
+  if (by_broadcast(r)) FB_TRY(zero_sync_broadcast(r, false));
+  for (int i = 0; !by_broadcast(r) && i < r->model->nunits; i++)
+    FB_TRY(zero_gather(r, i, &s->u[i], false));
   FB_TRY(fb_stream_sync(r->dev, r->commst));
   for (int i = 0; i < r->model->nunits; i++) s->u[i].gathering = false;
   return FB_OK;

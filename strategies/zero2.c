@@ -49,6 +49,7 @@ const fb_strategy fb_strategy_zero2 = {
     .host = NULL,
     .memory = "4P + 16P/W: params 4P replicated; fp32 master + grad shard + AdamW 16P/W; "
               "+ full grads of the root and one unit",
+    .param_sync = true,
     .mesh = true,
     .state_ranges = fb_zero_state_ranges,
     .state_loaded = fb_zero_state_loaded,

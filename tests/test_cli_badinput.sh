@@ -72,6 +72,9 @@ expect "zeropp hpz not dividing" "--zeropp-hpz" "" -- --strategy zeropp --world 
 expect "zeropp hpz 1" "--zeropp-hpz" "" -- --strategy zeropp --world 4 --zeropp-hpz 1
 expect "zeropp hpz negative" "--zeropp-hpz" "" -- --strategy zeropp --world 4 --zeropp-hpz -2
 expect "zeropp accum" "--accum" "" -- --strategy zeropp --world 2 --accum no-reduce --micro-batch 1
+expect "param-sync broadcast on fsdp" "--param-sync" "" -- --strategy fsdp --world 2 --param-sync broadcast
+expect "param-sync unknown" "--param-sync" "" -- --strategy zero1 --world 2 --param-sync scatter
+expect "overlap-grad-reduce on ddp" "--overlap-grad-reduce" "" -- --strategy ddp --world 2 --overlap-grad-reduce
 # --mesh: only on the strategies that take it (registry), its product the world
 expect "mesh on ddp" "--mesh" "" -- --strategy ddp --world 4 --mesh 2x2
 expect "mesh on single" "--mesh" "" -- --strategy single --mesh 1x1

@@ -6,7 +6,9 @@
  * Every strategy comes from the registry (accumulation modes from its table). Also: each rank's
  * persistent state is 1/W of single's for strategies that shard everything (within
  * padding and the zero3 imbalance). Every strategy that takes --mesh, on 2x2, 2x4 and 4x1
- * (shard groups of 2, 4 and 1 rank): bitwise equal to single too. Prints both sides in full when they differ. */
+ * (shard groups of 2, 4 and 1 rank): bitwise equal to single too, and so is every strategy
+ * under the schedule options its table takes (--param-sync broadcast, --overlap-grad-reduce).
+ * Prints both sides in full when they differ. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -114,8 +116,61 @@ static void check_meshes(void) {
   }
 }
 
+/* The schedule options a strategy's table takes (--param-sync broadcast, --overlap-grad-reduce)
+ * change when and how bytes move, never the bits: W=4 flat and on 2x2 where it takes --mesh,
+ * bitwise equal to single; with two micro-batches per rank and every accumulation mode the
+ * strategy has, bitwise equal to itself without them. */
+static void check_schedule_options(void) {
+  const int W = 4;
+  fb_run_result ref, got, plain;
+  char what[128];
+  fb_status rst = run(reference(), 1, GB / W, 1.0, FB_ACCUM_REDUCE, &ref);
+  CHECK_OK(rst);
+  if (rst != FB_OK) return;
+  for (int i = 0; fb_strategy_at(i); i++) {
+    const fb_strategy *s = fb_strategy_at(i);
+    if (!s->param_sync && !s->tunes_grad_overlap) continue;
+    for (int m = 0; m < (s->mesh ? 2 : 1); m++) {
+      fb_run_config c;
+      test_config(&c, "cpu", s->name, W);
+      c.batch = GB, c.seq = SEQ, c.steps = STEPS, c.seed = 3, c.grad_clip = 1.0;
+      snprintf(c.mesh, sizeof c.mesh, "%s", m ? "2x2" : "");
+      if (s->param_sync) snprintf(c.param_sync, sizeof c.param_sync, "broadcast");
+      c.overlap_grad_reduce = s->tunes_grad_overlap;
+      snprintf(what, sizeof what, "%s W=%d%s%s%s", s->name, W, m ? " --mesh 2x2" : "",
+               s->param_sync ? " --param-sync broadcast" : "",
+               s->tunes_grad_overlap ? " --overlap-grad-reduce" : "");
+      fb_status st = test_run(&c, &got);
+      CHECK_OK(st);
+      if (st != FB_OK) continue;
+      compare(what, &ref, &got, 0);
+      fb_run_result_free(&got);
+    }
+    for (fb_accum_mode mode = FB_ACCUM_REDUCE; mode <= FB_ACCUM_NO_REDUCE; mode++) {
+      if (mode != FB_ACCUM_REDUCE && !(s->accum_modes & (1u << mode))) continue;
+      fb_status st = run(s->name, W, GB / W / 2, 1.0, mode, &plain);
+      CHECK_OK(st);
+      if (st != FB_OK) continue;
+      fb_run_config c;
+      test_config(&c, "cpu", s->name, W);
+      c.batch = GB, c.micro_batch = GB / W / 2, c.seq = SEQ, c.steps = STEPS, c.seed = 3;
+      c.grad_clip = 1.0, c.accum = mode;
+      if (s->param_sync) snprintf(c.param_sync, sizeof c.param_sync, "broadcast");
+      c.overlap_grad_reduce = s->tunes_grad_overlap;
+      snprintf(what, sizeof what, "%s W=%d 2 micro %s, both options", s->name, W,
+               accum_name(mode));
+      st = test_run(&c, &got);
+      CHECK_OK(st);
+      if (st == FB_OK) compare(what, &plain, &got, 0), fb_run_result_free(&got);
+      fb_run_result_free(&plain);
+    }
+  }
+  fb_run_result_free(&ref);
+}
+
 int main(void) {
   printf("reference: %s; strategies: %s\n", reference(), fb_strategy_names());
+  check_schedule_options();
   check_meshes();
   const int worlds[] = {1, 2, 3, 4, 8};
   fb_run_result ref, got;

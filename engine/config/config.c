@@ -34,6 +34,7 @@ void fb_config_defaults(fb_run_config *c) {
       .grad_clip = 1.0,
       .warmup = 0,
       .schedule = "cosine",
+      .param_sync = "all-gather",
       .seed = 1337,
       .data = "synthetic",
       .prefetch_forward = true,

@@ -53,6 +53,11 @@ typedef struct fb_run_config {
   int recompute_layers;  /* checkpoint K of the model's blocks (0 = all; <= layers) */
   int recompute_passes;  /* times a fully checkpointed block's forward reruns in backward (1;
                             2 = two nested checkpoint wrappers) */
+  bool overlap_grad_reduce; /* zero1: reduce each unit as its backward ends (a reducing
+                               micro-step), on the comm stream, not after the whole backward */
+  char param_sync[16];   /* zero1/zero2: how the step's updated slices reach every replica:
+                            "all-gather" (one per unit) | "broadcast" (one per owner of its
+                            whole partition, in rank order, not overlapped: InternLM) */
   char mesh[32];         /* device mesh "REPLICAxSHARD" of a strategy that takes it
                             (fb_strategy.mesh; "" = the strategy's default) */
   /* zeropp (DeepSpeed ZeRO++): each switch on its own; refused with any other strategy */

@@ -125,6 +125,20 @@ static const fb_option options[] = {
              "HF's gradient checkpointing wraps again: PyTorch reruns the forward once per "
              "level); the results are the same bits"},
 
+    {.name = "overlap-grad-reduce", .group = G_STRAT, .kind = FB_OPT_BOOL,
+     FIELD(overlap_grad_reduce),
+     .help = "zero1 (others refuse it: their schedule is fixed): reduce-scatter each unit's "
+             "gradient as its backward ends, overlapping the rest of the backward (DeepSpeed's "
+             "overlap_comm, InternLM's zero_overlap_communication, Megatron's "
+             "--overlap-grad-reduce), instead of all of them after the backward. With --accum "
+             "no-reduce only the last micro-step reduces. The same bits either way"},
+    {.name = "param-sync", .group = G_STRAT, .kind = FB_OPT_STR, FIELD(param_sync),
+     .metavar = "MODE", .choices = "all-gather|broadcast",
+     .help = "zero1/zero2 (others refuse broadcast): how the step's updated parameter slices "
+             "reach every replica. all-gather: one per unit, each unit's next forward waits "
+             "for its own; broadcast: each owner broadcasts its whole partition in one call, "
+             "in rank order, and the next forward waits for all of them (InternLM's "
+             "HybridZeroOptimizer). The same bits either way"},
     {.name = "mesh", .group = G_STRAT, .kind = FB_OPT_STR, FIELD(mesh), .metavar = "RxS",
      .dflt = "\"\" = 1 x world (hsdp: SHARD = devices per node on sim)",
      .help = "device mesh of a sharded strategy whose table takes it (another strategy "
