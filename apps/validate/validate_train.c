@@ -46,6 +46,8 @@ static void read_row(const ds_ctx *x, int r, train_in *t) {
 typedef struct train_plan {
   const char *strategy, *label, *param_dtype, *reduce_dtype, *recompute, *framework, *attention;
   bool no_reshard, node_mesh, float8, tune_ac, tune_mb, no_reduce;
+  bool bcast_sync;       /* each owner broadcasts its partition after the step (InternLM) */
+  bool overlap_reduce;   /* gradients reduced on a side stream as backward goes */
   bool zpp_qw, zpp_qg;  /* ZeRO++: quantized weights (qwZ), quantized gradients (qgZ) */
   int zpp_hpz;          /* ZeRO++: secondary weight partition of this many ranks (hpZ; 0 off) */
   int recompute_layers; /* 0 = all */
@@ -117,6 +119,13 @@ static bool plan_sharding(const train_in *t, train_plan *p, ds_result *o) {
      * skip_grad_reduce, FSDP's no_sync): --accum no-reduce where the strategy has it */
     p->no_reduce = ds_has(t->sharding, "only during the backward of the last") ||
                    ds_has(t->sharding, "only on the last");
+    /* InternLM's broadcast_params: one broadcast per shard owner after the step, not
+     * overlapped: --param-sync broadcast where the strategy has it */
+    /* InternLM's zero_overlap_communication ("on a side stream"): --overlap-grad-reduce */
+    p->overlap_reduce = ds_has(t->sharding, "side stream") && fb_strategy_lookup(p->strategy) &&
+                        fb_strategy_lookup(p->strategy)->tunes_grad_overlap;
+    p->bcast_sync = ds_has(t->sharding, "broadcast") && fb_strategy_lookup(p->strategy) &&
+                    fb_strategy_lookup(p->strategy)->param_sync;
     if (!fb_strategy_lookup(p->strategy))
       return ds_skip(o, "strategy %s is not in this build (branch zeropp adds ZeRO++)",
                      p->strategy), false;
@@ -420,6 +429,8 @@ static bool configure(const train_in *t, const train_plan *p, const char *model,
   char gbps[32];
   snprintf(gbps, sizeof gbps, "%g", p->net.gbps);
   if (!set(c, "nic-gbps", gbps, o)) return false;
+  if (p->bcast_sync && !set(c, "param-sync", "broadcast", o)) return false;
+  if (p->overlap_reduce && !set(c, "overlap-grad-reduce", "true", o)) return false;
   if (p->no_reduce && (fb_strategy_lookup(p->strategy)->accum_modes &
                        (1u << FB_ACCUM_NO_REDUCE)) && !set(c, "accum", "no-reduce", o))
     return false;
