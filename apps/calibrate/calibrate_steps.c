@@ -246,8 +246,12 @@ static void fit_pass(const in_step *a, const fb_hardware *hw, bool quiet, in_ste
   for (int i = 0; i < a->nmem; i++) {
     const mem_pt *m = &a->mem[i];
     double busy = m->t - m->n * hw->launch_s;
-    /* an op that is all launch overhead carries no rate: keep the micro-benchmark's */
-    if (!(m->bytes > 0) || !(busy > 20e-6)) continue;
+    /* an op that is all launch overhead carries no rate: keep the micro-benchmark's. So does
+     * one whose bytes per call the memory streams in less than a launch (a scalar's zeroing):
+     * its time is overhead and scheduling, and a time slice lost inside it reads as a
+     * "stalled kernel" that makes the whole calibration refuse to write */
+    const double streams_in = m->n > 0 ? m->bytes / m->n / (hw->mem_bw * hw->mem_eff) : 0;
+    if (!(m->bytes > 0) || !(busy > 20e-6) || !(streams_in >= hw->launch_s)) continue;
     double bw = m->bytes / busy;
     set_kernel(f->kernels, f->nkernels, m->name, bw);
     for (int j = 0; j < MAX_STEPS; j++) {
