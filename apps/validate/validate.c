@@ -133,9 +133,7 @@ static fb_status write_outputs(const char *dir, const fb_run_result *m, const fb
     fprintf(f, "%s,%lld,%.6f,%.6f,%.3f\n", rows[i].name, (long long)rows[i].n,
             rows[i].meas * 1e3, rows[i].pred * 1e3,
             rows[i].meas > 0 ? 100 * (rows[i].pred - rows[i].meas) / rows[i].meas : NAN);
-  FB_TRY(fb_json_close(f, "validate.csv"));
-  printf("side-by-side trace: %s/trace.json; per-op table: %s/validate.csv\n", dir, dir);
-  return FB_OK;
+  return fb_json_close(f, "validate.csv");
 }
 
 static int usage(void) {
@@ -211,6 +209,10 @@ int fb_validate_main(int argc, char **argv) {
     struct outputs o = {&m, &p, rows, nrows}; /* whole or absent (engine/core/out_dir.h) */
     static const char *const ours[] = {"trace.json", "validate.csv", NULL};
     st = fb_out_dir_write(c.out, ours, "--out", write_set, &o);
+    /* where the set landed, not the temporary it was written into */
+    if (st == FB_OK && c.out[0])
+      printf("side-by-side trace: %s/trace.json; per-op table: %s/validate.csv\n", c.out,
+             c.out);
   }
   fb_run_result_free(&m);
   fb_run_result_free(&p);
