@@ -1,6 +1,7 @@
 /* The strategy suite on the opaque device: every registered strategy at W = 1, 2, 4 (at W = 2
  * and 4 with two micro-batches per rank in every accumulation mode too), with and without
- * recompute, runs on
+ * recompute, and with the schedule options its table takes (zero1/zero2's post-step
+ * broadcasts, zero1's overlapped reductions), runs on
  * cpu-opaque (memory the host cannot touch, every op checked against the stream and event
  * order, frees checked, collectives staged) and must end with per-step losses and a final
  * parameter sum bitwise equal to the same run on the cpu device. A strategy that reads device
@@ -21,14 +22,17 @@ typedef struct variant {
   int micro_per_rank; /* micro-batches per rank */
   fb_accum_mode accum;
   fb_recompute recompute;
+  bool schedule; /* the schedule options the strategy's table takes (--param-sync broadcast,
+                    --overlap-grad-reduce); a strategy without any skips the variant */
 } variant;
 
 static const variant variants[] = {
-    {"one micro-batch", 1, FB_ACCUM_REDUCE, FB_RECOMPUTE_OFF},
-    {"accum reduce", 2, FB_ACCUM_REDUCE, FB_RECOMPUTE_OFF},
-    {"accum no-reshard", 2, FB_ACCUM_NO_RESHARD, FB_RECOMPUTE_OFF},
-    {"accum no-reduce", 2, FB_ACCUM_NO_REDUCE, FB_RECOMPUTE_OFF},
-    {"recompute full", 1, FB_ACCUM_REDUCE, FB_RECOMPUTE_FULL},
+    {.name = "one micro-batch", .micro_per_rank = 1, .accum = FB_ACCUM_REDUCE},
+    {.name = "accum reduce", .micro_per_rank = 2, .accum = FB_ACCUM_REDUCE},
+    {.name = "accum no-reshard", .micro_per_rank = 2, .accum = FB_ACCUM_NO_RESHARD},
+    {.name = "accum no-reduce", .micro_per_rank = 2, .accum = FB_ACCUM_NO_REDUCE},
+    {.name = "recompute full", .micro_per_rank = 1, .recompute = FB_RECOMPUTE_FULL},
+    {.name = "schedule options", .micro_per_rank = 2, .schedule = true},
 };
 
 static fb_status run(const char *backend, const char *strategy, int world, const variant *v,
@@ -42,6 +46,9 @@ static fb_status run(const char *backend, const char *strategy, int world, const
   c.seed = 5;
   c.accum = v->accum;
   c.recompute = v->recompute;
+  const fb_strategy *s = fb_strategy_lookup(strategy);
+  if (v->schedule && s->param_sync) snprintf(c.param_sync, sizeof c.param_sync, "broadcast");
+  c.overlap_grad_reduce = v->schedule && s->tunes_grad_overlap;
   return test_run(&c, res);
 }
 
@@ -80,7 +87,8 @@ int main(void) {
     for (size_t w = 0; w < sizeof worlds / sizeof *worlds; w++) {
       if (!strcmp(s->name, "single") && worlds[w] != 1) continue; /* one rank by definition */
       for (size_t v = 0; v < sizeof variants / sizeof *variants; v++)
-        if (worlds[w] > 1 || variants[v].micro_per_rank == 1) /* W=1: the others equal single */
+        if ((worlds[w] > 1 || variants[v].micro_per_rank == 1) && /* W=1: the others = single */
+            (!variants[v].schedule || s->param_sync || s->tunes_grad_overlap))
           one(s->name, worlds[w], &variants[v]);
     }
   }
