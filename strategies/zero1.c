@@ -33,10 +33,11 @@ static fb_status z1_post_backward(fb_rank *r, int u) {
   r->view[u].grads = NULL;
   const bool last_micro = r->micro == r->n_micro - 1;
   if (r->cfg->accum == FB_ACCUM_NO_REDUCE && !last_micro) return FB_OK;
-  if (r->cfg->overlap_grad_reduce) FB_TRY(fb_zero_reduce(r, u));
+  if (r->cfg->overlap_grad_reduce)
+    FB_TRY(fb_zero_reduce(r, u));
+  else if (u == 0)
+    for (int i = r->model->nunits - 1; i >= 0; i--) FB_TRY(fb_zero_reduce(r, i));
   if (u != 0) return FB_OK;
-  for (int i = r->model->nunits - 1; !r->cfg->overlap_grad_reduce && i >= 0; i--)
-    FB_TRY(fb_zero_reduce(r, i));
   /* folded before the next micro-step; after the last one the step folds them */
   return last_micro ? FB_OK : fb_zero_fold_all(r);
 }

@@ -266,9 +266,10 @@ fb_status fb_zero_state_ranges(fb_rank *r, bool save, fb_state_range **out, int 
 /* After a checkpoint load: the replicas from the loaded slices, as after a step. */
 fb_status fb_zero_state_loaded(fb_rank *r) {
   fb_zero_state *s = r->st;
-  if (by_broadcast(r)) FB_TRY(zero_sync_broadcast(r, false));
-  for (int i = 0; !by_broadcast(r) && i < r->model->nunits; i++)
-    FB_TRY(zero_gather(r, i, &s->u[i], false));
+  if (by_broadcast(r))
+    FB_TRY(zero_sync_broadcast(r, false));
+  else
+    for (int i = 0; i < r->model->nunits; i++) FB_TRY(zero_gather(r, i, &s->u[i], false));
   FB_TRY(fb_stream_sync(r->dev, r->commst));
   for (int i = 0; i < r->model->nunits; i++) s->u[i].gathering = false;
   return FB_OK;

@@ -120,6 +120,18 @@ static void check_meshes(void) {
  * change when and how bytes move, never the bits: W=4 flat and on 2x2 where it takes --mesh,
  * bitwise equal to single; with two micro-batches per rank and every accumulation mode the
  * strategy has, bitwise equal to itself without them. */
+static fb_status run_scheduled(const fb_strategy *s, int world, const char *mesh, int micro,
+                               fb_accum_mode mode, fb_run_result *res) {
+  fb_run_config c;
+  test_config(&c, "cpu", s->name, world);
+  c.batch = GB, c.micro_batch = micro, c.seq = SEQ, c.steps = STEPS, c.seed = 3;
+  c.grad_clip = 1.0, c.accum = mode;
+  snprintf(c.mesh, sizeof c.mesh, "%s", mesh);
+  if (s->param_sync) snprintf(c.param_sync, sizeof c.param_sync, "broadcast");
+  c.overlap_grad_reduce = s->tunes_grad_overlap;
+  return test_run(&c, res);
+}
+
 static void check_schedule_options(void) {
   const int W = 4;
   fb_run_result ref, got, plain;
@@ -131,16 +143,10 @@ static void check_schedule_options(void) {
     const fb_strategy *s = fb_strategy_at(i);
     if (!s->param_sync && !s->tunes_grad_overlap) continue;
     for (int m = 0; m < (s->mesh ? 2 : 1); m++) {
-      fb_run_config c;
-      test_config(&c, "cpu", s->name, W);
-      c.batch = GB, c.seq = SEQ, c.steps = STEPS, c.seed = 3, c.grad_clip = 1.0;
-      snprintf(c.mesh, sizeof c.mesh, "%s", m ? "2x2" : "");
-      if (s->param_sync) snprintf(c.param_sync, sizeof c.param_sync, "broadcast");
-      c.overlap_grad_reduce = s->tunes_grad_overlap;
       snprintf(what, sizeof what, "%s W=%d%s%s%s", s->name, W, m ? " --mesh 2x2" : "",
                s->param_sync ? " --param-sync broadcast" : "",
                s->tunes_grad_overlap ? " --overlap-grad-reduce" : "");
-      fb_status st = test_run(&c, &got);
+      fb_status st = run_scheduled(s, W, m ? "2x2" : "", 0, FB_ACCUM_REDUCE, &got);
       CHECK_OK(st);
       if (st != FB_OK) continue;
       compare(what, &ref, &got, 0);
@@ -151,15 +157,9 @@ static void check_schedule_options(void) {
       fb_status st = run(s->name, W, GB / W / 2, 1.0, mode, &plain);
       CHECK_OK(st);
       if (st != FB_OK) continue;
-      fb_run_config c;
-      test_config(&c, "cpu", s->name, W);
-      c.batch = GB, c.micro_batch = GB / W / 2, c.seq = SEQ, c.steps = STEPS, c.seed = 3;
-      c.grad_clip = 1.0, c.accum = mode;
-      if (s->param_sync) snprintf(c.param_sync, sizeof c.param_sync, "broadcast");
-      c.overlap_grad_reduce = s->tunes_grad_overlap;
       snprintf(what, sizeof what, "%s W=%d 2 micro %s, both options", s->name, W,
                accum_name(mode));
-      st = test_run(&c, &got);
+      st = run_scheduled(s, W, "", GB / W / 2, mode, &got);
       CHECK_OK(st);
       if (st == FB_OK) compare(what, &plain, &got, 0), fb_run_result_free(&got);
       fb_run_result_free(&plain);

@@ -150,6 +150,24 @@ static void check_kernels(rejects *R, const char *key, const fb_hw_kernel *k, in
   }
 }
 
+/* Shared by the whole machine's curves and the split ones: the half size inside the fit's grid,
+ * and attention (its raw efficiency before the cap where known) within (0, 1] of a GEMM of its
+ * size. */
+static void check_half_attention(rejects *R, const char *half_key, double h, const char *attn_key,
+                                 double att) {
+  char v[32], a[96];
+  if (!(h >= 1) || h >= FB_CALIB_GEMM_H_MAX / 1.05) {
+    snprintf(a, sizeof a, "[1, %.0f) (the fit's grid)", FB_CALIB_GEMM_H_MAX / 1.05);
+    reject(R, half_key, num(v, h), a,
+           "at the fit's clamp bound: the curve never reaches its plateau");
+  }
+  snprintf(a, sizeof a, "[%.2f, 1] of a GEMM of its size", FB_CALIB_MIN_FRACTION);
+  if (!(att >= FB_CALIB_MIN_FRACTION && att <= 1))
+    reject(R, attn_key, num(v, att), a,
+           att > 1 ? "attention ran faster than a GEMM of its size: the GEMM curve is wrong"
+                   : "an efficiency outside (0, 1] or a stalled kernel");
+}
+
 /* The split figures: one of split_ranks 1-thread ranks. Its large GEMM runs at most at one
  * core's share of the machine's peak (all cores busy: no single-core turbo) and above 1 % of
  * it; attention within (0, 1] of its own curve; the GEMM curve's residual as the whole
@@ -165,18 +183,9 @@ static void check_split(rejects *R, const fb_hardware *hw, const fb_calib_diag *
     reject(R, "split_gemm_max_efficiency", num(v, E), a,
            "one of %d 1-thread ranks ran a 1024^3 GEMM at %.3g of the %d-thread peak",
            hw->split_ranks, at1024, hw->split_ranks);
-  if (!(h >= 1) || h >= FB_CALIB_GEMM_H_MAX / 1.05) {
-    snprintf(a, sizeof a, "[1, %.0f) (the fit's grid)", FB_CALIB_GEMM_H_MAX / 1.05);
-    reject(R, "split_gemm_half_size", num(v, h), a,
-           "at the fit's clamp bound: the curve never reaches its plateau");
-  }
+  check_half_attention(R, "split_gemm_half_size", h, "split_attention_efficiency",
+                       known(d->split_attn_raw) ? d->split_attn_raw : hw->split_attn_eff);
   check_rms(R, "split_gemm_max_efficiency", E, d->split_gemm_rms, "the split GEMM curve");
-  const double att = known(d->split_attn_raw) ? d->split_attn_raw : hw->split_attn_eff;
-  snprintf(a, sizeof a, "[%.2f, 1] of a GEMM of its size", FB_CALIB_MIN_FRACTION);
-  if (!(att >= FB_CALIB_MIN_FRACTION && att <= 1))
-    reject(R, "split_attention_efficiency", num(v, att), a,
-           att > 1 ? "attention ran faster than a GEMM of its size: the GEMM curve is wrong"
-                   : "an efficiency outside (0, 1] or a stalled kernel");
   /* the split runs time each rank's kernels beside the other rank's communicator thread on
    * shared cores: like the communicator's collectives, their step-to-step scatter is the
    * scheduler's (5-41 % on the idle Xeon VM), so the communicator's limit */
@@ -225,20 +234,11 @@ static void check_gemm_attention(rejects *R, const fb_hardware *hw, const fb_cal
   else if (E * 1024 / (1024 + h) < FB_CALIB_MIN_FRACTION)
     reject(R, "gemm_max_efficiency", num(v, E), a,
            "a 1024^3 GEMM on this curve runs at %.3g %% of the peak", 100 * E * 1024 / (1024 + h));
-  if (!(h >= 1) || h >= FB_CALIB_GEMM_H_MAX / 1.05) {
-    snprintf(a, sizeof a, "[1, %.0f) (the fit's grid)", FB_CALIB_GEMM_H_MAX / 1.05);
-    reject(R, "gemm_half_size", num(v, h), a,
-           "at the fit's clamp bound: the curve never reaches its plateau");
-  }
+  check_half_attention(R, "gemm_half_size", h, "attention_efficiency",
+                       known(d->attn_raw) ? d->attn_raw : hw->attn_eff);
   check_rms(R, "gemm_max_efficiency", E, d->gemm_rms, "the in-step GEMM curve");
   check_rms(R, "GEMM curve of the micro-benchmarks", NAN, d->micro_gemm_rms,
             "the GEMM curve over the micro-benchmark shapes");
-  const double att = known(d->attn_raw) ? d->attn_raw : hw->attn_eff;
-  snprintf(a, sizeof a, "[%.2f, 1] of a GEMM of its size", FB_CALIB_MIN_FRACTION);
-  if (!(att >= FB_CALIB_MIN_FRACTION && att <= 1))
-    reject(R, "attention_efficiency", num(v, att), a,
-           att > 1 ? "attention ran faster than a GEMM of its size: the GEMM curve is wrong"
-                   : "an efficiency outside (0, 1] or a stalled kernel");
 }
 
 /* memory: triad positive; the add kernel against it */

@@ -115,22 +115,21 @@ static bool plan_sharding(const train_in *t, train_plan *p, ds_result *o) {
     p->no_reshard = r->no_reshard;
     p->node_mesh = r->node_mesh;
     if (r->zeropp) plan_zeropp(t, p);
+    const fb_strategy *st = fb_strategy_lookup(p->strategy);
+    if (!st)
+      return ds_skip(o, "strategy %s is not in this build (branch zeropp adds ZeRO++)",
+                     p->strategy), false;
     /* gradients kept whole until the last micro-batch (DeepSpeed stage 1, InternLM's
      * skip_grad_reduce, FSDP's no_sync): --accum no-reduce where the strategy has it */
     p->no_reduce = ds_has(t->sharding, "only during the backward of the last") ||
                    ds_has(t->sharding, "only on the last");
-    /* InternLM's broadcast_params: one broadcast per shard owner after the step, not
-     * overlapped: --param-sync broadcast where the strategy has it */
-    /* InternLM's zero_overlap_communication ("on a side stream"): --overlap-grad-reduce */
-    p->overlap_reduce = ds_has(t->sharding, "side stream") && fb_strategy_lookup(p->strategy) &&
-                        fb_strategy_lookup(p->strategy)->tunes_grad_overlap;
-    p->bcast_sync = ds_has(t->sharding, "broadcast") && fb_strategy_lookup(p->strategy) &&
-                    fb_strategy_lookup(p->strategy)->param_sync;
-    if (!fb_strategy_lookup(p->strategy))
-      return ds_skip(o, "strategy %s is not in this build (branch zeropp adds ZeRO++)",
-                     p->strategy), false;
+    /* InternLM's zero_overlap_communication ("on a side stream"): --overlap-grad-reduce; its
+     * broadcast_params (one broadcast per shard owner after the step, not overlapped):
+     * --param-sync broadcast; each where the strategy's table takes it */
+    p->overlap_reduce = ds_has(t->sharding, "side stream") && st->tunes_grad_overlap;
+    p->bcast_sync = ds_has(t->sharding, "broadcast") && st->param_sync;
     /* the registry says which strategies read --mesh (strategies/mesh.h) */
-    if (p->node_mesh && !fb_strategy_lookup(p->strategy)->mesh)
+    if (p->node_mesh && !st->mesh)
       return ds_skip(o, "%s within each node needs --mesh for it, not in this build",
                      p->strategy), false;
     return true;
