@@ -191,6 +191,18 @@ static inline FB_HD int fb_quant_one(float x, float scale, int bits) {
   r = r > qm ? qm : r < -qm ? -qm : r;
   return (int)r;
 }
+/* acc + q * scale (first: the term alone), the product rounded before the sum: nvcc fuses a
+ * multiply into the add that follows it (an FMA, one rounding) unless told not to, so the
+ * device side names both roundings; the cpu side is built without contraction (quant.c). */
+static inline FB_HD float fb_dequant_acc(float acc, int q, float scale, int first) {
+#ifdef __CUDA_ARCH__
+  const float d = __fmul_rn((float)q, scale);
+  return first ? d : __fadd_rn(acc, d);
+#else
+  const float d = (float)q * scale;
+  return first ? d : acc + d;
+#endif
+}
 static inline FB_HD int fb_q4_unpack(uint8_t byte, int hi) {
   const int v = hi ? byte >> 4 : byte & 15;
   return v >= 8 ? v - 16 : v;

@@ -56,8 +56,7 @@ void fb_dequant_sum(void *out, fb_dtype ot, const uint8_t *q, const float *scale
     for (size_t t = 0; t < nterm; t++) {
       const size_t i = t * termlen + (size_t)ii, s = i / seglen;
       const float sc = scales[s * bps + (i - s * seglen) / (size_t)group];
-      const float v = (float)qload(q, i, bits) * sc;
-      acc = t == 0 ? v : acc + v;
+      acc = fb_dequant_acc(acc, qload(q, i, bits), sc, t == 0);
     }
     if (ot == FB_BF16)
       ((uint16_t *)out)[ii] = fb_f32_to_bf16(acc);

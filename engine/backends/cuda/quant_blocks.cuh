@@ -51,8 +51,7 @@ __global__ void dequant_sum_k(T *out, const uint8_t *q, const float *scales, siz
       const size_t i = t * termlen + (size_t)ii, s = i / seglen;
       const float sc = scales[s * bps + (i - s * seglen) / (size_t)group];
       const int v = bits == 8 ? (int)(int8_t)q[i] : fb_q4_unpack(q[i / 2], (int)(i & 1));
-      const float d = (float)v * sc;
-      acc = t == 0 ? d : acc + d;
+      acc = fb_dequant_acc(acc, v, sc, t == 0);
     }
     st(out, ii, acc);
   }
