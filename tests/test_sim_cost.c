@@ -487,6 +487,39 @@ static void check_gpu_mechanisms(void) {
   CHECK(cud < fa2 / 1.3, "cuDNN SDPA %g s not faster than FA2's %g s", cud, fa2);
 }
 
+/* Over one rank NCCL moves nothing in place (the fsdp replica all-reduce at W=1: 6 us a call
+ * on an H100) and copies out of place; the shared-memory communicator keeps its formula. And a
+ * profile of GEMMs with a GELU epilogue prices the fused MLP op as one GEMM plus the epilogue's
+ * store of the pre-activation, cheaper than the GEMM and a separate GELU pass. */
+static void check_single_rank_and_epilogue(const fb_hardware *h100, const fb_hardware *cpu) {
+  const int64_t n = 60 << 20;
+  fb_op_cost ar = {.name = "all_reduce", .kind = FB_OP_COLL, .dtype = FB_F32,
+                   .coll = FB_COLL_ALL_REDUCE, .count = n, .world = 1, .in_place = true};
+  CHECK_CLOSE(fb_cost_seconds(h100, &ar, 1), h100->launch_s, 1e-15, 0);
+  fb_op_cost rs = ar;
+  rs.coll = FB_COLL_REDUCE_SCATTER, rs.in_place = false;
+  const double copy = 2.0 * 4 * (double)n / (h100->mem_bw * h100->mem_eff);
+  CHECK(fb_cost_seconds(h100, &rs, 1) >= copy, "h100: out-of-place RS over 1 rank %g s < copy %g",
+        fb_cost_seconds(h100, &rs, 1), copy);
+  ar.in_place = false;
+  CHECK(fb_cost_seconds(h100, &ar, 1) >= copy, "h100: out-of-place AR over 1 rank is no copy");
+  ar.in_place = true;
+  CHECK_CLOSE(fb_cost_seconds(cpu, &ar, 1), fb_cost_collective(cpu, FB_COLL_ALL_REDUCE, 4.0 * n, 1),
+              1e-15, 0);
+  fb_op_cost mg = {.name = "matmul_gelu_fwd", .kind = FB_OP_GEMM, .dtype = FB_BF16, .m = 8192,
+                   .n = 3072, .k = 768, .batch = 1,
+                   .flops = 2.0 * 8192 * 3072 * 768 + 10.0 * 8192 * 3072,
+                   .bytes = 2.0 * (8192.0 * 768 + 3072.0 * 768 + 2 * 8192.0 * 3072)};
+  fb_hardware ep = *h100;
+  ep.gemm_epilogue_gelu = true;
+  const double two = fb_cost_seconds(h100, &mg, 1), one = fb_cost_seconds(&ep, &mg, 1);
+  fb_op_cost g = mg;
+  g.name = "matmul_fwd", g.flops = 2.0 * 8192 * 3072 * 768, g.bytes -= 2.0 * 8192 * 3072;
+  const double aux = 2.0 * 8192 * 3072 / (h100->mem_bw * h100->mem_eff);
+  CHECK_CLOSE(one, fb_cost_seconds(h100, &g, 1) + aux, 1e-12, 0);
+  CHECK(one < two, "epilogue GELU %g s not cheaper than GEMM + GELU pass %g s", one, two);
+}
+
 int main(void) {
   /* every shipped profile loads, is valid and behaves */
   const char *names[] = {"h100", "h200", "a100", "a100-40gb", "h100-96gb", "h100-nvl", "cpu"};
@@ -524,5 +557,8 @@ int main(void) {
   double t = fb_cost_collective(&h100, FB_COLL_ALL_REDUCE, 1073741824.0, 8);
   CHECK(t > 4e-3 && t < 8e-3, "h100 8-GPU 1 GiB all-reduce %g s", t);
   check_bad_profiles(&h100);
+  fb_hardware cpu;
+  CHECK_OK(fb_hardware_load("cpu", &cpu));
+  check_single_rank_and_epilogue(&h100, &cpu);
   return fb_test_done("test_sim_cost");
 }

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../engine/backends/registry.h"
 #include "../engine/config/config.h"
 #include "../strategies/strategy.h"
 #include "calibrate_comm.h"
@@ -262,6 +263,11 @@ static fb_status gpu_in_step(fb_devcal *c) {
   if (c->base.eager_mem_factor > 0)
     fb_devcal_tag_key(c, "eager_mem_factor", 0, "0: this program's kernels, each at its "
                       "in-step rate (kernel_gbs), no eager framework chains");
+  if (fb_device_caps_of(c->d)->gemm_epilogues) {
+    h->gemm_epilogue_gelu = true;
+    fb_devcal_tag_key(c, "gemm_epilogue_gelu", 1, "1: this device's GEMMs apply GELU and its "
+                      "gradient in their epilogue (its declared capability)");
+  }
   return FB_OK;
 }
 

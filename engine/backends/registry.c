@@ -25,7 +25,7 @@ static const fb_device_caps sim_caps = {
 #ifdef FB_HAVE_CUDA
 static const fb_device_caps cuda_caps = {
     .host_access = false, .executes = true, .bf16 = true, .gpu = true, .kernel_trace = true,
-    .checks_order = false, .comm = "nccl", .comm_launched = "nccl", .comms = "nccl local mpi"};
+    .checks_order = false, .gemm_epilogues = true, .comm = "nccl", .comm_launched = "nccl", .comms = "nccl local mpi"};
 /* The cuda backend lives in the CUDA module (cuda_module.h), loaded on first use: the driver
  * check comes first, so a machine without a GPU never loads it. */
 static bool cuda_available(char *why, size_t n) {

@@ -145,6 +145,20 @@ static fb_status issue(fb_comm *c, fb_stream *s, const coll_call *a) {
   return c->staged ? fb_comm_issue_staged(c, s, a) : c->ops->issue(c, s, a);
 }
 
+/* Whether the call leaves this rank's own part where it is (fb_op_cost.in_place). */
+static bool in_place(const fb_comm *c, const coll_call *a) {
+  const size_t own = (size_t)c->rank * a->count * fb_dtype_size(a->t);
+  if (a->mesh > 0) return false;
+  switch (a->op) {
+  case FB_COLL_ALL_REDUCE:
+  case FB_COLL_BROADCAST:
+  case FB_COLL_REDUCE: return a->send == a->recv;
+  case FB_COLL_ALL_GATHER: return a->recv && a->send == (const char *)a->recv + own;
+  case FB_COLL_REDUCE_SCATTER: return a->send && a->recv == (const char *)a->send + own;
+  default: return false;
+  }
+}
+
 fb_status fb_comm_record(fb_comm *on, fb_comm *as, fb_stream *s, int unit, const coll_call *a) {
   fb_device *dev = as->dev;
   const fb_op_cost cost = {
@@ -156,6 +170,7 @@ fb_status fb_comm_record(fb_comm *on, fb_comm *as, fb_stream *s, int unit, const
       .world = as->world,
       .stride = as->stride,
       .nodes = as->nodes,
+      .in_place = in_place(as, a),
       .bytes = fb_coll_bytes(a->op, (int64_t)a->count, a->t, as->world),
   };
   uint64_t t0 = dev->ops->mark(dev, s);

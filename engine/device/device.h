@@ -81,6 +81,8 @@ typedef struct fb_device_caps {
   bool gpu;             /* a GPU: --param-dtype auto picks bf16, memory is the GPU's */
   bool kernel_trace;    /* can capture device kernels into the trace (CUPTI) */
   bool checks_order;    /* checks every op's operands against the stream/event order */
+  bool gemm_epilogues;  /* matmul_gelu_fwd / matmul_bwd_gelu run GELU and its gradient in the
+                           GEMM's epilogue (one kernel); false: the GEMM, then the GELU pass */
   const char *comm;     /* communicator for --comm auto in one process */
   const char *comm_launched; /* --comm auto under a launcher (mpirun, torchrun, srun) */
   const char *comms;    /* every communicator that can move its buffers, space separated;
@@ -108,6 +110,9 @@ typedef struct fb_op_cost {
   int stride;         /* collectives: ranks between the group's members (fb_comm.stride) */
   int nodes;          /* collectives: nodes the group's members sit on (fb_comm.nodes; <= 1:
                          one node, every byte intra-node) */
+  bool in_place;      /* collectives: this rank's part of the result already sits where it
+                         goes (all-reduce send == recv, all-gather send at its slot of recv,
+                         reduce-scatter recv at its slot of send): over one rank nothing moves */
   bool causal;        /* attention: causal mask (half the T x T products) */
   int param;          /* recorder only: 1 + model id of the parameter the op applies, 0: none */
   int unit;           /* the model unit the op computes (0: root, embedding and head; blocks

@@ -102,6 +102,8 @@ typedef struct fb_hardware {
   double cudnn_half_seq;    /* its own half-rate key count */
   double triton_ratio;      /* the Triton kernel's rate / FlashAttention-2's */
   double eager_mem_factor;  /* memory-bound kernels move this many times a fused kernel's bytes */
+  bool gemm_epilogue_gelu;  /* GELU and its gradient run in the GEMM's epilogue (this program's
+                               cuda GEMMs): the fused MLP ops cost their GEMM with its bytes */
   double flash1_ratio;      /* FlashAttention-1 rate / FlashAttention-2 rate, long sequences */
   double flash1_half_seq;   /* its own half-rate key count */
   double sustained;         /* tensor-core rate in a long training step / in a microbenchmark */
