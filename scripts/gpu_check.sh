@@ -3,9 +3,10 @@
 #   1. where the CUDA module's libraries come from (ldd) and what the GPU is (nvidia-smi);
 #   2. `fsdpbench selftest --backend cuda` (kernels, then strategies): every CUDA kernel
 #      against the cpu kernels, every strategy against single over NCCL at world 1 and at
-#      world 2 (two GPUs, or two rank
-#      threads on one GPU over the staged local communicator); the kernel part again under
-#      compute-sanitizer's memcheck and racecheck (shared-memory hazards) when it is there;
+#      world 2 (two GPUs, or two rank threads on one GPU over the staged local communicator);
+#      the kernel part again under compute-sanitizer's memcheck and racecheck (shared-memory
+#      hazards) when it is there; `compare` of every strategy on the 1B step (one parameter
+#      sum, bit for bit) and zeropp's quantised paths at world 2;
 #   3. measured beside predicted: the same configurations on the cuda backend and on the
 #      simulator with the GPU's profile (gpt2-124m single; 1B fsdp), one summary line each;
 #   4. the files users open: the run's Chrome trace (tests/check_trace.py) and its memory
@@ -81,6 +82,13 @@ if command -v compute-sanitizer >/dev/null; then
   done
 fi
 TAIL=40 step selftest-strategies 120 "$FB" selftest --backend cuda --only strategies
+# every strategy on the 1B step, one parameter sum ('=' in the last column: bit for bit)
+TAIL=16 step compare-1b 150 "$FB" compare --backend cuda --model 1B --world 1 --steps 4 \
+  --batch 4 --seq 2048 --out "$out/compare"
+# zeropp's quantised paths at world 2 (two rank threads on one GPU, staged local communicator):
+# on 2026-11-27 this printed nothing within 60 s, twice; its log says where it stands
+TAIL=12 step zeropp-quant-w2 60 "$FB" --backend cuda --world 2 --comm local --strategy zeropp \
+  --zeropp-quant-weights --zeropp-quant-grads --model gpt2-124m --batch 4 --seq 256 --steps 3
 
 # measured (cuda) beside predicted (sim, the GPU's profile): the report's mean row of each
 pair() {
