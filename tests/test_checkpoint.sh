@@ -12,25 +12,26 @@ B=$FSDPBENCH
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 fail() { echo "FAIL $*"; exit 1; }
 sum() { grep -E '^final param sum' "$1" | tail -1 | awk '{print $NF}'; }
-steps() { grep -E '^step +[0-9]+/' "$1" | awk -F'|' '$1 ~ /step +([6-9]|10)\// {print $1, $2}'; }
-# one run's settings; seq 128 keeps the ~20 runs quick (this suite was the sanitizer pass's longest)
-ARGS=(--backend cpu --model debug --batch 8 --seq 128 --steps 10 --seed 11 --threads 2)
+steps() { grep -E '^step +[0-9]+/' "$1" | awk -F'|' '$1 ~ /step +[4-6]\// {print $1, $2}'; }
+# one run's settings: 6 steps, saved every 3; seq 128 and 6 steps keep the ~40 runs quick (this
+# suite is the sanitizer pass's longest)
+ARGS=(--backend cpu --model debug --batch 8 --seq 128 --steps 6 --seed 11 --threads 2)
 run() { "$B" "${ARGS[@]}" "$@"; }
 close() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = b < 0 ? -b : b; exit !(a != "" && b != "" && d <= 1e-6 * m) }'; }
 
 for s in $("$B" --list-strategies | awk '$1 != "single" && NF {print $1}'); do
-  run --strategy "$s" --world 2 --ckpt "$W/$s" --save-every 5 >"$W/$s.full" 2>&1 || fail "$s with --ckpt: $(tail -1 "$W/$s.full")"
-  [ -f "$W/$s/step-5/manifest.json" ] && [ -f "$W/$s/step-10/manifest.json" ] || fail "$s: no step-5 / step-10 checkpoint"
-  run --strategy "$s" --world 2 --resume "$W/$s/step-5" >"$W/$s.res" 2>&1 || fail "$s --resume: $(tail -1 "$W/$s.res")"
+  run --strategy "$s" --world 2 --ckpt "$W/$s" --save-every 3 >"$W/$s.full" 2>&1 || fail "$s with --ckpt: $(tail -1 "$W/$s.full")"
+  [ -f "$W/$s/step-3/manifest.json" ] && [ -f "$W/$s/step-6/manifest.json" ] || fail "$s: no step-3 / step-6 checkpoint"
+  run --strategy "$s" --world 2 --resume "$W/$s/step-3" >"$W/$s.res" 2>&1 || fail "$s --resume: $(tail -1 "$W/$s.res")"
   [ "$(sum "$W/$s.full")" = "$(sum "$W/$s.res")" ] || fail "$s resumed: final sum $(sum "$W/$s.res") != $(sum "$W/$s.full")"
-  [ "$(steps "$W/$s.full")" = "$(steps "$W/$s.res")" ] || fail "$s resumed: losses of steps 6-10 differ"
-  echo "ok   $s W=2: resume from step 5 bitwise ($(sum "$W/$s.res"))"
+  [ "$(steps "$W/$s.full")" = "$(steps "$W/$s.res")" ] || fail "$s resumed: losses of steps 4-6 differ"
+  echo "ok   $s W=2: resume from step 3 bitwise ($(sum "$W/$s.res"))"
 done
 ref=$(sum "$W/fsdp.full")
 # reshard the fsdp W=2 checkpoint: single's accumulation order equals a W=2 reduction
-run --strategy single --world 1 --micro-batch 4 --resume "$W/fsdp/step-5" >"$W/s1" 2>&1 || fail "single from fsdp W=2: $(tail -1 "$W/s1")"
+run --strategy single --world 1 --micro-batch 4 --resume "$W/fsdp/step-3" >"$W/s1" 2>&1 || fail "single from fsdp W=2: $(tail -1 "$W/s1")"
 [ "$(sum "$W/s1")" = "$ref" ] || fail "single resumed from fsdp W=2: $(sum "$W/s1") vs $ref (want bitwise)"
-run --strategy zero3 --world 4 --micro-batch 2 --resume "$W/fsdp/step-5" >"$W/z4" 2>&1 || fail "zero3 W=4 from fsdp W=2: $(tail -1 "$W/z4")"
+run --strategy zero3 --world 4 --micro-batch 2 --resume "$W/fsdp/step-3" >"$W/z4" 2>&1 || fail "zero3 W=4 from fsdp W=2: $(tail -1 "$W/z4")"
 close "$(sum "$W/z4")" "$ref" || fail "zero3 W=4 resumed: $(sum "$W/z4") vs $ref"
 echo "ok   reshard fsdp W=2 -> single W=1 bitwise, -> zero3 W=4 $(sum "$W/z4") (within 1e-6)"
 
@@ -40,10 +41,10 @@ echo "ok   reshard fsdp W=2 -> single W=1 bitwise, -> zero3 W=4 $(sum "$W/z4") (
 for s in $("$B" --list-strategies | awk '$1 != "single" && NF {print $1}'); do
   run --strategy "$s" --world 4 --mesh 2x2 --dry-run >/dev/null 2>&1
   [ $? -eq 2 ] && continue
-  run --strategy "$s" --world 4 --mesh 2x2 --ckpt "$W/m-$s" --save-every 5 >"$W/m-$s.full" 2>&1 || fail "$s --mesh 2x2 with --ckpt: $(tail -1 "$W/m-$s.full")"
-  run --strategy "$s" --world 4 --mesh 2x2 --resume "$W/m-$s/step-5" >"$W/m-$s.res" 2>&1 || fail "$s --mesh 2x2 --resume: $(tail -1 "$W/m-$s.res")"
+  run --strategy "$s" --world 4 --mesh 2x2 --ckpt "$W/m-$s" --save-every 3 >"$W/m-$s.full" 2>&1 || fail "$s --mesh 2x2 with --ckpt: $(tail -1 "$W/m-$s.full")"
+  run --strategy "$s" --world 4 --mesh 2x2 --resume "$W/m-$s/step-3" >"$W/m-$s.res" 2>&1 || fail "$s --mesh 2x2 --resume: $(tail -1 "$W/m-$s.res")"
   [ "$(sum "$W/m-$s.full")" = "$(sum "$W/m-$s.res")" ] || fail "$s --mesh 2x2 resumed: final sum $(sum "$W/m-$s.res") != $(sum "$W/m-$s.full")"
-  run --strategy single --world 1 --micro-batch 2 --resume "$W/m-$s/step-5" >"$W/m-$s.s1" 2>&1 || fail "single from $s 2x2: $(tail -1 "$W/m-$s.s1")"
+  run --strategy single --world 1 --micro-batch 2 --resume "$W/m-$s/step-3" >"$W/m-$s.s1" 2>&1 || fail "single from $s 2x2: $(tail -1 "$W/m-$s.s1")"
   [ "$(sum "$W/m-$s.s1")" = "$(sum "$W/m-$s.full")" ] || fail "single resumed from $s 2x2: $(sum "$W/m-$s.s1") vs $(sum "$W/m-$s.full") (want bitwise)"
   echo "ok   $s --mesh 2x2: resume bitwise, reshards into single bitwise ($(sum "$W/m-$s.res"))"
 done
@@ -72,28 +73,28 @@ echo "ok   export: $(cat "$W/exp" | tr -d '\n'); --init-from reads it"
 # refusals: exit 2, one line
 one() { [ "$(grep -c . "$1")" -eq 1 ] || fail "$2: not one line: $(head -3 "$1" | tr '\n' '|')"; }
 cp -r "$W/fsdp" "$W/bad"
-python3 -c "import sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); b[len(b)//3]^=1; open(p,'wb').write(b)" "$W/bad/step-5/rank-00001.bin"
-run --strategy fsdp --world 2 --resume "$W/bad/step-5" >/dev/null 2>"$W/e1"; rc=$?
+python3 -c "import sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); b[len(b)//3]^=1; open(p,'wb').write(b)" "$W/bad/step-3/rank-00001.bin"
+run --strategy fsdp --world 2 --resume "$W/bad/step-3" >/dev/null 2>"$W/e1"; rc=$?
 [ $rc = 2 ] || fail "flipped bit: exit $rc"; one "$W/e1" "flipped bit"
-truncate -s -100 "$W/bad/step-10/rank-00000.bin"
-run --strategy fsdp --world 2 --resume "$W/bad/step-10" >/dev/null 2>"$W/e2"; rc=$?
+truncate -s -100 "$W/bad/step-6/rank-00000.bin"
+run --strategy fsdp --world 2 --resume "$W/bad/step-6" >/dev/null 2>"$W/e2"; rc=$?
 [ $rc = 2 ] || fail "truncated shard: exit $rc"; one "$W/e2" "truncated shard"
-mkdir -p "$W/bad/.step-20.tmp" "$W/bad/step-30"; rm -f "$W/bad/step-5/manifest.json"
-run --strategy fsdp --world 2 --resume "$W/bad/step-5" >/dev/null 2>"$W/e3"; rc=$?
+mkdir -p "$W/bad/.step-20.tmp" "$W/bad/step-30"; rm -f "$W/bad/step-3/manifest.json"
+run --strategy fsdp --world 2 --resume "$W/bad/step-3" >/dev/null 2>"$W/e3"; rc=$?
 [ $rc = 2 ] || fail "no manifest: exit $rc"; one "$W/e3" "no manifest"
-run --strategy fsdp --world 2 --resume "$W/bad" --steps 20 >/dev/null 2>"$W/e4"; rc=$?
-[ $rc = 2 ] && grep -q "step-10" "$W/e4" || fail "newest complete checkpoint: exit $rc, $(cat "$W/e4")"
+run --strategy fsdp --world 2 --resume "$W/bad" --steps 12 >/dev/null 2>"$W/e4"; rc=$?
+[ $rc = 2 ] && grep -q "step-6" "$W/e4" || fail "newest complete checkpoint: exit $rc, $(cat "$W/e4")"
 echo "ok   refused with exit 2 and one line: flipped bit, truncated shard, missing manifest; a corrupt newest checkpoint is not skipped silently"
 
 # a save that cannot be written: files may not grow past 64 KiB (EFBIG, as a full disk)
-cp -r "$W/fsdp" "$W/full"; rm -rf "$W/full/step-10"
-( trap '' XFSZ; ulimit -f 64; run --strategy fsdp --world 2 --resume "$W/full/step-5" --ckpt "$W/full" --save-every 5 ) >"$W/f.out" 2>"$W/f.err"; rc=$?
+cp -r "$W/fsdp" "$W/full"; rm -rf "$W/full/step-6"
+( trap '' XFSZ; ulimit -f 64; run --strategy fsdp --world 2 --resume "$W/full/step-3" --ckpt "$W/full" --save-every 3 ) >"$W/f.out" 2>"$W/f.err"; rc=$?
 [ $rc = 0 ] || fail "a failed save must not stop the run: exit $rc $(tail -1 "$W/f.err")"
-grep -q "checkpoint step-10 not written" "$W/f.err" || fail "the failed save is not reported: $(cat "$W/f.err")"
-[ ! -e "$W/full/step-10" ] && [ ! -e "$W/full/.step-10.tmp" ] || fail "a half-written step-10 is left behind"
+grep -q "checkpoint step-6 not written" "$W/f.err" || fail "the failed save is not reported: $(cat "$W/f.err")"
+[ ! -e "$W/full/step-6" ] && [ ! -e "$W/full/.step-6.tmp" ] || fail "a half-written step-6 is left behind"
 run --strategy fsdp --world 2 --resume "$W/full" >"$W/f2" 2>&1 || fail "the previous checkpoint is no longer valid: $(tail -1 "$W/f2")"
-[ "$(sum "$W/f2")" = "$ref" ] || fail "resumed from the surviving step-5: $(sum "$W/f2") vs $ref"
-echo "ok   full disk during a save: reported, run goes on, step-5 stays valid and resumes bitwise"
+[ "$(sum "$W/f2")" = "$ref" ] || fail "resumed from the surviving step-3: $(sum "$W/f2") vs $ref"
+echo "ok   full disk during a save: reported, run goes on, step-3 stays valid and resumes bitwise"
 
 # SIGTERM: the run stops after the step in progress with a final checkpoint; resuming it ends
 # where the uninterrupted run ends
