@@ -302,6 +302,35 @@ static void check_step_monotonic(const fb_hardware *h100) {
   CHECK(w_long < 2.0, "8000-layer fake step took %g s (per-op cost must stay flat)", w_long);
 }
 
+/* Over one rank the wrappers tell an in-place call (this rank's part already where it goes)
+ * from a copy: in place costs the call alone, out of place a device copy of the buffer. */
+static void check_one_rank_in_place(const fb_hardware *hw) {
+  sim s;
+  if (!open_sim(hw, 1, &s)) return;
+  fb_comm *c = NULL;
+  CHECK_OK(fb_comm_sim_create(s.d, 0, 1, &c));
+  if (!c) {
+    close_sim(&s);
+    return;
+  }
+  const size_t n = (size_t)64 << 20;
+  char *a = (char *)0x10000000, *b = (char *)0x80000000;
+  double t0 = fb_now(s.d);
+  CHECK_OK(fb_all_reduce(c, s.comp, -1, a, a, n, FB_F32));
+  CHECK_CLOSE(fb_now(s.d) - t0, hw->launch_s, 1e-12, 0);
+  t0 = fb_now(s.d);
+  CHECK_OK(fb_all_gather(c, s.comp, -1, a, a, n, FB_BF16));
+  CHECK_OK(fb_reduce_scatter(c, s.comp, -1, a, a, n, FB_F32));
+  CHECK_CLOSE(fb_now(s.d) - t0, 2 * hw->launch_s, 1e-12, 0);
+  const double copy = 2.0 * 4.0 * (double)n / (hw->mem_bw * hw->mem_eff);
+  t0 = fb_now(s.d);
+  CHECK_OK(fb_all_reduce(c, s.comp, -1, a, b, n, FB_F32));
+  CHECK(fb_now(s.d) - t0 >= copy, "out-of-place all-reduce over one rank: %g s, a copy is %g s",
+        fb_now(s.d) - t0, copy);
+  fb_comm_destroy(c);
+  close_sim(&s);
+}
+
 static void check_comm_sim(const fb_hardware *hw) {
   sim s;
   if (!open_sim(hw, 16, &s)) return;
@@ -324,6 +353,7 @@ static void check_comm_sim(const fb_hardware *hw) {
   CHECK(fb_comm_sim_create(s.d, 16, 16, &bad) == FB_EUSAGE, "rank 16 of 16 accepted");
   fb_comm_destroy(c);
   close_sim(&s);
+  check_one_rank_in_place(hw);
   /* the sim device refuses to open without a profile */
   fb_device *d = NULL;
   CHECK(fb_device_open(fb_device_lookup("sim"), 0, 1, 1, 0, NULL, &d) == FB_EUSAGE,
