@@ -126,7 +126,7 @@ def hbm_limit_ms(out):
                   or "")
     try:
         with open(os.path.join(out, "llama1b", "report.json")) as f:
-            params = float(json.load(f)["params"])
+            params = float(json.load(f)["config"]["params"])
     except (OSError, ValueError, KeyError):
         return None
     return 30 * params / (float(m.group(1)) * 1e9) * 1e3 if m else None

@@ -16,7 +16,7 @@ mkdir -p "$o/gpt2" "$o/llama1b" "$o/torch"
 hdr="rank,step_ms,tokens_per_s,tokens_per_s_rank,tflops,peak_pct,compute_ms,comm_ms,exposed_ms,overlap,peak_bytes,persistent_bytes"
 printf '%s\n0,27.80,1,1,1,,1,0,0,,1000,1\nmean,27.80,1,1,1,,1,0,0,,1000,1\n' "$hdr" >"$o/gpt2/summary.csv"
 printf '%s\nmean,163.0,1,1,1,,1,0,0,,%s,1\n' "$hdr" $((34248 * 1048576)) >"$o/llama1b/summary.csv"
-echo '{"params": 1235814400}' >"$o/llama1b/report.json"
+echo '{"config": {"params": 1235814400, "param_dtype": "bf16"}, "param_sum": 1.5}' >"$o/llama1b/report.json"
 cat >"$o/llama1b/trace.json" <<'J'
 {"traceEvents":[
 {"name":"process_name","ph":"M","pid":0,"tid":0,"args":{"name":"rank 0"}},
