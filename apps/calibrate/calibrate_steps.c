@@ -69,11 +69,20 @@ typedef struct mem_pt {
   int64_t step_n[MAX_STEPS];
 } mem_pt;
 
+/* The fused MLP ops of one name and shape, pooled: a product and a GELU pass in one op */
+typedef struct fused_pt {
+  fb_op_cost c; /* one of them (name, dtype, shape, flops and bytes) */
+  double t;
+  int64_t n;
+} fused_pt;
+
 typedef struct in_step {
   gemm_pt gemm[MAX_SIZES], attn[MAX_SIZES]; /* matrix products; attention kernels */
   int ngemm, nattn;
   mem_pt mem[MAX_NAMES];
   int nmem;
+  fused_pt fused[MAX_SIZES];
+  int nfused;
   int step_base; /* the slot of the current run's step 0 */
 } in_step;
 
@@ -87,6 +96,19 @@ static void add_sized(gemm_pt *pts, int *n, double size, double flops, double t)
       return;
     }
   if (*n < MAX_SIZES) pts[(*n)++] = (gemm_pt){size, flops, t, 1};
+}
+
+static void add_fused(in_step *a, const fb_rec_op *o, double t) {
+  const fb_op_cost c = {.name = o->name, .kind = o->kind, .dtype = o->dtype, .flops = o->flops,
+                        .bytes = o->bytes, .m = o->m, .n = o->n, .k = o->k, .batch = o->batch};
+  for (int i = 0; i < a->nfused; i++)
+    if (!strcmp(a->fused[i].c.name, o->name) && a->fused[i].c.m == o->m &&
+        a->fused[i].c.n == o->n && a->fused[i].c.k == o->k) {
+      a->fused[i].t += t;
+      a->fused[i].n++;
+      return;
+    }
+  if (a->nfused < MAX_SIZES) a->fused[a->nfused++] = (fused_pt){c, t, 1};
 }
 
 static void add_mem(in_step *a, const char *name, int step, double bytes, double t) {
@@ -139,10 +161,11 @@ static fb_status run_one(const calib_run *r, const char *backend, const char *sp
       double t = o->t1 - o->t0;
       if (!(t > 0)) continue;
       switch (o->kind) {
-      case FB_OP_GEMM: /* the fused MLP ops mix a product and GELU's pass: neither's point */
+      case FB_OP_GEMM: /* the fused MLP ops mix a product and GELU's pass: kept apart */
         if (o->name && (!strcmp(o->name, "matmul_gelu_fwd") || !strcmp(o->name, "matmul_bwd_gelu")))
-          break;
-        add_sized(a->gemm, &a->ngemm, o->size, o->flops, t);
+          add_fused(a, o, t);
+        else
+          add_sized(a->gemm, &a->ngemm, o->size, o->flops, t);
         break;
       case FB_OP_ATTN: add_sized(a->attn, &a->nattn, o->size, o->flops, t); break;
       case FB_OP_MEM:
@@ -175,6 +198,31 @@ typedef struct in_step_fit {
   fb_hw_kernel *kernels;
   int *nkernels;
 } in_step_fit;
+
+/* One memory-bound kernel's in-step rate into the table (its bytes over its time less the
+ * launches), and its steps' share of the table's residual (*wsq, *wsum). */
+static void fit_kernel(const mem_pt *m, const fb_hardware *hw, bool quiet, in_step_fit *f,
+                       double *wsq, double *wsum) {
+  double busy = m->t - m->n * hw->launch_s;
+  /* an op that is all launch overhead carries no rate: keep the micro-benchmark's. So does
+   * one whose bytes per call the memory streams in less than a launch (a scalar's zeroing):
+   * its time is overhead and scheduling, and a time slice lost inside it reads as a
+   * "stalled kernel" that makes the whole calibration refuse to write */
+  const double streams_in = m->n > 0 ? m->bytes / m->n / (hw->mem_bw * hw->mem_eff) : 0;
+  if (!(m->bytes > 0) || !(busy > 20e-6) || !(streams_in >= hw->launch_s)) return;
+  double bw = m->bytes / busy;
+  set_kernel(f->kernels, f->nkernels, m->name, bw);
+  for (int j = 0; j < MAX_STEPS; j++) {
+    double sb = m->step_t[j] - m->step_n[j] * hw->launch_s;
+    if (m->step_n[j] == 0 || !(m->step_bytes[j] > 0) || !(sb > 0)) continue;
+    double r = bw * sb / m->step_bytes[j] - 1; /* model time / measured time - 1 */
+    *wsq += m->step_t[j] * r * r;
+    *wsum += m->step_t[j];
+  }
+  if (!quiet)
+    printf("  %-28s %10lld %12.3f %12.2f\n", m->name, (long long)m->n,
+           m->bytes / m->n * 1e-6, bw * 1e-9);
+}
 
 /* Runs the passes' configurations at `world` ranks and pools their ops into a fresh `a`. */
 static fb_status run_pass(const calib_run *runs, int nruns, const char *backend, const char *split,
@@ -243,28 +291,22 @@ static void fit_pass(const in_step *a, const fb_hardware *hw, bool quiet, in_ste
    * against its pooled rate, weighted by time (a short kernel's jitter weighs little) */
   if (!quiet) printf("  %-28s %10s %12s %12s\n", "memory-bound kernels", "ops", "MB/op", "GB/s");
   double wsq = 0, wsum = 0;
-  for (int i = 0; i < a->nmem; i++) {
-    const mem_pt *m = &a->mem[i];
-    double busy = m->t - m->n * hw->launch_s;
-    /* an op that is all launch overhead carries no rate: keep the micro-benchmark's. So does
-     * one whose bytes per call the memory streams in less than a launch (a scalar's zeroing):
-     * its time is overhead and scheduling, and a time slice lost inside it reads as a
-     * "stalled kernel" that makes the whole calibration refuse to write */
-    const double streams_in = m->n > 0 ? m->bytes / m->n / (hw->mem_bw * hw->mem_eff) : 0;
-    if (!(m->bytes > 0) || !(busy > 20e-6) || !(streams_in >= hw->launch_s)) continue;
-    double bw = m->bytes / busy;
-    set_kernel(f->kernels, f->nkernels, m->name, bw);
-    for (int j = 0; j < MAX_STEPS; j++) {
-      double sb = m->step_t[j] - m->step_n[j] * hw->launch_s;
-      if (m->step_n[j] == 0 || !(m->step_bytes[j] > 0) || !(sb > 0)) continue;
-      double r = bw * sb / m->step_bytes[j] - 1; /* model time / measured time - 1 */
-      wsq += m->step_t[j] * r * r;
-      wsum += m->step_t[j];
-    }
-    if (!quiet)
-      printf("  %-28s %10lld %12.3f %12.2f\n", m->name, (long long)m->n,
-             m->bytes / m->n * 1e-6, bw * 1e-9);
+  for (int i = 0; i < a->nmem; i++) fit_kernel(&a->mem[i], hw, quiet, f, &wsq, &wsum);
+  /* the fused MLP ops' GELU passes: each op's time less its product's at the curve just
+   * fitted, as the simulator prices such an op (the product, then the pass: cost_model.c) */
+  mem_pt pass[2] = {{.name = "gelu_fwd"}, {.name = "gelu_bwd"}};
+  for (int i = 0; i < a->nfused; i++) {
+    fb_op_cost g, p;
+    if (!fb_cost_fused_gelu_parts(&a->fused[i].c, &g, &p)) continue;
+    const double tg = hw->launch_s + g.flops / (hw->peak_fp32 *
+                                                fb_cost_gemm_efficiency(&curve, fb_op_gemm_size(&g)));
+    mem_pt *m = &pass[strcmp(p.name, "gelu_fwd") != 0];
+    m->t += a->fused[i].t - (double)a->fused[i].n * tg;
+    m->bytes += (double)a->fused[i].n * p.bytes;
+    m->n += a->fused[i].n;
   }
+  for (int i = 0; i < 2; i++)
+    if (pass[i].n > 0) fit_kernel(&pass[i], hw, quiet, f, &wsq, &wsum);
   f->kernel_rms = wsum > 0 ? sqrt(wsq / wsum) : NAN;
   if (wsum > 0 && !quiet)
     printf("  kernel rates step by step against the pooled rates: relative RMS residual "

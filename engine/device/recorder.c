@@ -216,6 +216,7 @@ void fb_recorder_op(fb_recorder *r, fb_stream *s, const fb_op_cost *c, int unit,
                       .bytes = c->bytes, .flops = c->flops,
                       .size = c->kind == FB_OP_GEMM || c->kind == FB_OP_ATTN ? fb_op_gemm_size(c)
                                                                               : 0,
+                      .m = c->m, .n = c->n, .k = c->k, .batch = c->batch, .dtype = c->dtype,
                       .param = c->param, .phase = r->phase, .wait = r->tracks[id].wait_src};
   r->tracks[id].wait_src = -1;
   r->tracks[id].last = r->npend - 1;

@@ -38,6 +38,8 @@ typedef struct fb_rec_op {
   fb_coll coll;
   double bytes, flops;
   double size;          /* GEMM / attention: fb_op_gemm_size (what sets its efficiency) */
+  int64_t m, n, k, batch; /* GEMM / attention: the op's shape (fb_op_cost), 0 otherwise */
+  fb_dtype dtype;       /* the op's compute / element type */
   int param;            /* 1 + model id of the parameter it applies (fb_op_cost.param), 0 none */
   fb_rec_phase phase;
   int64_t wait;         /* kept ops: index (fb_recorder_ops) of the collective whose event this

@@ -494,23 +494,33 @@ static void placed(const fb_hardware *hw, int stride, fb_hardware *h) {
 static bool fused_gelu(const fb_op_cost *c) {
   return c->name && (!strcmp(c->name, "matmul_gelu_fwd") || !strcmp(c->name, "matmul_bwd_gelu"));
 }
-static double fused_gelu_seconds(const fb_hardware *hw, const fb_op_cost *c, int world) {
+
+bool fb_cost_fused_gelu_parts(const fb_op_cost *c, fb_op_cost *gemm, fb_op_cost *pass) {
+  if (!fused_gelu(c)) return false;
   const bool bwd = !strcmp(c->name, "matmul_bwd_gelu");
   const double e = (double)fb_dtype_size(c->dtype);
   const double n = (double)c->m * (double)(bwd ? c->k : c->n); /* the GELU'd activation */
-  fb_op_cost g = *c;
-  g.name = bwd ? "matmul_bwd" : "matmul_fwd";
-  g.flops -= (bwd ? 16.0 : 10.0) * n;
-  g.bytes -= n * e; /* the epilogue's auxiliary pre-activation */
+  *gemm = *c;
+  gemm->name = bwd ? "matmul_bwd" : "matmul_fwd";
+  gemm->flops -= (bwd ? 16.0 : 10.0) * n;
+  gemm->bytes -= n * e; /* the epilogue's auxiliary pre-activation */
+  *pass = (fb_op_cost){.name = bwd ? "gelu_bwd" : "gelu_fwd", .kind = FB_OP_MEM,
+                       .dtype = c->dtype, .bytes = (bwd ? 3.0 : 2.0) * n * e,
+                       .flops = (bwd ? 16.0 : 10.0) * n, .batch = 1, .unit = c->unit,
+                       .param = c->param};
+  return true;
+}
+
+static double fused_gelu_seconds(const fb_hardware *hw, const fb_op_cost *c, int world) {
+  fb_op_cost g, m;
+  (void)fb_cost_fused_gelu_parts(c, &g, &m);
   /* a profile of GEMMs that apply GELU in their epilogue (calibrated on this program's cuda
    * kernels): one kernel whose epilogue also stores (backward: loads) the pre-activation,
    * after the math, not under it: gpt2's 8192 x 3072 x 768 took 84 us fused on an H100,
    * 66 us plain, the difference that store at the copy rate (docs/benchmarks.md) */
   if (hw->gemm_epilogue_gelu)
-    return gemm_seconds(hw, &g, world) + n * e / (hw->mem_bw * hw->mem_eff * rank_share(hw, world));
-  fb_op_cost m = {.name = bwd ? "gelu_bwd" : "gelu_fwd", .kind = FB_OP_MEM, .dtype = c->dtype,
-                  .bytes = (bwd ? 3.0 : 2.0) * n * e, .flops = (bwd ? 16.0 : 10.0) * n,
-                  .batch = 1, .unit = c->unit, .param = c->param};
+    return gemm_seconds(hw, &g, world) +
+           (c->bytes - g.bytes) / (hw->mem_bw * hw->mem_eff * rank_share(hw, world));
   return gemm_seconds(hw, &g, world) + memory_seconds(hw, &m, world);
 }
 

@@ -16,6 +16,10 @@ double fb_cost_seconds(const fb_hardware *hw, const fb_op_cost *c, int world);
 /* The parts, exposed for tests, calibration and docs. */
 /* GEMM efficiency for a product of cube-root size s = cbrt(m*n*k*batch): max * s / (s + half). */
 double fb_cost_gemm_efficiency(const fb_hardware *hw, double size);
+/* A fused MLP op (matmul_gelu_fwd, matmul_bwd_gelu) as the two ops a framework without the
+ * epilogue runs: the product (`gemm`, as matmul_fwd / matmul_bwd record it) and the GELU pass
+ * (`pass`, as gelu_fwd / gelu_bwd record it). False for any other op. */
+bool fb_cost_fused_gelu_parts(const fb_op_cost *c, fb_op_cost *gemm, fb_op_cost *pass);
 /* GPU GEMM efficiency (fraction of the dtype's peak) of `batch` m x n x k products on a profile
  * with sm_count > 0: tile and wave quantization, main-loop depth, split-K, alignment. */
 double fb_cost_gemm_shape_efficiency(const fb_hardware *hw, double m, double n, double k,
