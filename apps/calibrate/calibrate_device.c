@@ -127,9 +127,15 @@ static fb_status run_tiny(fb_devcal *c, void *p) {
   return fb_k_add(&c->k, a->b.ptr, a->a.ptr, a->a.ptr, 16);
 }
 
+/* Bytes of each buffer a device copy here moves: the HBM step's, and the launch step's
+ * queue-holding copies. */
+static size_t copy_bytes(const fb_devcal *c) {
+  return c->o->quick ? (size_t)8 << 20 : c->small ? (size_t)128 << 20 : (size_t)1 << 30;
+}
+
 /* The device's copy bandwidth (read + write) against the profile's HBM figure. */
 static fb_status step_memory(fb_devcal *c) {
-  const size_t n = c->o->quick ? (size_t)8 << 20 : c->small ? (size_t)128 << 20 : (size_t)1 << 30;
+  const size_t n = copy_bytes(c);
   copy_arg a = {{0}, {0}};
   double t = 0;
   fb_status st;
@@ -161,7 +167,7 @@ out:
  * copies had ended (the device may have waited on it: the figure is an upper bound). */
 static fb_status queued_op_time(fb_devcal *c, copy_arg *tiny, int n, double host, double *t,
                                 bool *queued) {
-  const size_t nb = c->o->quick ? (size_t)8 << 20 : c->small ? (size_t)128 << 20 : (size_t)1 << 30;
+  const size_t nb = copy_bytes(c);
   copy_arg big = {{0}, {0}};
   fb_status st;
   FB_CHECK_GOTO(st, fb_devcal_zalloc(c, nb, &big.a), out);

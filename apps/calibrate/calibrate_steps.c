@@ -69,9 +69,10 @@ typedef struct mem_pt {
   int64_t step_n[MAX_STEPS];
 } mem_pt;
 
-/* The fused MLP ops of one name and shape, pooled: a product and a GELU pass in one op */
+/* The fused MLP ops of one name and shape, pooled: a product and a GELU pass in one op, as
+ * the simulator splits it (fb_cost_fused_gelu_parts) */
 typedef struct fused_pt {
-  fb_op_cost c; /* one of them (name, dtype, shape, flops and bytes) */
+  fb_op_cost gemm, pass; /* one op's parts */
   double t;
   int64_t n;
 } fused_pt;
@@ -98,28 +99,36 @@ static void add_sized(gemm_pt *pts, int *n, double size, double flops, double t)
   if (*n < MAX_SIZES) pts[(*n)++] = (gemm_pt){size, flops, t, 1};
 }
 
-static void add_fused(in_step *a, const fb_rec_op *o, double t) {
+/* A GEMM op the simulator prices as a product and a GELU pass: pooled apart (false: any
+ * other GEMM). */
+static bool add_fused(in_step *a, const fb_rec_op *o, double t) {
   const fb_op_cost c = {.name = o->name, .kind = o->kind, .dtype = o->dtype, .flops = o->flops,
                         .bytes = o->bytes, .m = o->m, .n = o->n, .k = o->k, .batch = o->batch};
+  fused_pt p = {.t = t, .n = 1};
+  if (!fb_cost_fused_gelu_parts(&c, &p.gemm, &p.pass)) return false;
   for (int i = 0; i < a->nfused; i++)
-    if (!strcmp(a->fused[i].c.name, o->name) && a->fused[i].c.m == o->m &&
-        a->fused[i].c.n == o->n && a->fused[i].c.k == o->k) {
+    if (!strcmp(a->fused[i].pass.name, p.pass.name) && a->fused[i].gemm.m == o->m &&
+        a->fused[i].gemm.n == o->n && a->fused[i].gemm.k == o->k) {
       a->fused[i].t += t;
       a->fused[i].n++;
-      return;
+      return true;
     }
-  if (a->nfused < MAX_SIZES) a->fused[a->nfused++] = (fused_pt){c, t, 1};
+  if (a->nfused < MAX_SIZES) a->fused[a->nfused++] = p;
+  return true;
+}
+
+/* The point of kernel `name` in v (of *n, at most cap), added when new; NULL when full. */
+static mem_pt *mem_of(mem_pt *v, int *n, int cap, const char *name) {
+  for (int i = 0; i < *n; i++)
+    if (!strcmp(v[i].name, name)) return &v[i];
+  if (*n >= cap) return NULL;
+  v[*n].name = name;
+  return &v[(*n)++];
 }
 
 static void add_mem(in_step *a, const char *name, int step, double bytes, double t) {
-  mem_pt *m = NULL;
-  for (int i = 0; i < a->nmem && !m; i++)
-    if (!strcmp(a->mem[i].name, name)) m = &a->mem[i];
-  if (!m) {
-    if (a->nmem >= MAX_NAMES) return;
-    m = &a->mem[a->nmem++];
-    m->name = name;
-  }
+  mem_pt *m = mem_of(a->mem, &a->nmem, MAX_NAMES, name);
+  if (!m) return;
   m->bytes += bytes;
   m->t += t;
   m->n++;
@@ -162,10 +171,7 @@ static fb_status run_one(const calib_run *r, const char *backend, const char *sp
       if (!(t > 0)) continue;
       switch (o->kind) {
       case FB_OP_GEMM: /* the fused MLP ops mix a product and GELU's pass: kept apart */
-        if (o->name && (!strcmp(o->name, "matmul_gelu_fwd") || !strcmp(o->name, "matmul_bwd_gelu")))
-          add_fused(a, o, t);
-        else
-          add_sized(a->gemm, &a->ngemm, o->size, o->flops, t);
+        if (!add_fused(a, o, t)) add_sized(a->gemm, &a->ngemm, o->size, o->flops, t);
         break;
       case FB_OP_ATTN: add_sized(a->attn, &a->nattn, o->size, o->flops, t); break;
       case FB_OP_MEM:
@@ -294,19 +300,19 @@ static void fit_pass(const in_step *a, const fb_hardware *hw, bool quiet, in_ste
   for (int i = 0; i < a->nmem; i++) fit_kernel(&a->mem[i], hw, quiet, f, &wsq, &wsum);
   /* the fused MLP ops' GELU passes: each op's time less its product's at the curve just
    * fitted, as the simulator prices such an op (the product, then the pass: cost_model.c) */
-  mem_pt pass[2] = {{.name = "gelu_fwd"}, {.name = "gelu_bwd"}};
+  mem_pt pass[2] = {{0}};
+  int npass = 0;
   for (int i = 0; i < a->nfused; i++) {
-    fb_op_cost g, p;
-    if (!fb_cost_fused_gelu_parts(&a->fused[i].c, &g, &p)) continue;
-    const double tg = hw->launch_s + g.flops / (hw->peak_fp32 *
-                                                fb_cost_gemm_efficiency(&curve, fb_op_gemm_size(&g)));
-    mem_pt *m = &pass[strcmp(p.name, "gelu_fwd") != 0];
-    m->t += a->fused[i].t - (double)a->fused[i].n * tg;
-    m->bytes += (double)a->fused[i].n * p.bytes;
-    m->n += a->fused[i].n;
+    const fused_pt *x = &a->fused[i];
+    const double tg = hw->launch_s + x->gemm.flops /
+                      (hw->peak_fp32 * fb_cost_gemm_efficiency(&curve, fb_op_gemm_size(&x->gemm)));
+    mem_pt *m = mem_of(pass, &npass, 2, x->pass.name);
+    if (!m) continue;
+    m->t += x->t - (double)x->n * tg;
+    m->bytes += (double)x->n * x->pass.bytes;
+    m->n += x->n;
   }
-  for (int i = 0; i < 2; i++)
-    if (pass[i].n > 0) fit_kernel(&pass[i], hw, quiet, f, &wsq, &wsum);
+  for (int i = 0; i < npass; i++) fit_kernel(&pass[i], hw, quiet, f, &wsq, &wsum);
   f->kernel_rms = wsum > 0 ? sqrt(wsq / wsum) : NAN;
   if (wsum > 0 && !quiet)
     printf("  kernel rates step by step against the pooled rates: relative RMS residual "
