@@ -320,6 +320,22 @@ static void test_sim(void) {
   CHECK(t_across > 3 * t_in, "replica all-reduce across nodes %.3g s vs in a node %.3g s",
         t_across, t_in);
   CHECK_CLOSE(t_across, fb_cost_seconds(&one, &in, 64), 1e-12, 0);
+  /* fewer NICs than replica groups (InternLM's 4 x 100 Gb per 8 GPUs): each group has half
+   * an adapter, so a bandwidth-bound all-reduce takes twice what one whole adapter gives */
+  fb_hardware four = hw;
+  CHECK_OK(fb_hardware_set_network(&four, 4, 100));
+  fb_hardware one4 = one;
+  CHECK_OK(fb_hardware_set_network(&one4, 1, 50));
+  fb_op_cost big = across;
+  big.count = (int64_t)(4.0 * S); /* 4 GiB of fp32: bandwidth, not latency */
+  const double t_half = fb_cost_seconds(&four, &big, 64);
+  big.stride = 1;
+  CHECK_CLOSE(t_half, fb_cost_seconds(&one4, &big, 64), 1e-12, 0);
+  fb_hardware one100 = one;
+  CHECK_OK(fb_hardware_set_network(&one100, 1, 100));
+  CHECK(t_half > 1.8 * fb_cost_seconds(&one100, &big, 64),
+        "half an adapter per group %.3g s vs a whole one %.3g s", t_half,
+        fb_cost_seconds(&one100, &big, 64));
   fb_comm_destroy(rep);
   fb_comm_destroy(shard);
   fb_comm_destroy(c);

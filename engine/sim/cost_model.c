@@ -476,9 +476,12 @@ static void placed(const fb_hardware *hw, int stride, fb_hardware *h) {
   h->devices_per_node = g;
   h->nccl_ch_net = hw->nccl_ch_net * g / hw->devices_per_node;
   if (h->nccl_ch_net < 1) h->nccl_ch_net = 1;
-  if (hw->nics_per_node > 0) { /* the members' NICs: as many as their share of the node */
-    h->nics_per_node = hw->nics_per_node * g / hw->devices_per_node;
-    if (h->nics_per_node < 1) h->nics_per_node = 1;
+  if (hw->nics_per_node > 0) { /* the members' share of the node's NICs, a fraction of one
+                                * where the node has fewer NICs than groups (InternLM's 4
+                                * adapters under 8 replica groups: half an adapter each) */
+    const double share = (double)hw->nics_per_node * g / hw->devices_per_node;
+    h->nics_per_node = share >= 1 ? (int)share : 1;
+    if (share < 1) h->nic_bw = hw->nic_bw * share;
   }
 }
 
