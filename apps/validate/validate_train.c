@@ -76,8 +76,12 @@ typedef struct shard_rule {
 } shard_rule;
 
 /* First match wins: "FSDP2 FULL_SHARD" is fsdp2 (per-parameter dim-0 shards); "ZeRO++ ... on
- * top of ZeRO-3" is ZeRO++; InternLM's zero1=8 ("within each 8-GPU node") is zero1 on a
- * node-scope mesh, its zero1=-1 ("over all") zero1 over every rank. */
+ * top of ZeRO-3" is ZeRO++; DeepSpeed's ZeRO-3 is zeropp with its switches off, ZeRO-3 as
+ * DeepSpeed partitions it (every tensor sliced over the ranks: an all-gather per fetch and a
+ * reduce-scatter of the gradient, as the rows say), where `zero3` is the ZeRO paper's
+ * whole-tensor ownership (a broadcast per tensor, a reduce per gradient); InternLM's zero1=8
+ * ("within each 8-GPU node") is zero1 on a node-scope mesh, its zero1=-1 ("over all") zero1
+ * over every rank. */
 static const shard_rule shard_rules[] = {
     {.has = "HYBRID_SHARD", .strategy = "hsdp", .node_mesh = true},
     {.has = "HSDP", .strategy = "hsdp", .node_mesh = true},
@@ -85,6 +89,7 @@ static const shard_rule shard_rules[] = {
     {.has = "FSDP2", .strategy = "fsdp2"},
     {.has = "FULL_SHARD", .strategy = "fsdp"},
     {.has = "ZeRO++", .strategy = "zeropp", .zeropp = true},
+    {.has = "DeepSpeed ZeRO-3", .strategy = "zeropp", .label = "zero3"},
     {.has = "ZeRO-3", .strategy = "zero3"},
     {.has = "ZeRO-1 sharded within each", .strategy = "zero1", .label = "zero1-node",
      .node_mesh = true},
