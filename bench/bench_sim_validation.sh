@@ -16,8 +16,9 @@
 # passes of (predicted - measured) / measured within the pass, so a prediction is only ever
 # compared with runs made in the same minutes as its calibration, and one disturbed
 # calibration or run moves one pass, not the median. Each run first waits (up to 30 s) for the
-# conditions calibrate measures in (wait_quiet below). The table shows the median of the runs'
-# step times, their spread ((max - min) / median) and the median prediction.
+# conditions calibrate measures in (wait_quiet below). A run's step time is the median of its
+# measured steps (exec_ms); the table shows the median of the runs' step times, their spread
+# ((max - min) / median) and the median prediction.
 # --mpi adds the MPI communicator: `mpirun -np W fsdpbench calibrate --comm mpi` over the same
 # profile for W in {2, 4}, then debug x {ddp, zero3, fsdp, yafsdp} x W as mpirun processes
 # (--threads 2/W each) against the simulator with the cpu-mpi profile of the same W.
@@ -128,6 +129,14 @@ predict() { # pass: every configuration on sim with the pass's profile (determin
   done
 }
 step_ms() { awk -F, '$1=="mean" {print $2}' "$1/summary.csv"; }
+# an executed run's step: the median over its measured steps (2..N) of the step's wall time
+# (mean over the ranks), so one step disturbed by another process moves nothing; the
+# simulated steps are all equal, so their summary mean is the same figure
+exec_ms() {
+  awk -F, 'NR > 1 && $2 > 1 { s[$2] += $3; n[$2]++ }
+    END { for (k in s) print s[k] / n[k] }' "$1/steps.csv" | sort -g |
+    awk '{ a[NR] = $1 } END { printf "%.6g\n", NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
+}
 
 first="" # the first pass with a profile (its memory is compared)
 for r in $(seq 1 "$reps"); do
@@ -137,10 +146,16 @@ for r in $(seq 1 "$reps"); do
     predict "$r"
     [ -n "$first" ] || first=$r
   fi
-  for i in "${!configs[@]}"; do # the executions of this pass, right after its calibration
+  # the executions of this pass, right after its calibration; pass r starts (r - 1) / reps of
+  # the way down the list, so every configuration runs early, midway and late after a
+  # calibration once each in three passes (the machine drifts within a pass: a fixed order
+  # gave the first configurations the slowest minutes every time)
+  n=${#configs[@]}
+  for k in $(seq 0 $((n - 1))); do
+    i=$(((k + (r - 1) * n / reps) % n))
     wait_quiet
     run_exec "$i" "$r"
-    step_ms "$T/x$i.$r" >>"$T/t$i"
+    exec_ms "$T/x$i.$r" >>"$T/t$i"
   done
 done
 if [ -z "$first" ]; then
@@ -167,7 +182,7 @@ for i in "${!configs[@]}"; do
   for r in $(seq 1 "$reps"); do
     [ -s "$T/pred$i.$r" ] || continue
     read -r pr <"$T/pred$i.$r"; cat "$T/pred$i.$r" >>"$T/pp$i"
-    xr=$(step_ms "$T/x$i.$r")
+    xr=$(exec_ms "$T/x$i.$r")
     awk -v a="$xr" -v b="$pr" 'BEGIN { printf "%.4f\n", 100 * (b - a) / a }' >>"$T/e$i"
   done
   pred=$(median <"$T/pp$i")
