@@ -7,6 +7,7 @@
 #    device's own rates, tagged, the split figures and the local communicator's link figures;
 #  - single and fsdp over 2 ranks against it: peak memory equal, no track diverged, every op
 #    family of the measured run priced (a positive prediction), the `all ops` line printed;
+#    the measured side the median of 3 executed runs by default, of --repeat N when given;
 #  - the simulated side takes the executed run's effective options, not the options as given:
 #    with a GPU profile (h100) and no --world, sim alone would resolve a world of 8 (the
 #    profile's devices per node) and bf16 parameters (a GPU profile's dtype) where cpu-opaque
@@ -74,11 +75,16 @@ check_loop() {
 }
 out1=$(check_loop --hardware "$tmp/p.yaml" --strategy single)
 { grep -qE '^matmul_(fwd|bwd) ' <<<"$out1" && grep -qE '^adamw ' <<<"$out1"; } || bad "single: $out1"
-out2=$(check_loop --hardware "$tmp/p.yaml" --strategy fsdp --world 2)
+# a CPU device shares the machine: by default the measured side is the median of 3 runs
+grep -qE '^# validate: .*measured: the median of 3 executed runs\)$' <<<"$out1" ||
+  bad "single: not the median of 3 runs by default: $(head -1 <<<"$out1")"
+out2=$(check_loop --hardware "$tmp/p.yaml" --strategy fsdp --world 2 --repeat 1)
+grep -qE '^# validate: .*measured: the median of 1 executed run\)$' <<<"$out2" ||
+  bad "--repeat 1: $(head -1 <<<"$out2")"
 grep -qE '^(all_gather|reduce_scatter) ' <<<"$out2" || bad "fsdp world 2: no collective rows: $out2"
 
 # effective options: a GPU profile and no --world (sim alone: world 8, bf16 params)
-out3=$(check_loop --hardware h100 --strategy fsdp)
+out3=$(check_loop --hardware h100 --strategy fsdp --repeat 2)
 grep -qE '^# validate: .*strategy fsdp, world 2,' <<<"$out3" || bad "auto world: $(head -1 <<<"$out3")"
 
 # the GPU shape model's in-step refit (what `calibrate --backend cuda` runs), on this device

@@ -71,6 +71,8 @@ one "compare: --out is a file" "--out" -- compare "${sim[@]}" --strategies ddp -
 one "validate: unknown flag" "--bogus" -- validate --bogus
 one "validate: a backend it cannot compare" "--backend" -- validate --backend cuda
 one "validate: list in --config" "steps" -- validate --config "$T/list.yaml"
+one "validate: --repeat 0" "--repeat" -- validate --repeat 0
+one "validate: --repeat x" "--repeat" -- validate --repeat=x
 one "validate --dataset: missing file" "--dataset" -- validate --dataset "$T/nonexistent.csv"
 one "validate --dataset: empty file" "--dataset" -- validate --dataset /dev/null
 one "validate --dataset: stray flag" "--bogus" -- validate --dataset "$T/in.txt" --bogus

@@ -31,17 +31,64 @@ static int by_time(const void *a, const void *b) {
   return (x->meas < y->meas) - (x->meas > y->meas);
 }
 
-static double median_step(const fb_run_result *r) {
-  double s[4096];
-  int n = 0;
-  for (int k = r->nsteps > 2 ? 1 : 0; k < r->nsteps && n < 4096; k++) s[n++] = r->ranks[0].steps[k].wall;
-  for (int i = 1; i < n; i++)
-    for (int j = i; j > 0 && s[j - 1] > s[j]; j--) {
-      double t = s[j];
-      s[j] = s[j - 1];
-      s[j - 1] = t;
+
+/* validate's own flag, taken out of argv before the run flags are parsed: --repeat N, the
+ * executed runs whose per-op times' median is compared (0 = not given). */
+static fb_status take_repeat(int *argc, char **argv, int *repeat) {
+  int out = 1;
+  for (int i = 1; i < *argc; i++) {
+    const char *v = NULL;
+    if (!strcmp(argv[i], "--repeat")) v = i + 1 < *argc ? argv[++i] : "";
+    else if (!strncmp(argv[i], "--repeat=", 9)) v = argv[i] + 9;
+    if (!v) {
+      argv[out++] = argv[i];
+      continue;
     }
-  return n ? (n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2])) : NAN;
+    char *e;
+    long n = strtol(v, &e, 10);
+    if (!*v || *e || n < 1 || n > 20)
+      return FB_ERR(FB_EUSAGE, "--repeat: '%s' is not allowed (want an integer from 1 to 20: "
+                    "executed runs whose per-op median is compared)", v);
+    *repeat = (int)n;
+  }
+  *argc = out;
+  return FB_OK;
+}
+
+/* The median of v[0..n) (v is reordered). */
+static double median_of(double *v, int n) {
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+      double t = v[j];
+      v[j] = v[j - 1];
+      v[j - 1] = t;
+    }
+  return n ? (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2])) : NAN;
+}
+
+/* A run's median step (rank 0, the first step left out when there are more than 2). */
+static double median_step(const fb_run_result *r) {
+  enum { MAXS = 4096 };
+  double s[MAXS];
+  int n = 0;
+  for (int k = r->nsteps > 2 ? 1 : 0; k < r->nsteps && n < MAXS; k++) s[n++] = r->ranks[0].steps[k].wall;
+  return median_of(s, n);
+}
+
+/* The median over the executed runs of each op name's time (every run matched against the one
+ * prediction, which is deterministic): rows[] holds the first run's match; each later run's
+ * rows are looked up by name. A name a later run lacks keeps the runs that have it. */
+static void median_rows(fb_op_row *rows, int nrows, fb_op_row runs[][64], const int *nruns,
+                        int repeat) {
+  for (int i = 0; i < nrows; i++) {
+    double v[20];
+    int n = 0;
+    v[n++] = rows[i].meas;
+    for (int r = 0; r < repeat - 1; r++)
+      for (int k = 0; k < nruns[r]; k++)
+        if (!strcmp(runs[r][k].name, rows[i].name)) v[n++] = runs[r][k].meas;
+    rows[i].meas = median_of(v, n);
+  }
 }
 
 /* The measured backend (--backend; auto = cpu): a device that executes, available here; its
@@ -93,13 +140,15 @@ static fb_status configure_predicted(const fb_run_result *m, const fb_run_config
   return fb_run_config_finalize(cp);
 }
 
+/* sm: the measured step, the median over the executed runs of each one's median step. */
 static void print_table(const fb_run_result *m, const fb_run_result *p, const fb_run_config *c,
-                        op_row *rows, int nrows, int64_t mismatched) {
-  const double sm = median_step(m), sp = median_step(p);
+                        double sm, int repeat, op_row *rows, int nrows, int64_t mismatched) {
+  const double sp = median_step(p);
   printf("# validate: model %s, strategy %s, world %d, batch %d x seq %d: measured on %s vs "
-         "predicted by sim with hardware %s (steps %d.., ops of every rank)\n", m->cfg.model,
-         m->cfg.strategy, m->world, m->cfg.batch, m->cfg.seq, m->backend, p->hardware,
-         c->trace_warmup);
+         "predicted by sim with hardware %s (steps %d.., ops of every rank; measured: the "
+         "median of %d executed run%s)\n", m->cfg.model, m->cfg.strategy, m->world,
+         m->cfg.batch, m->cfg.seq, m->backend, p->hardware, c->trace_warmup, repeat,
+         repeat > 1 ? "s" : "");
   printf("step time: measured %.1f ms, predicted %.1f ms, error %+.1f%%\n", sm * 1e3, sp * 1e3,
          100 * (sp - sm) / sm);
   printf("peak memory rank 0: measured %lld B, predicted %lld B (%s)\n",
@@ -138,10 +187,12 @@ static fb_status write_outputs(const char *dir, const fb_run_result *m, const fb
 
 static int usage(void) {
   printf("usage: fsdpbench validate [run flags] [--backend cpu|cpu-opaque|cuda] "
-         "[--hardware PROFILE] [--out DIR]\n"
+         "[--hardware PROFILE] [--out DIR] [--repeat N]\n"
          "runs the configuration on the backend (default cpu) and on sim with the profile "
          "(default: cpu\non a CPU device, the GPU's shipped profile on a GPU; after `fsdpbench "
-         "calibrate --backend cuda\n--out F`, --hardware F), and compares them op by op\n\n");
+         "calibrate --backend cuda\n--out F`, --hardware F), and compares them op by op; "
+         "--repeat N executes it N times and\ncompares each op's median (default 3 on a CPU "
+         "device, which shares the machine; 1 on a GPU)\n\n");
   fb_config_print_help(stdout, fb_strategy_names());
   return 0;
 }
@@ -171,6 +222,26 @@ static fb_status write_set(const char *dir, void *ctx) {
   return write_outputs(dir, o->m, o->p, o->rows, o->nrows);
 }
 
+/* The executed run's repeats 2..repeat: each matched against the prediction, each op name's
+ * time and the step then the median over all the runs (steps[0] is the first run's). The
+ * trace and the peak memory stay the first run's (memory is the same every run). */
+static fb_status measure_again(const fb_run_config *cm, const fb_run_result *p, int repeat,
+                               op_row *rows, int nrows, double *steps) {
+  static op_row runs[19][64];
+  int nruns[19] = {0};
+  for (int r = 0; r < repeat - 1; r++) {
+    fb_run_result m;
+    FB_TRY(fb_run(cm, &m));
+    int64_t mismatched = 0;
+    fb_status st = fb_op_match(&m, p, runs[r], &nruns[r], 64, &mismatched);
+    steps[r + 1] = median_step(&m);
+    fb_run_result_free(&m);
+    FB_TRY(st);
+  }
+  median_rows(rows, nrows, runs, nruns, repeat);
+  return FB_OK;
+}
+
 int fb_validate_main(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (!strncmp(argv[i], "--dataset", 9)) return fb_validate_dataset_main(argc, argv);
@@ -178,11 +249,16 @@ int fb_validate_main(int argc, char **argv) {
   fb_run_config c, cm, cp;
   fb_cli_action action = FB_CLI_RUN;
   fb_config_defaults(&c);
-  fb_status st = fb_config_parse_cli(&c, argc, argv, 1, &action);
+  int repeat = 0;
+  fb_status st = take_repeat(&argc, argv, &repeat);
+  if (st == FB_OK) st = fb_config_parse_cli(&c, argc, argv, 1, &action);
   if (st != FB_OK) return fail(st);
   if (action != FB_CLI_RUN) return usage();
   char gpu[160];
   if ((st = choose_backends(&c, gpu, sizeof gpu)) != FB_OK) return fail(st);
+  /* a CPU device's timing shares the machine with every other process: three runs, their
+   * median; a GPU runs alone: one */
+  if (!repeat) repeat = fb_device_entry_lookup(c.backend)->caps->gpu ? 1 : 3;
   if (!c.out[0]) snprintf(c.out, sizeof c.out, "validate-out");
   c.trace = true;
   c.trace_wait = 0;
@@ -203,9 +279,11 @@ int fb_validate_main(int argc, char **argv) {
   int nrows = 0;
   int64_t mismatched = 0;
   st = fb_op_match(&m, &p, rows, &nrows, CAP, &mismatched);
+  double steps[20] = {median_step(&m)};
+  if (st == FB_OK && repeat > 1) st = measure_again(&cm, &p, repeat, rows, nrows, steps);
   if (st == FB_OK) {
     if (strcmp(gpu, c.backend)) printf("# the GPU: %s\n", gpu);
-    print_table(&m, &p, &c, rows, nrows, mismatched);
+    print_table(&m, &p, &c, median_of(steps, repeat), repeat, rows, nrows, mismatched);
     struct outputs o = {&m, &p, rows, nrows}; /* whole or absent (engine/core/out_dir.h) */
     static const char *const ours[] = {"trace.json", "validate.csv", NULL};
     st = fb_out_dir_write(c.out, ours, "--out", write_set, &o);
