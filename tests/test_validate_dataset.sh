@@ -127,6 +127,12 @@ grep -qE '^#    4 .*NON-DP: TP=2 x DP=8: tensor/pipeline/context parallel, not p
 last=$(tail -1 <<<"$out")
 [[ "$last" =~ ^pairs:\ 2,\ within\ 5\ points:\ [0-2],\ worst\ [0-9]+\.[0-9]\ points$ ]] ||
   bad "closing pairs line: '$last'"
+# each source's own line: its 3 expressed rows, and its 2 pairs with the closing line's count
+grep -qE '^#   source pp +3 rows, median \|err\| [0-9.]+%, worst [0-9.]+%, within 15%: [0-3]/3$' \
+  <<<"$out" || bad "no per-source rows line: $(grep source <<<"$out")"
+within=$(sed -E 's/^pairs: 2, within 5 points: ([0-2]),.*/\1/' <<<"$last")
+grep -qE "^#   source pp +pairs +2, within 5 points: +$within, worst [0-9.]+ points$" <<<"$out" ||
+  bad "no per-source pairs line matching the closing one: $(grep 'source pp' <<<"$out")"
 pub() { awk -v r="$1" '$1 == r && /MPT/ {print $(NF-2)}' <<<"$out"; }
 pre() { awk -v r="$1" '$1 == r && /MPT/ {print $(NF-1)}' <<<"$out"; }
 pl=$(grep -E '^# pair rows 1/2: GPUs ' <<<"$out")

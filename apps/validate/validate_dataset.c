@@ -127,18 +127,23 @@ static void print_rows(const ds_ctx *x) {
       printf("#%5d  %-78s %s\n", x->res[i].row, x->res[i].what, x->res[i].skip);
 }
 
-/* Median, worst and the count within 15% of the |errors| of the expressed rows of profile
- * `prof` (NULL: all); the worst leaves out the rows of the floor. */
+/* Median, worst and the count within 15% of the |errors| of the expressed rows whose group
+ * (profile or source, by `of`) is `name` (NULL: all); the worst leaves out the rows of the
+ * floor. */
 typedef struct err_stats {
   int n, within;
   double median, worst;
 } err_stats;
 
-static err_stats stats(const ds_ctx *x, const char *prof, double *e) {
+static const char *profile_of(const ds_result *o) { return o->gpu; }
+static const char *source_of(const ds_result *o) { return o->source; }
+
+static err_stats stats(const ds_ctx *x, const char *(*of)(const ds_result *), const char *name,
+                       double *e) {
   err_stats s = {0, 0, NAN, 0};
   for (int i = 0; i < x->n; i++) {
     const ds_result *o = &x->res[i];
-    if (o->skip[0] || (prof && strcmp(o->gpu, prof))) continue;
+    if (o->skip[0] || (name && strcmp(of(o), name))) continue;
     e[s.n] = fabs(err_pct(o));
     s.within += e[s.n] <= 15.0;
     if (!o->floor_why && e[s.n] > s.worst) s.worst = e[s.n];
@@ -160,29 +165,39 @@ static void print_floor(const ds_ctx *x) {
   }
 }
 
-/* The closing line, per profile lines first. */
+/* The distinct non-empty groups (by `of`) of the expressed rows, in row order, at most cap. */
+static int groups(const ds_ctx *x, const char *(*of)(const ds_result *), const char **g,
+                  int cap) {
+  int n = 0;
+  for (int i = 0; i < x->n; i++) {
+    const ds_result *o = &x->res[i];
+    if (o->skip[0] || !of(o)[0]) continue;
+    int j = 0;
+    while (j < n && strcmp(g[j], of(o))) j++;
+    if (j == n && n < cap) g[n++] = of(o);
+  }
+  return n;
+}
+
+/* The closing line; before it a line per profile, then per source (where the file names
+ * sources): how each stands, as a reader of one source's table would ask. */
 static void print_summary(const ds_ctx *x) {
   double *e = malloc(sizeof *e * (size_t)(x->n + 1));
   if (!e) return;
-  const char *profs[16];
-  int np = 0;
-  for (int i = 0; i < x->n; i++) {
-    const ds_result *o = &x->res[i];
-    if (o->skip[0]) continue;
-    int j = 0;
-    while (j < np && strcmp(profs[j], o->gpu)) j++;
-    if (j == np && np < 16) profs[np++] = o->gpu;
-  }
+  const char *g[64];
   print_floor(x);
-  for (int q = 0; q <= np; q++) { /* each profile, then the whole file (the closing line) */
-    err_stats s = stats(x, q < np ? profs[q] : NULL, e);
-    if (q < np)
-      printf("#   %-10s %4d rows, median |err| %.1f%%, worst %.1f%%, within 15%%: %d/%d\n",
-             profs[q], s.n, s.median, s.worst, s.within, s.n);
-    else
-      printf("%s: %d rows, median |err| %.1f%%, worst %.1f%%, within 15%%: %d/%d\n", x->closing,
-             s.n, s.median, s.worst, s.within, s.n);
+  const char *(*by[])(const ds_result *) = {profile_of, source_of};
+  for (int k = 0; k < 2; k++) {
+    const int n = groups(x, by[k], g, 64);
+    for (int q = 0; q < n; q++) {
+      err_stats s = stats(x, by[k], g[q], e);
+      printf("#   %s%-*s %4d rows, median |err| %.1f%%, worst %.1f%%, within 15%%: %d/%d\n",
+             k ? "source " : "", k ? 26 : 10, g[q], s.n, s.median, s.worst, s.within, s.n);
+    }
   }
+  err_stats s = stats(x, profile_of, NULL, e);
+  printf("%s: %d rows, median |err| %.1f%%, worst %.1f%%, within 15%%: %d/%d\n", x->closing,
+         s.n, s.median, s.worst, s.within, s.n);
   free(e);
 }
 
@@ -286,6 +301,8 @@ int fb_validate_dataset_main(int argc, char **argv) {
   for (int r = 1; r < t.nrows && st == FB_OK; r++) {
     ds_result *o = &x.res[x.n++];
     o->row = r;
+    if (fb_csv_col(&t, "source_id") >= 0)
+      snprintf(o->source, sizeof o->source, "%s", ds_col(&x, r, "source_id"));
     st = kind->row(&x, r, o);
   }
   remove_tmpdir(x.tmpdir);

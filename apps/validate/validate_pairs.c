@@ -3,7 +3,8 @@
  * work per GPU) or only in GPU count (same strategy), the published ratio of their throughputs
  * and the predicted one, and the difference in points (100 x the difference of the ratios).
  * Which rows pair is decided by the key and strategy label ds_train_row gives each row from
- * what it ran, never from the figures. It prints; it computes nothing else. */
+ * what it ran, never from the figures. Before the closing line, each source's own count. It
+ * prints; it computes nothing else. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -26,34 +27,68 @@ static const char *pair_kind(const ds_result *a, const ds_result *b) {
   return NULL;
 }
 
-static void score_pair(const ds_result *a, const ds_result *b, const char *kind,
-                       pair_score *s) {
+/* Prints the pair's ratios; returns its points, NAN when a row is not expressible. */
+static double score_pair(const ds_result *a, const ds_result *b, const char *kind) {
   if (a->skip[0] || b->skip[0] || !(a->predicted > 0) || !(b->predicted > 0)) {
     printf("# pair rows %d/%d (%s differ): not scored, row %d is not expressible\n", a->row,
            b->row, kind, a->skip[0] ? a->row : b->row);
-    s->left_out++;
-    return;
+    return NAN;
   }
   const double pub = b->published / a->published, pred = b->predicted / a->predicted;
   const double pts = fabs(pub - pred) * 100.0;
   printf("# pair rows %d/%d: %-9s %s x%d / %s x%d: tok/s/GPU ratio published %.3f, predicted "
          "%.3f, %.1f points%s\n", a->row, b->row, kind, b->strat, b->world, a->strat, a->world,
          pub, pred, pts, pts <= POINTS_OK ? "" : " (more than 5)");
+  return pts;
+}
+
+static void tally(pair_score *s, double pts) {
+  if (isnan(pts)) {
+    s->left_out++;
+    return;
+  }
   s->n++;
   s->within += pts <= POINTS_OK;
   if (pts > s->worst) s->worst = pts;
 }
 
+enum { MAX_SOURCES = 64 };
+
+/* The pairs' score of each source (pairs never span sources: the key includes it), in the
+ * order the sources first pair. */
+typedef struct source_scores {
+  const char *name[MAX_SOURCES];
+  pair_score score[MAX_SOURCES];
+  int n;
+} source_scores;
+
+static pair_score *score_of(source_scores *ss, const char *source) {
+  for (int i = 0; i < ss->n; i++)
+    if (!strcmp(ss->name[i], source)) return &ss->score[i];
+  if (ss->n == MAX_SOURCES) return NULL;
+  ss->name[ss->n] = source;
+  return &ss->score[ss->n++];
+}
+
 void ds_print_pairs(const ds_ctx *x) {
   pair_score s = {0};
+  static source_scores ss;
+  memset(&ss, 0, sizeof ss);
   printf("# pairs: rows of one source that differ only in strategy or only in GPU count; "
          "ratio = second row / first row, predicted tok/s/GPU vs published\n");
   for (int i = 0; i < x->n; i++)
     for (int j = i + 1; j < x->n; j++) {
       const char *kind = pair_kind(&x->res[i], &x->res[j]);
-      if (kind) score_pair(&x->res[i], &x->res[j], kind, &s);
+      if (!kind) continue;
+      const double pts = score_pair(&x->res[i], &x->res[j], kind);
+      tally(&s, pts);
+      pair_score *p = x->res[i].source[0] ? score_of(&ss, x->res[i].source) : NULL;
+      if (p) tally(p, pts);
     }
   if (s.left_out)
     printf("# %d pair(s) not scored: one of their rows is not expressible\n", s.left_out);
+  for (int i = 0; i < ss.n; i++)
+    printf("#   source %-26s pairs %3d, within 5 points: %3d, worst %.1f points\n", ss.name[i],
+           ss.score[i].n, ss.score[i].within, ss.score[i].worst);
   printf("pairs: %d, within 5 points: %d, worst %.1f points\n", s.n, s.within, s.worst);
 }

@@ -15,6 +15,7 @@ typedef struct ds_result {
   int row;               /* 1-based data row of the file */
   char what[200];        /* configuration, one line */
   char gpu[16];          /* profile the row used */
+  char source[48];       /* the row's source_id ("" where the file has no such column) */
   double published, predicted;
   char skip[200];        /* non-empty: not expressible, with this reason */
   char assumed[600];     /* what the row leaves unstated and the run assumed or searched */
