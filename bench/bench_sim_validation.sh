@@ -132,10 +132,10 @@ step_ms() { awk -F, '$1=="mean" {print $2}' "$1/summary.csv"; }
 # an executed run's step: the median over its measured steps (2..N) of the step's wall time
 # (mean over the ranks), so one step disturbed by another process moves nothing; the
 # simulated steps are all equal, so their summary mean is the same figure
+median() { sort -g | awk '{ a[NR] = $1 } END { if (NR) printf "%.6g\n", NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 exec_ms() {
-  awk -F, 'NR > 1 && $2 > 1 { s[$2] += $3; n[$2]++ }
-    END { for (k in s) print s[k] / n[k] }' "$1/steps.csv" | sort -g |
-    awk '{ a[NR] = $1 } END { printf "%.6g\n", NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
+  awk -F, 'NR > 1 && $2 > 1 { s[$2] += $3; n[$2]++ } END { for (k in s) print s[k] / n[k] }' \
+    "$1/steps.csv" | median
 }
 
 first="" # the first pass with a profile (its memory is compared)
@@ -167,7 +167,6 @@ if [ -z "$first" ]; then
   for r in $(seq 1 "$reps"); do cp models/hardware/cpu.yaml "$T/cpu.$r.yaml"; predict "$r"; done
   first=1
 fi
-median() { sort -g | awk '{ a[NR] = $1 } END { if (NR) printf "%.6g\n", NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
 printf '%-10s %-7s %2s %-5s %11s %8s %11s %8s %11s\n' model strategy W comm "measured ms" "spread" "predicted" "error" "peak equal"
 : >"$T/errs"

@@ -42,6 +42,7 @@
 #include "../engine/sim/cost_model.h"
 #include "../engine/backends/registry.h"
 #include "calibrate_comm.h"
+#include "median.h"
 
 
 /* Large-GEMM rate a profile predicts (s = 1024): how undisturbed its run was. */
@@ -78,7 +79,7 @@ static void median_kernels(const fb_hardware *runs, int n, fb_hw_kernel *k, int 
       double bw = bw_of(&runs[r], k[i].name);
       if (bw > 0) v[nv++] = bw;
     }
-    if (nv > 0) k[i].bw = fb_calib_median(v, nv);
+    if (nv > 0) k[i].bw = fb_median(v, nv);
   }
 }
 

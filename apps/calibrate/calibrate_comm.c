@@ -21,23 +21,14 @@
 #include "../engine/ops/blas.h"
 #include "../engine/sim/cost_model.h"
 #include "../engine/backends/registry.h"
+#include "median.h"
 
 const fb_coll fb_calib_colls[FB_CALIB_NCOLLS] = {FB_COLL_ALL_GATHER, FB_COLL_REDUCE_SCATTER,
                                                  FB_COLL_ALL_REDUCE};
 const size_t fb_calib_counts[FB_CALIB_NSIZES] = {1, 1024, 65536, 1 << 20, 4 << 20};
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-double fb_calib_median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 double fb_calib_lower_quartile(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  qsort(v, (size_t)n, sizeof *v, fb_cmp_double);
   return v[(n - 1) / 4];
 }
 
@@ -209,7 +200,7 @@ static void fit_one(const fb_hardware *hw, int world, const fb_calib_times t, do
 
 static double median3(const double v[3]) {
   double s[3] = {v[0], v[1], v[2]};
-  return fb_calib_median(s, 3);
+  return fb_median(s, 3);
 }
 
 /* Index of the median of three (ties: any one of the tied values). */

@@ -16,9 +16,8 @@ extern const size_t fb_calib_counts[FB_CALIB_NSIZES];
 
 typedef double fb_calib_times[FB_CALIB_NCOLLS][FB_CALIB_NSIZES]; /* seconds */
 
-/* Sorts v and returns its median / its lower quartile (a timing that a burst of other load
- * does not drag up). n >= 1. */
-double fb_calib_median(double *v, int n);
+/* Sorts v and returns its lower quartile (a timing that a burst of other load does not drag
+ * up; the median: fb_median, median.h). n >= 1. */
 double fb_calib_lower_quartile(double *v, int n);
 
 /* Meets the other ranks (a barrier) before each timed call. */

@@ -16,10 +16,16 @@
 #include "../strategies/strategy.h"
 #include "../engine/sim/gpu_profile.h"
 #include "gpu_name.h"
+#include "median.h"
 #include "op_match.h"
 #include "validate_dataset.h"
 
 typedef fb_op_row op_row;
+
+enum {
+  MAX_REPEAT = 20, /* --repeat's ceiling */
+  CAP = 64         /* op names one match holds */
+};
 
 static int fail(fb_status st) {
   fprintf(stderr, "fsdpbench validate: error: %s\n", fb_error_msg());
@@ -30,7 +36,6 @@ static int by_time(const void *a, const void *b) {
   const op_row *x = a, *y = b;
   return (x->meas < y->meas) - (x->meas > y->meas);
 }
-
 
 /* validate's own flag, taken out of argv before the run flags are parsed: --repeat N, the
  * executed runs whose per-op times' median is compared (0 = not given). */
@@ -46,24 +51,13 @@ static fb_status take_repeat(int *argc, char **argv, int *repeat) {
     }
     char *e;
     long n = strtol(v, &e, 10);
-    if (!*v || *e || n < 1 || n > 20)
-      return FB_ERR(FB_EUSAGE, "--repeat: '%s' is not allowed (want an integer from 1 to 20: "
-                    "executed runs whose per-op median is compared)", v);
+    if (!*v || *e || n < 1 || n > MAX_REPEAT)
+      return FB_ERR(FB_EUSAGE, "--repeat: '%s' is not allowed (want an integer from 1 to %d: "
+                    "executed runs whose per-op median is compared)", v, MAX_REPEAT);
     *repeat = (int)n;
   }
   *argc = out;
   return FB_OK;
-}
-
-/* The median of v[0..n) (v is reordered). */
-static double median_of(double *v, int n) {
-  for (int i = 1; i < n; i++)
-    for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
-      double t = v[j];
-      v[j] = v[j - 1];
-      v[j - 1] = t;
-    }
-  return n ? (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2])) : NAN;
 }
 
 /* A run's median step (rank 0, the first step left out when there are more than 2). */
@@ -72,22 +66,22 @@ static double median_step(const fb_run_result *r) {
   double s[MAXS];
   int n = 0;
   for (int k = r->nsteps > 2 ? 1 : 0; k < r->nsteps && n < MAXS; k++) s[n++] = r->ranks[0].steps[k].wall;
-  return median_of(s, n);
+  return fb_median(s, n);
 }
 
 /* The median over the executed runs of each op name's time (every run matched against the one
  * prediction, which is deterministic): rows[] holds the first run's match; each later run's
  * rows are looked up by name. A name a later run lacks keeps the runs that have it. */
-static void median_rows(fb_op_row *rows, int nrows, fb_op_row runs[][64], const int *nruns,
+static void median_rows(fb_op_row *rows, int nrows, fb_op_row runs[][CAP], const int *nruns,
                         int repeat) {
   for (int i = 0; i < nrows; i++) {
-    double v[20];
+    double v[MAX_REPEAT];
     int n = 0;
     v[n++] = rows[i].meas;
     for (int r = 0; r < repeat - 1; r++)
       for (int k = 0; k < nruns[r]; k++)
         if (!strcmp(runs[r][k].name, rows[i].name)) v[n++] = runs[r][k].meas;
-    rows[i].meas = median_of(v, n);
+    rows[i].meas = fb_median(v, n);
   }
 }
 
@@ -227,13 +221,13 @@ static fb_status write_set(const char *dir, void *ctx) {
  * trace and the peak memory stay the first run's (memory is the same every run). */
 static fb_status measure_again(const fb_run_config *cm, const fb_run_result *p, int repeat,
                                op_row *rows, int nrows, double *steps) {
-  static op_row runs[19][64];
-  int nruns[19] = {0};
+  static op_row runs[MAX_REPEAT - 1][CAP];
+  int nruns[MAX_REPEAT - 1] = {0};
   for (int r = 0; r < repeat - 1; r++) {
     fb_run_result m;
     FB_TRY(fb_run(cm, &m));
     int64_t mismatched = 0;
-    fb_status st = fb_op_match(&m, p, runs[r], &nruns[r], 64, &mismatched);
+    fb_status st = fb_op_match(&m, p, runs[r], &nruns[r], CAP, &mismatched);
     steps[r + 1] = median_step(&m);
     fb_run_result_free(&m);
     FB_TRY(st);
@@ -274,16 +268,15 @@ int fb_validate_main(int argc, char **argv) {
     fb_run_result_free(&m);
     return fail(st);
   }
-  enum { CAP = 64 };
   op_row rows[CAP];
   int nrows = 0;
   int64_t mismatched = 0;
   st = fb_op_match(&m, &p, rows, &nrows, CAP, &mismatched);
-  double steps[20] = {median_step(&m)};
+  double steps[MAX_REPEAT] = {median_step(&m)};
   if (st == FB_OK && repeat > 1) st = measure_again(&cm, &p, repeat, rows, nrows, steps);
   if (st == FB_OK) {
     if (strcmp(gpu, c.backend)) printf("# the GPU: %s\n", gpu);
-    print_table(&m, &p, &c, median_of(steps, repeat), repeat, rows, nrows, mismatched);
+    print_table(&m, &p, &c, fb_median(steps, repeat), repeat, rows, nrows, mismatched);
     struct outputs o = {&m, &p, rows, nrows}; /* whole or absent (engine/core/out_dir.h) */
     static const char *const ours[] = {"trace.json", "validate.csv", NULL};
     st = fb_out_dir_write(c.out, ours, "--out", write_set, &o);

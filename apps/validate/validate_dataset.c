@@ -3,6 +3,7 @@
  * validate_ops.c; validate_rows.h), and prints the rows, the ones it could not express, the
  * worst-row floor and the closing line. */
 #include "validate_dataset.h"
+#include "median.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -40,11 +41,6 @@ static const ds_kind kinds[] = {
 
 static double err_pct(const ds_result *o) {
   return (o->predicted - o->published) / o->published * 100.0;
-}
-
-static int by_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
 }
 
 /* A training row off by more than 25 %: what the published figure asks of the prediction's
@@ -149,9 +145,8 @@ static err_stats stats(const ds_ctx *x, const char *(*of)(const ds_result *), co
     if (!o->floor_why && e[s.n] > s.worst) s.worst = e[s.n];
     s.n++;
   }
-  qsort(e, (size_t)s.n, sizeof *e, by_double);
-  if (s.n) s.median = s.n % 2 ? e[s.n / 2] : 0.5 * (e[s.n / 2 - 1] + e[s.n / 2]);
-  else s.worst = NAN;
+  s.median = fb_median(e, s.n);
+  if (!s.n) s.worst = NAN;
   return s;
 }
 
