@@ -59,6 +59,18 @@ PY
 [ -f "$tmp/sim/trace.json" ] || { echo "FAIL: sim run wrote no trace.json"; ls "$tmp/sim"; exit 1; }
 python3 "$src/tests/check_trace.py" "$tmp/sim/trace.json" --world 2 \
   --threads compute,comm,steps --modules layers. --profiler-steps 2,3 --flows || exit 1
+# One op name, one kernel in one setting (the in-step calibration pools by name): Llama's
+# forward residual adds are residual_add (2 a block), its backward's branch-gradient sums
+# grad_add (3 a block); 4 blocks x 2 traced steps per rank.
+python3 - "$tmp/sim/trace.json" <<'PY' || exit 1
+import collections, json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+n = collections.Counter((e.get("pid"), e.get("args", {}).get("op")) for e in ev if e.get("ph") == "X")
+want = {"residual_add": 16, "grad_add": 24}
+bad = [(r, op, n[(r, op)], k) for r in (0, 1) for op, k in want.items() if n[(r, op)] != k]
+if bad:
+    sys.exit("FAIL: debug-llama add ops per rank (rank, op, got, want): %s" % bad)
+PY
 
 # A schedule past the last step: one warning line, exit 0, no trace file (not an empty one).
 "$bin" --backend sim --strategy fsdp --world 2 --model debug --steps 3 --trace \

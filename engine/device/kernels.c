@@ -257,10 +257,19 @@ fb_status fb_k_swiglu_bwd(const fb_kctx *k, void *da, void *db, const void *dout
   FB_KRUN(k, c, v, swiglu_bwd, da, db, dout, a, b, n);
 }
 
-fb_status fb_k_add(const fb_kctx *k, void *out, const void *a, const void *b, size_t n) {
-  fb_op_cost c = mem_cost("residual_add", k->act, 3.0 * n * esz(k->act), (double)n);
+static fb_status add_as(const fb_kctx *k, const char *name, void *out, const void *a,
+                        const void *b, size_t n) {
+  fb_op_cost c = mem_cost(name, k->act, 3.0 * n * esz(k->act), (double)n);
   const fb_operand v[] = {W(out, n * esz(k->act)), R(a, n * esz(k->act)), R(b, n * esz(k->act))};
   FB_KRUN(k, c, v, add, out, a, b, n);
+}
+
+fb_status fb_k_add(const fb_kctx *k, void *out, const void *a, const void *b, size_t n) {
+  return add_as(k, "residual_add", out, a, b, n);
+}
+
+fb_status fb_k_grad_add(const fb_kctx *k, void *out, const void *a, const void *b, size_t n) {
+  return add_as(k, "grad_add", out, a, b, n);
 }
 
 /* The padding columns [V, ld) are written (zeros), not read. */

@@ -218,6 +218,11 @@ fb_status fb_k_swiglu_fwd(const fb_kctx *k, void *out, const void *a, const void
 fb_status fb_k_swiglu_bwd(const fb_kctx *k, void *da, void *db, const void *dout, const void *a,
                           const void *b, size_t n);
 fb_status fb_k_add(const fb_kctx *k, void *out, const void *a, const void *b, size_t n);
+/* The same kernel as fb_k_add, recorded as "grad_add": the backward's sum of two branch
+ * gradients, which reads what the two GEMMs before it just wrote. Its own name keeps the
+ * in-step calibration from pooling it with the forward's residual add (debug-llama's ran at
+ * 4.3 GB/s on cpu-opaque where debug's forward adds ran at 10-12). */
+fb_status fb_k_grad_add(const fb_kctx *k, void *out, const void *a, const void *b, size_t n);
 fb_status fb_k_xent_fwd_bwd(const fb_kctx *k, void *logits, double *loss_sum,
                             const int32_t *targets, int N, int V, int ld, float dscale);
 fb_status fb_k_acc_f32(const fb_kctx *k, float *y, const float *x, size_t n);

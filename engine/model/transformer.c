@@ -514,7 +514,7 @@ fb_status fb_tf_block_bwd(fb_tf *t, int l, const void *P, void *G) {
                            par(t, P, l, FB_L_W1), N, C, F));
     FB_TRY(fb_k_matmul_bwd(ON(FB_L_W3), dn2, grd(t, G, l, FB_L_W3), NULL, db, a->ln2.ptr,
                            par(t, P, l, FB_L_W3), N, C, F));
-    FB_TRY(fb_k_add(&k, dn, dn, dn2, (size_t)N * C));
+    FB_TRY(fb_k_grad_add(&k, dn, dn, dn2, (size_t)N * C));
     FB_TRY(fb_k_rmsnorm_bwd(ON(FB_L_FFN_NORM), dres, grd(t, G, l, FB_L_FFN_NORM), dn, a->xmid.ptr,
                             par(t, P, l, FB_L_FFN_NORM), a->ln2_rstd.ptr, N, C));
     FB_TRY(rerun_attention_core(t, l, a));
@@ -528,10 +528,10 @@ fb_status fb_tf_block_bwd(fb_tf *t, int l, const void *P, void *G) {
                            par(t, P, l, FB_L_WQ), N, C, C));
     FB_TRY(fb_k_matmul_bwd(ON(FB_L_WK), dn2, grd(t, G, l, FB_L_WK), NULL, dk, a->ln1.ptr,
                            par(t, P, l, FB_L_WK), N, C, kvd));
-    FB_TRY(fb_k_add(&k, dn, dn, dn2, (size_t)N * C));
+    FB_TRY(fb_k_grad_add(&k, dn, dn, dn2, (size_t)N * C));
     FB_TRY(fb_k_matmul_bwd(ON(FB_L_WV), dn2, grd(t, G, l, FB_L_WV), NULL, dv, a->ln1.ptr,
                            par(t, P, l, FB_L_WV), N, C, kvd));
-    FB_TRY(fb_k_add(&k, dn, dn, dn2, (size_t)N * C));
+    FB_TRY(fb_k_grad_add(&k, dn, dn, dn2, (size_t)N * C));
     FB_TRY(fb_k_rmsnorm_bwd(ON(FB_L_ATTN_NORM), dres, grd(t, G, l, FB_L_ATTN_NORM), dn, x,
                             par(t, P, l, FB_L_ATTN_NORM), a->ln1_rstd.ptr, N, C));
   }
