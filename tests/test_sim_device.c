@@ -2,8 +2,9 @@
  * which runs overlap_slowdown times slower under it; a wait makes compute start after comm),
  * marks resolve to virtual times equal to the cost model's durations, host syncs move now(),
  * the host-is-compute-stream mode delays comm to the host's program point, allocations are
- * counted through fb_alloc exactly as on cpu, faster hardware never slows a step, and a long
- * run of ops stays cheap. */
+ * counted through fb_alloc exactly as on cpu, faster hardware never slows a step, a long run
+ * of ops stays cheap, and a named memset or copy runs at its name's measured rate (else the
+ * plain memset0 / copy_d2d rate). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include "check.h"
 #include "engine/comm/comm.h"
 #include "engine/device/device.h"
+#include "engine/device/kernels.h"
 #include "engine/sim/contention.h"
 #include "engine/sim/cost_model.h"
 #include "engine/sim/hardware.h"
@@ -360,6 +362,43 @@ static void check_comm_sim(const fb_hardware *hw) {
         "sim opened without a hardware profile");
 }
 
+/* A named memset or copy (fb_k_memset0 / fb_k_copy: "zero_grad", "flat_grad_cat") is priced at
+ * its caller's name's measured rate where the profile has one, else as the device's plain
+ * memset0 / copy_d2d: the in-step calibration measures those ops under the caller's name. */
+static void check_named_raw_ops(const fb_hardware *h100) {
+  fb_hardware hw = *h100;
+  hw.rank_speed_sigma = 0;
+  hw.nkernels = 0;
+  const double bytes = 64e6;
+  for (int with = 0; with < 2; with++) {
+    hw.nkernels = 0;
+    snprintf(hw.kernels[hw.nkernels].name, sizeof hw.kernels[0].name, "memset0");
+    hw.kernels[hw.nkernels++].bw = 100e9;
+    snprintf(hw.kernels[hw.nkernels].name, sizeof hw.kernels[0].name, "copy_d2d");
+    hw.kernels[hw.nkernels++].bw = 200e9;
+    if (with) {
+      snprintf(hw.kernels[hw.nkernels].name, sizeof hw.kernels[0].name, "zero_grad");
+      hw.kernels[hw.nkernels++].bw = 10e9;
+      snprintf(hw.kernels[hw.nkernels].name, sizeof hw.kernels[0].name, "flat_grad_cat");
+      hw.kernels[hw.nkernels++].bw = 20e9;
+    }
+    sim s;
+    if (!open_sim(&hw, 1, &s)) return;
+    const fb_kctx k = {.dev = s.d, .s = s.comp, .act = FB_F32, .unit = -1};
+    double t0 = fb_now(s.d);
+    CHECK_OK(fb_k_memset0(&k, "zero_grad", NULL, (size_t)bytes));
+    CHECK_OK(fb_stream_sync(s.d, s.comp));
+    double t1 = fb_now(s.d);
+    CHECK_OK(fb_k_copy(&k, "flat_grad_cat", NULL, NULL, (size_t)bytes));
+    CHECK_OK(fb_stream_sync(s.d, s.comp));
+    double t2 = fb_now(s.d);
+    /* memset: the bytes it writes; copy: read + write */
+    CHECK_CLOSE(t1 - t0, hw.launch_s + bytes / (with ? 10e9 : 100e9), 1e-9, 0);
+    CHECK_CLOSE(t2 - t1, hw.launch_s + 2 * bytes / (with ? 20e9 : 200e9), 1e-9, 0);
+    close_sim(&s);
+  }
+}
+
 int main(void) {
   fb_hardware h100;
   fb_status st = fb_hardware_load("h100", &h100);
@@ -373,5 +412,6 @@ int main(void) {
   check_alloc_matches_cpu(&h100);
   check_step_monotonic(&h100);
   check_comm_sim(&h100);
+  check_named_raw_ops(&h100);
   return fb_test_done("test_sim_device");
 }

@@ -117,6 +117,9 @@ typedef struct fb_op_cost {
   int param;          /* recorder only: 1 + model id of the parameter the op applies, 0: none */
   int unit;           /* the model unit the op computes (0: root, embedding and head; blocks
                          1..L; -1 outside units): the cost model's float8 linears are blocks' */
+  const char *raw;    /* a plain device memset or copy ("memset0", "copy_d2d") recorded under
+                         its caller's name ("zero_grad", "flat_grad_cat"): priced at that name's
+                         measured rate where the profile has one, else as `raw` (NULL: a kernel) */
 } fb_op_cost;
 
 typedef struct fb_device_ops {

@@ -317,7 +317,7 @@ static double eager_chain_factor(const char *name, bool hf) {
  * hand-fused kernels keep the latter; torch.compile fuses both away. Plain memsets and copies
  * are what they are. */
 static double framework_factor(const fb_hardware *hw, const fb_op_cost *c) {
-  bool raw = c->name && (!strncmp(c->name, "memset", 6) || !strncmp(c->name, "copy_", 5));
+  bool raw = c->raw || (c->name && (!strncmp(c->name, "memset", 6) || !strncmp(c->name, "copy_", 5)));
   if (c->kind != FB_OP_MEM || raw || !(hw->eager_mem_factor > 0)) return 1.0;
   switch (hw->framework) {
   case FB_FW_EAGER:
@@ -332,7 +332,11 @@ static double framework_factor(const fb_hardware *hw, const fb_op_cost *c) {
  * the roofline. */
 static double memory_seconds(const fb_hardware *hw, const fb_op_cost *c, int world) {
   const rank_figures rf = rank_figs(hw, world);
-  const double bw = rank_kernel_bw(hw, &rf, c->name, world);
+  const char *name = c->name;
+  if (c->raw && !((rf.split && fb_hardware_split_kernel_bw(hw, name) > 0) ||
+                  fb_hardware_kernel_bw(hw, name) > 0))
+    name = c->raw; /* a memset or copy whose caller's name the profile did not measure */
+  const double bw = rank_kernel_bw(hw, &rf, name, world);
   return hw->launch_s + framework_factor(hw, c) * c->bytes / bw;
 }
 
