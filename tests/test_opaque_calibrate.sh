@@ -4,7 +4,8 @@
 #  - calibrate --backend cpu-opaque --quick writes a profile that extends its base, every key
 #    after `extends` tagged "measured on <device>", which loads back; --attention-rows writes
 #    attention.csv rows (impl fsdpbench, fwd and fwd+bwd per shape) that `validate --dataset
-#    --hardware` scores, all of them expressed;
+#    --hardware` scores, all of them expressed; with split figures (2+ cores) it sets
+#    overlap_slowdown 1, since those were measured beside the steps' own collectives;
 #  - an existing --out (or rows file) is refused without --force, exit 2, nothing changed;
 #  - validate --backend cpu-opaque prints the op table with equal peak memory and writes the
 #    side-by-side trace;
@@ -28,6 +29,11 @@ tagged=$(grep -c '# measured on cpu-opaque' "$tmp/dev.yaml")
 for k in mem_efficiency launch_us gemm_max_efficiency attention_efficiency; do
   grep -qE "^$k: +[0-9.e+-]+ +# measured on" "$tmp/dev.yaml" || bad "no measured $k"
 done
+# split figures are fsdp steps' own, overlap included: no flat slowdown on top of them
+if grep -qE '^split_ranks: +[2-9]' "$tmp/dev.yaml"; then
+  grep -qE '^overlap_slowdown: +1 +# measured on .*beside the steps' "$tmp/dev.yaml" ||
+    bad "split figures without overlap_slowdown 1: $(grep -E 'overlap|split_ranks' "$tmp/dev.yaml")"
+fi
 "$FSDPBENCH" --backend sim --hardware "$tmp/dev.yaml" --model debug --steps 1 --world 1 \
   --quiet >/dev/null 2>&1 || bad "the written profile does not load in a sim run"
 head -1 "$tmp/attn.csv" | grep -q '^source_id,gpu,impl,pass,causal,seq_len,head_dim,batch,heads,dtype,tflops,note$' ||
