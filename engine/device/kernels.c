@@ -367,10 +367,10 @@ fb_status fb_k_dequant_sum(const fb_kctx *k, void *out, fb_dtype ot, const void 
   FB_KRUN(k, c, v, dequant_sum, out, ot, q, scales, nterm, termlen, seglen, group, bits);
 }
 
-/* Zero and copy go through the device ops table (the sim device costs them itself) but are
- * recorded like kernels. */
-/* On a simulated device a named memset or copy is accounted under its caller's name (the cost
- * model falls back to c->raw where the profile measured no rate for it); true when it did. */
+/* Zero and copy go through the device ops table but are recorded like kernels, under their
+ * caller's name. On a simulated device they are accounted under that name too (the cost model
+ * falls back to c->raw, the plain memset0 / copy_d2d, where the profile measured no rate for
+ * it); sim_priced is true when it did so. */
 static bool sim_priced(fb_device *d, fb_stream *s, const fb_op_cost *c) {
   if (!d->simulated || !d->ops->account) return false;
   d->ops->account(d, s, c);

@@ -317,7 +317,8 @@ static double eager_chain_factor(const char *name, bool hf) {
  * hand-fused kernels keep the latter; torch.compile fuses both away. Plain memsets and copies
  * are what they are. */
 static double framework_factor(const fb_hardware *hw, const fb_op_cost *c) {
-  bool raw = c->raw || (c->name && (!strncmp(c->name, "memset", 6) || !strncmp(c->name, "copy_", 5)));
+  bool raw = c->raw ||
+             (c->name && (!strncmp(c->name, "memset", 6) || !strncmp(c->name, "copy_", 5)));
   if (c->kind != FB_OP_MEM || raw || !(hw->eager_mem_factor > 0)) return 1.0;
   switch (hw->framework) {
   case FB_FW_EAGER:
