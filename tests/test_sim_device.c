@@ -368,7 +368,6 @@ static void check_comm_sim(const fb_hardware *hw) {
 static void check_named_raw_ops(const fb_hardware *h100) {
   fb_hardware hw = *h100;
   hw.rank_speed_sigma = 0;
-  hw.nkernels = 0;
   const double bytes = 64e6;
   for (int with = 0; with < 2; with++) {
     hw.nkernels = 0;

@@ -64,15 +64,24 @@ static rank_figures rank_figs(const fb_hardware *hw, int world) {
   return f;
 }
 
-/* A memory-bound kernel's rate for one rank: its split rate, else the whole machine's measured
- * rate over the world, else the bandwidth roofline over the world. */
-static double rank_kernel_bw(const fb_hardware *hw, const rank_figures *f, const char *name,
-                             int world) {
+/* A kernel's measured rate for one rank: its split rate, else the whole machine's measured
+ * rate over the world; 0 when the profile measured neither. */
+static double measured_kernel_bw(const fb_hardware *hw, const rank_figures *f, const char *name,
+                                 int world) {
   double bw = f->split ? fb_hardware_split_kernel_bw(hw, name) : 0;
   if (bw > 0) return bw * f->share;
   bw = fb_hardware_kernel_bw(hw, name);
-  if (!(bw > 0)) bw = hw->mem_bw * hw->mem_eff;
-  return bw * rank_share(hw, world);
+  return bw > 0 ? bw * rank_share(hw, world) : 0;
+}
+
+/* A memory-bound op's rate for one rank: its name's measured rate, else (a memset or copy
+ * recorded under its caller's name) the plain op's, else the bandwidth roofline over the
+ * world. */
+static double rank_kernel_bw(const fb_hardware *hw, const rank_figures *f, const fb_op_cost *c,
+                             int world) {
+  double bw = measured_kernel_bw(hw, f, c->name, world);
+  if (!(bw > 0) && c->raw) bw = measured_kernel_bw(hw, f, c->raw, world);
+  return bw > 0 ? bw : hw->mem_bw * hw->mem_eff * rank_share(hw, world);
 }
 
 /* ---- GPU GEMMs: tile and wave quantization ------------------------------------------------
@@ -333,11 +342,7 @@ static double framework_factor(const fb_hardware *hw, const fb_op_cost *c) {
  * the roofline. */
 static double memory_seconds(const fb_hardware *hw, const fb_op_cost *c, int world) {
   const rank_figures rf = rank_figs(hw, world);
-  const char *name = c->name;
-  if (c->raw && !((rf.split && fb_hardware_split_kernel_bw(hw, name) > 0) ||
-                  fb_hardware_kernel_bw(hw, name) > 0))
-    name = c->raw; /* a memset or copy whose caller's name the profile did not measure */
-  const double bw = rank_kernel_bw(hw, &rf, name, world);
+  const double bw = rank_kernel_bw(hw, &rf, c, world);
   return hw->launch_s + framework_factor(hw, c) * c->bytes / bw;
 }
 
