@@ -123,6 +123,8 @@ done
 # as dataset rows, then measured beside predicted with that profile, op by op
 TAIL=12 step calibrate 240 "$FB" calibrate --backend cuda --out "$out/gpu.yaml" \
   --attention-rows "$out/fsdpbench-attention.csv"
+# its contention lines: compute beside NCCL's stand-in copy, and the copy launched behind GEMMs
+[ -f "$out/calibrate.log" ] && grep -E "stand-in|beside a copy| alone, " "$out/calibrate.log" | head -6
 [ -f "$out/fsdpbench-attention.csv" ] &&
   TAIL=16 step validate-fsdpbench-attention 30 "$FB" validate --dataset "$out/fsdpbench-attention.csv"
 if [ -f "$out/gpu.yaml" ]; then
