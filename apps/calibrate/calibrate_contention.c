@@ -73,14 +73,7 @@ static fb_status behind(fb_devcal *c, fb_stream *ps, cont_arg *g, fb_buf *pa, fb
     t[i] = c->d->ops->mark_time(c->d, m1) - c->d->ops->mark_time(c->d, m0);
     c->d->ops->marks_reset(c->d);
   }
-  for (int i = 0; i < 2; i++) /* sort 3 */
-    for (int j = 0; j < 2 - i; j++)
-      if (t[j] > t[j + 1]) {
-        double x = t[j];
-        t[j] = t[j + 1];
-        t[j + 1] = x;
-      }
-  *out = t[1];
+  *out = fmax(fmin(t[0], t[1]), fmin(fmax(t[0], t[1]), t[2])); /* the median */
   return FB_OK;
 }
 
