@@ -25,6 +25,16 @@
  *    gives the rank's reduced slice. Node size: hpZ's S when set, else the sim profile's
  *    devices per node (when it divides the world), else the whole world (one all-to-all).
  *
+ * The host, as DeepSpeed throttles it in two places (runtime/zero/partitioned_param_coordinator.py
+ * fetch_sub_module, __max_ongoing_fetch_events; runtime/zero/stage3.py, the reduce's
+ * param_reduce_events; both 2, hard-coded until PR #7945 made them configurable): every
+ * fetch waited for and every gradient reduction records an event on the comm stream, and
+ * before the next one the host synchronizes on the oldest when more than 2 are outstanding.
+ * So the host runs at most three fetches (reductions) ahead of the gathers (reductions);
+ * without it a host that runs ahead allocates every unit's gathered buffer long before its
+ * compute (an 18B model on 384 V100s: 32 GB reserved for 6 GB allocated, cudaMalloc retries
+ * every step; with it 10.7 GB and none).
+ *
  * Group sizes and scales follow DeepSpeed's code (the paper's block-based quantisation, as
  * DeepSpeed implements it):
  *  - qwZ: CUDAQuantizer (runtime/zero/partition_parameters.py) sizes groups per tensor to at
@@ -64,9 +74,18 @@ typedef struct zpp_unit {
   fb_event *ev_red, *ev_ready;
 } zpp_unit;
 
+/* DeepSpeed's host throttle: a ring of events on the comm stream, at most 2 outstanding
+ * before the host synchronizes on the oldest (file comment). */
+enum { THROTTLE_EVENTS = 3 };
+typedef struct zpp_ring {
+  fb_event *e[THROTTLE_EVENTS];
+  int head, len;
+} zpp_ring;
+
 typedef struct zpp_state {
   zpp_unit *u;
   fb_gather g;
+  zpp_ring fetch, reduce; /* __ongoing_fetch_events, param_reduce_events */
   int node, nodes;      /* ranks per node group, node groups (node * nodes = W) */
   fb_comm *intra;       /* the node group (r->comm when it is the world) */
   fb_comm *inter;       /* the ranks `node` apart (NULL with one node) */
@@ -88,6 +107,10 @@ static void zpp_teardown(fb_rank *r) {
     if (x->ev_ready) r->dev->ops->event_destroy(r->dev, x->ev_ready);
   }
   fb_gather_fini(&s->g, r);
+  for (int e = 0; e < THROTTLE_EVENTS; e++) {
+    if (s->fetch.e[e]) r->dev->ops->event_destroy(r->dev, s->fetch.e[e]);
+    if (s->reduce.e[e]) r->dev->ops->event_destroy(r->dev, s->reduce.e[e]);
+  }
   if (s->intra && s->intra != r->comm) fb_comm_destroy(s->intra);
   if (s->inter) fb_comm_destroy(s->inter);
   free(s->u);
@@ -144,6 +167,10 @@ static fb_status zpp_setup(fb_rank *r) {
   }
   FB_CHECK_GOTO(st, setup_groups(r, s), fail);
   FB_CHECK_GOTO(st, fb_gather_init(&s->g, r, &gather_ops), fail);
+  for (int e = 0; e < THROTTLE_EVENTS; e++) {
+    FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &s->fetch.e[e]), fail);
+    FB_CHECK_GOTO(st, r->dev->ops->event_create(r->dev, &s->reduce.e[e]), fail);
+  }
   for (int i = 0; i < r->model->nunits; i++) FB_CHECK_GOTO(st, unit_setup(r, s, i), fail);
   return FB_OK;
 fail:
@@ -228,8 +255,37 @@ static fb_status reshard(fb_rank *r, int i) {
   return FB_OK;
 }
 
-static const fb_gather_ops gather_ops = {
-    .issue = issue_gather, .params = gathered_params, .reshard = reshard};
+/* The throttle before a fetch's wait or a reduction: with the ring full, the host
+ * synchronizes on its oldest event. */
+static fb_status ring_room(fb_rank *r, zpp_ring *q) {
+  if (q->len < THROTTLE_EVENTS) return FB_OK;
+  FB_TRY(fb_event_sync(r->dev, q->e[q->head]));
+  q->head = (q->head + 1) % THROTTLE_EVENTS;
+  q->len--;
+  return FB_OK;
+}
+
+/* Records the next event of the ring on the comm stream (its tail: all issued so far). */
+static fb_status ring_push(fb_rank *r, zpp_ring *q) {
+  assert(q->len < THROTTLE_EVENTS);
+  FB_TRY(fb_event_record(r->dev, q->e[(q->head + q->len) % THROTTLE_EVENTS], r->commst));
+  q->len++;
+  return FB_OK;
+}
+
+/* A fetch waited for (the gather hook's `landed`: the compute stream waits for unit i's
+ * gather, before the next prefetch is issued): DeepSpeed's fetch throttle. */
+static fb_status throttle_fetch(fb_rank *r, int i, bool forward) {
+  (void)i, (void)forward;
+  zpp_state *s = r->st;
+  FB_TRY(ring_room(r, &s->fetch));
+  return ring_push(r, &s->fetch);
+}
+
+static const fb_gather_ops gather_ops = {.issue = issue_gather,
+                                         .landed = throttle_fetch,
+                                         .params = gathered_params,
+                                         .reshard = reshard};
 
 static fb_status zpp_pre_forward(fb_rank *r, int i) {
   return fb_gather_pre_forward(&((zpp_state *)r->st)->g, r, i);
@@ -342,6 +398,7 @@ static fb_status zpp_post_backward(fb_rank *r, int i) {
   }
   void *send = x->g_full.ptr;
   if (!qg) FB_TRY(fb_for_reduce(r, i, x->g_full.ptr, x->sl.padded, &x->g_cast, &send));
+  FB_TRY(ring_room(r, &s->reduce));
   FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute));
   FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
   if (qg)
@@ -349,6 +406,7 @@ static fb_status zpp_post_backward(fb_rank *r, int i) {
   else
     FB_TRY(fb_reduce_scatter(r->comm, r->commst, i, send, acc, (size_t)x->sl.shard, r->rdt));
   FB_TRY(fb_event_record(r->dev, x->ev_red, r->commst));
+  FB_TRY(ring_push(r, &s->reduce));
   x->red_pending = true;
   x->acc_pending = !direct;
   x->acc_overwrite = first;
