@@ -365,21 +365,22 @@ static void check_comm_sim(const fb_hardware *hw) {
 /* A named memset or copy (fb_k_memset0 / fb_k_copy: "zero_grad", "flat_grad_cat") is priced at
  * its caller's name's measured rate where the profile has one, else as the device's plain
  * memset0 / copy_d2d: the in-step calibration measures those ops under the caller's name. */
+static void add_kernel(fb_hardware *hw, const char *name, double bw) {
+  snprintf(hw->kernels[hw->nkernels].name, sizeof hw->kernels[0].name, "%s", name);
+  hw->kernels[hw->nkernels++].bw = bw;
+}
+
 static void check_named_raw_ops(const fb_hardware *h100) {
   fb_hardware hw = *h100;
   hw.rank_speed_sigma = 0;
   const double bytes = 64e6;
   for (int with = 0; with < 2; with++) {
     hw.nkernels = 0;
-    snprintf(hw.kernels[hw.nkernels].name, sizeof hw.kernels[0].name, "memset0");
-    hw.kernels[hw.nkernels++].bw = 100e9;
-    snprintf(hw.kernels[hw.nkernels].name, sizeof hw.kernels[0].name, "copy_d2d");
-    hw.kernels[hw.nkernels++].bw = 200e9;
+    add_kernel(&hw, "memset0", 100e9);
+    add_kernel(&hw, "copy_d2d", 200e9);
     if (with) {
-      snprintf(hw.kernels[hw.nkernels].name, sizeof hw.kernels[0].name, "zero_grad");
-      hw.kernels[hw.nkernels++].bw = 10e9;
-      snprintf(hw.kernels[hw.nkernels].name, sizeof hw.kernels[0].name, "flat_grad_cat");
-      hw.kernels[hw.nkernels++].bw = 20e9;
+      add_kernel(&hw, "zero_grad", 10e9);
+      add_kernel(&hw, "flat_grad_cat", 20e9);
     }
     sim s;
     if (!open_sim(&hw, 1, &s)) return;
