@@ -247,17 +247,29 @@ static void test_fit_gemm(void) {
     s[i] = 32.0 * pow(1.4, i);
     r[i] = peak * E0 * s[i] / (s[i] + h0);
   }
-  double rms = fb_calibrate_fit_gemm(s, r, 12, peak, &E, &h);
+  double rms = fb_calibrate_fit_gemm(s, r, NULL, 12, peak, &E, &h);
   CHECK(rms < 0.03, "exact curve: residual %g", rms);
   CHECK_CLOSE(E, E0, 0.05, 0);
   CHECK_CLOSE(h, h0, 0.06, 0);
+  /* weighted by time: the two smallest products 3x slow (short ops a time slice hit) move
+   * an equal-weight fit of the curve, not one that weighs each point by its time */
+  double w[12];
+  for (int i = 0; i < 12; i++) w[i] = i < 2 ? 0.01 : 1;
+  r[0] /= 3, r[1] /= 3;
+  rms = fb_calibrate_fit_gemm(s, r, w, 12, peak, &E, &h);
+  CHECK_CLOSE(E, E0, 0.05, 0);
+  CHECK_CLOSE(h, h0, 0.06, 0);
+  CHECK(rms < 0.1, "weighted: residual %g with the slow points at 1 %% weight", rms);
+  fb_calibrate_fit_gemm(s, r, NULL, 12, peak, &E, &h);
+  CHECK(fabs(h / h0 - 1) > 0.2, "equal weights: h = %g, want the slow points to move it", h);
+  r[0] *= 3, r[1] *= 3;
   /* every other point 3x slower (a machine shared with another job): way above 25 % */
   for (int i = 0; i < 12; i += 2) r[i] /= 3;
-  rms = fb_calibrate_fit_gemm(s, r, 12, peak, &E, &h);
+  rms = fb_calibrate_fit_gemm(s, r, NULL, 12, peak, &E, &h);
   CHECK(rms > FB_CALIB_MAX_RMS, "scattered points: residual %g", rms);
   /* GEMMs at the peak: the fit's E sits at its cap, which the check rejects */
   for (int i = 0; i < 12; i++) r[i] = 1.02 * peak;
-  fb_calibrate_fit_gemm(s, r, 12, peak, &E, &h);
+  fb_calibrate_fit_gemm(s, r, NULL, 12, peak, &E, &h);
   CHECK(E == 1, "rates above the peak: E = %g, want the cap 1", E);
   fb_hardware hw;
   fb_calib_diag d;

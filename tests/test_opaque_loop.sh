@@ -54,6 +54,10 @@ for k in intra_bw_gbs intra_lat_us split_ranks split_gemm_max_efficiency gemm_ma
   attention_efficiency; do
   grep -qE "^$k: +[0-9.e+-]+ +# measured on cpu-opaque" "$tmp/p.yaml" || bad "no measured $k"
 done
+# the communicator's latency at the level the fsdp split runs' collectives took in step (their
+# peer waits and staging), not the micro-benchmark's idle or GEMM-busy calls
+grep -qE '^intra_lat_us: +[0-9.e+-]+ +# measured on cpu-opaque .*: in-step: the collectives of fsdp runs' "$tmp/p.yaml" ||
+  bad "intra_lat_us not refitted in step: $(grep '^intra_lat_us' "$tmp/p.yaml")"
 
 # validate ARGS...: runs the loop, checks the structure of its table
 check_loop() {

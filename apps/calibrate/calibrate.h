@@ -150,9 +150,10 @@ fb_status fb_calibrate(const fb_calib_opts *o, bool quiet, fb_hardware *out, fb_
  * training runs on the `backend` executor (a CPU device: cpu, cpu-opaque) with `threads`
  * threads (calibrate_steps.c), and with 2 or more threads the split figures on runs of
  * `split` (ddp: the same compute ops as single; fsdp: its gathers' and flat copies' kernels
- * too) over as many 1-thread ranks. Keeps the peak, bandwidths, launch overhead, overlap
- * slowdown and communicator figures. Sets diag's gemm_rms, attn_raw and kernel_rms (diag may
- * be NULL). */
+ * too) over as many 1-thread ranks; on a backend other than cpu with a shared-memory
+ * communicator, also the communicator's latency from those runs' collectives. Keeps the peak,
+ * bandwidths, launch overhead and overlap slowdown. Sets diag's gemm_rms, attn_raw and
+ * kernel_rms (diag may be NULL). */
 fb_status fb_calibrate_in_step(fb_hardware *hw, const char *backend, const char *split,
                                int threads, bool quick, bool quiet, fb_calib_diag *diag);
 
@@ -185,12 +186,12 @@ typedef double (*fb_calib_model_fn)(void *ctx, int i);
 double fb_calib_fit_figures(fb_calib_param *params, int np, const double *measured, int n,
                             fb_calib_model_fn model, void *ctx);
 
-/* rate(s) = peak * E * s / (s + h) fitted to n points (least squares on log rate); E <= 1,
- * h on a grid [1, FB_CALIB_GEMM_H_MAX]. Returns the fit's relative RMS residual
- * sqrt(mean((model / rate - 1)^2)). */
+/* rate(s) = peak * E * s / (s + h) fitted to n points (least squares on log rate, point i
+ * weighted by w[i], or equally where w is NULL); E <= 1, h on a grid [1, FB_CALIB_GEMM_H_MAX].
+ * Returns the fit's relative RMS residual sqrt(mean((model / rate - 1)^2)), weighted alike. */
 #define FB_CALIB_GEMM_H_MAX 65536.0
-double fb_calibrate_fit_gemm(const double *s, const double *rate, int n, double peak, double *E,
-                             double *h);
+double fb_calibrate_fit_gemm(const double *s, const double *rate, const double *w, int n,
+                             double peak, double *E, double *h);
 /* x rounded to 4 significant digits (0 stays 0): what a measured figure is written with. */
 double fb_calib_sig4(double x);
 

@@ -6,21 +6,24 @@
 #include "calibrate.h"
 
 /* rate(s) = peak * E * s / (s + h), least squares on log(rate) (relative errors, so neither
- * the big nor the small shapes dominate): for each h on a log grid the best log E is the mean
- * residual; E is capped at 1. Returns the relative RMS residual of the fitted curve. */
-double fb_calibrate_fit_gemm(const double *s, const double *rate, int n, double peak, double *E,
-                             double *h) {
-  double best_err = INFINITY;
+ * the big nor the small shapes dominate by their size), each point weighted by w[i] (NULL:
+ * equally): for each h on a log grid the best log E is the weighted mean residual; E is
+ * capped at 1. Returns the fit's relative RMS residual, weighted the same way. */
+double fb_calibrate_fit_gemm(const double *s, const double *rate, const double *w, int n,
+                             double peak, double *E, double *h) {
+  double best_err = INFINITY, wsum = 0;
+  for (int i = 0; i < n; i++) wsum += w ? w[i] : 1;
   *E = 1;
   *h = 1;
+  if (!(wsum > 0)) return 0;
   for (double hh = 1; hh <= FB_CALIB_GEMM_H_MAX; hh *= 1.05) {
     double mean = 0;
-    for (int i = 0; i < n; i++) mean += log(rate[i] / (peak * s[i] / (s[i] + hh)));
-    mean /= n;
+    for (int i = 0; i < n; i++) mean += (w ? w[i] : 1) * log(rate[i] / (peak * s[i] / (s[i] + hh)));
+    mean /= wsum;
     double e = fmin(1.0, exp(mean)), err = 0;
     for (int i = 0; i < n; i++) {
       double r = log(rate[i]) - log(peak * e * s[i] / (s[i] + hh));
-      err += r * r;
+      err += (w ? w[i] : 1) * r * r;
     }
     if (err < best_err) {
       best_err = err;
@@ -31,9 +34,9 @@ double fb_calibrate_fit_gemm(const double *s, const double *rate, int n, double 
   double sq = 0;
   for (int i = 0; i < n; i++) {
     double r = peak * *E * s[i] / (s[i] + *h) / rate[i] - 1;
-    sq += r * r;
+    sq += (w ? w[i] : 1) * r * r;
   }
-  return n > 0 ? sqrt(sq / n) : 0;
+  return sqrt(sq / wsum);
 }
 
 /* x rounded to 4 significant digits (0 stays 0). */

@@ -3,7 +3,8 @@
  * simulator is calibrated on kernels as a step runs them — operands that other kernels just
  * wrote or that come cold from memory, a thread team that idles between ops — rather than on
  * a kernel repeated on warm buffers (which runs 10-30% faster here). Refits:
- *  - the GEMM curve (gemm_max_efficiency, gemm_half_size) on every matrix product, by size;
+ *  - the GEMM curve (gemm_max_efficiency, gemm_half_size) on every matrix product, by size,
+ *    each size weighted by its measured time (what a step's time is made of);
  *  - attention_efficiency on the attention kernels against that curve;
  *  - kernel_gbs for every memory-bound op name a step issues (bytes its wrapper counts over
  *    its measured time less the launch overhead).
@@ -11,8 +12,10 @@
  * 1-thread ranks as threads, all ranks' ops pooled: the split figures (split_ranks,
  * split_gemm_*, split_attention_efficiency, split_kernel_gbs), which the cost model gives a
  * rank of a world of at least that many ranks on this shared host.
- * The peak, the memory bandwidth, the launch overhead, the overlap slowdown and the
- * communicator stay as the micro-benchmarks measured them. The calibration runs use other
+ * On a device that stages its collectives through host memory (cpu-opaque), the split runs
+ * also set the local communicator's latency (fit_comm_latency). The peak, the memory
+ * bandwidth, the launch overhead, the overlap slowdown and the rest of the communicator stay
+ * as the micro-benchmarks measured them. The calibration runs use other
  * token counts than bench/bench_sim_validation.sh (also per rank), so that validation stays a
  * prediction. It does not write the profile (calibrate.c does). */
 #include <math.h>
@@ -77,9 +80,18 @@ typedef struct fused_pt {
   int64_t n;
 } fused_pt;
 
+/* The collectives of one kind and payload, pooled: calls and their in-step time. */
+typedef struct coll_pt {
+  fb_coll coll;
+  double payload, t;
+  int64_t n;
+} coll_pt;
+
 typedef struct in_step {
   gemm_pt gemm[MAX_SIZES], attn[MAX_SIZES]; /* matrix products; attention kernels */
   int ngemm, nattn;
+  coll_pt coll[MAX_SIZES]; /* the runs' collectives (their time includes waiting for peers) */
+  int ncoll;
   mem_pt mem[MAX_NAMES];
   int nmem;
   fused_pt fused[MAX_SIZES];
@@ -140,6 +152,19 @@ static void add_mem(in_step *a, const char *name, int step, double bytes, double
   }
 }
 
+/* Pools a collective by kind and payload (the bytes the cost model takes: fb_coll_bytes
+ * counts an all-reduce's payload twice). */
+static void add_coll(in_step *a, const fb_rec_op *o, double t) {
+  const double payload = o->coll == FB_COLL_ALL_REDUCE ? o->bytes / 2 : o->bytes;
+  for (int i = 0; i < a->ncoll; i++)
+    if (a->coll[i].coll == o->coll && a->coll[i].payload == payload) {
+      a->coll[i].t += t;
+      a->coll[i].n++;
+      return;
+    }
+  if (a->ncoll < MAX_SIZES) a->coll[a->ncoll++] = (coll_pt){o->coll, payload, t, 1};
+}
+
 /* Runs one calibration configuration (world 1: single; else ddp over `world` rank threads,
  * r->batch sequences each) and adds every rank's traced compute ops to `a`. */
 static fb_status run_one(const calib_run *r, const char *backend, const char *split, int threads,
@@ -176,7 +201,8 @@ static fb_status run_one(const calib_run *r, const char *backend, const char *sp
       case FB_OP_ATTN: add_sized(a->attn, &a->nattn, o->size, o->flops, t); break;
       case FB_OP_MEM:
       case FB_OP_OPTIM: add_mem(a, o->name, o->step, o->bytes, t); break;
-      default: break; /* collectives and host spans: not compute */
+      case FB_OP_COLL: add_coll(a, o, t); break;
+      default: break; /* host spans */
       }
     }
   }
@@ -257,12 +283,13 @@ static fb_status run_pass(const calib_run *runs, int nruns, const char *backend,
 /* Fits one pass (see in_step_fit); prints its tables unless quiet. */
 static void fit_pass(const in_step *a, const fb_hardware *hw, bool quiet, in_step_fit *f) {
   /* GEMM curve on the in-step rates, one point per size (its ops pooled) */
-  double s[MAX_SIZES], rate[MAX_SIZES];
+  double s[MAX_SIZES], rate[MAX_SIZES], w[MAX_SIZES];
   for (int i = 0; i < a->ngemm; i++) {
     s[i] = a->gemm[i].size;
     rate[i] = a->gemm[i].flops / fmax(a->gemm[i].t - a->gemm[i].n * hw->launch_s, 1e-9);
+    w[i] = a->gemm[i].t;
   }
-  f->gemm_rms = fb_calibrate_fit_gemm(s, rate, a->ngemm, hw->peak_fp32, &f->E, &f->h);
+  f->gemm_rms = fb_calibrate_fit_gemm(s, rate, w, a->ngemm, hw->peak_fp32, &f->E, &f->h);
   fb_hardware curve = *hw; /* the fitted curve, for the model column and attention */
   curve.gemm_max_eff = f->E;
   curve.gemm_half_size = f->h;
@@ -319,6 +346,48 @@ static void fit_pass(const in_step *a, const fb_hardware *hw, bool quiet, in_ste
            "%.1f %% (time-weighted)\n", 100 * f->kernel_rms);
 }
 
+/* The local communicator's latency at the level the split runs' collectives took in step
+ * (a device that stages them: cpu-opaque). Their time there is mostly waiting: for the peer
+ * rank's threads on a shared host and for the staging copies behind them, not the bytes, so
+ * the micro-benchmark's latency (a collective between idle or GEMM-busy ranks) misses it both
+ * ways: an 8-byte all-reduce measured 4.4 ms alone and 0.1-0.3 ms in step, an all-gather
+ * 7.5 ms beside GEMMs and 3.5-4.4 ms in step. The shared-memory model is
+ * launch + barriers * latency + bytes / bandwidth; keeping the bandwidth, the latency that
+ * makes the pooled calls' modelled time equal their measured time is (T - A) / B. */
+static void fit_comm_latency(const in_step *a, fb_hardware *hw, int world, bool quiet) {
+  const fb_hardware old = *hw;
+  fb_hardware h0 = *hw;
+  h0.intra_lat = h0.inter_lat = 0;
+  double T = 0, A = 0, B = 0;
+  for (int i = 0; i < a->ncoll; i++) {
+    const coll_pt *c = &a->coll[i];
+    T += c->t;
+    A += c->n * fb_cost_collective(&h0, c->coll, c->payload, world);
+    B += c->n * fb_cost_shared_memory_barriers(c->coll);
+  }
+  if (!(B > 0) || !(T > A)) return; /* nothing to fit, or the bytes alone take longer */
+  hw->intra_lat = hw->inter_lat = fb_calib_sig4((T - A) / B);
+  if (quiet) return;
+  printf("  %-28s %10s %12s %12s %12s\n", "collectives in step", "calls", "measured ms",
+         "micro ms", "refit ms");
+  for (int k = 0; k < FB_NCOLL; k++) {
+    double t = 0, m0 = 0, m1 = 0;
+    int64_t n = 0;
+    for (int i = 0; i < a->ncoll; i++) {
+      const coll_pt *c = &a->coll[i];
+      if ((int)c->coll != k) continue;
+      n += c->n, t += c->t;
+      m0 += c->n * fb_cost_collective(&old, c->coll, c->payload, world);
+      m1 += c->n * fb_cost_collective(hw, c->coll, c->payload, world);
+    }
+    if (n > 0)
+      printf("  %-28s %10lld %12.2f %12.2f %12.2f\n", fb_coll_name((fb_coll)k), (long long)n,
+             t * 1e3, m0 * 1e3, m1 * 1e3);
+  }
+  printf("  in-step latency %.0f us (the micro-benchmark's %.0f us)\n", hw->intra_lat * 1e6,
+         old.intra_lat * 1e6);
+}
+
 fb_status fb_calibrate_in_step(fb_hardware *hw, const char *backend, const char *split,
                                int threads, bool quick, bool quiet, fb_calib_diag *diag) {
   const bool cpu = !strcmp(backend, "cpu");
@@ -354,6 +423,8 @@ fb_status fb_calibrate_in_step(fb_hardware *hw, const char *backend, const char 
     goto out;
   in_step_fit g = {.kernels = hw->split_kernels, .nkernels = &hw->nsplit_kernels};
   fit_pass(a, hw, quiet, &g);
+  if (strcmp(backend, "cpu") && hw->collectives == FB_COLLS_SHARED_MEMORY)
+    fit_comm_latency(a, hw, threads, quiet);
   hw->split_ranks = threads;
   hw->split_gemm_max_eff = g.E;
   hw->split_gemm_half_size = g.h;
