@@ -105,6 +105,24 @@ e3=$(awk '/^ +3  MPT/{e=$NF; sub(/^[+-]/, "", e); print e}' <<<"$out")
 grep -qE "^dev-set: 3 rows, median \|err\| [0-9.]+%, worst ${e3}%," <<<"$out" ||
   bad "closing worst is not row 3's ${e3}% (row 2 is out of the floor): $out"
 
+# HF Accelerate's FSDP plugin: mixed_precision bf16 reduces gradients in bf16, and
+# Accelerator.accumulate's no_sync reduces once per step. Said under the row; the same 4-node
+# row with HF's kernels but its own FSDP1 loop (fp32 reduce-scatter on every one of its 16
+# micro-batches over 50 Gb/s) predicts slower.
+a1="acc,A100,40,16,4,1 x 50 Gb/s per node,Llama (test 1.7B),,24,2048,32,32,8192,50272,2048,16,4096,,16,bf16,full,False"
+{
+  echo "$hdr"
+  row "$a1,FSDP FULL_SHARD,HF Accelerate FSDP1,7000,,,,,,,,v,n"
+  row "$a1,FSDP FULL_SHARD,HF transformers + PyTorch FSDP1,7000,,,,,,,,v,n"
+} >"$tmp/acc.csv"
+out=$("$FSDPBENCH" validate --dataset "$tmp/acc.csv" 2>&1) || bad "acc.csv: $(tail -2 <<<"$out")"
+grep -qE "^# +row 1: .*HF Accelerate's FSDP plugin: gradients reduced in bf16 .*once per step" <<<"$out" ||
+  bad "Accelerate row: mapping not said: $out"
+grep -qE "^# +row 2: .*HF Accelerate" <<<"$out" && bad "plain FSDP1 row took Accelerate's mapping: $out"
+pa=$(awk '/^ +1  Llama/{print $(NF-1)}' <<<"$out"); pf=$(awk '/^ +2  Llama/{print $(NF-1)}' <<<"$out")
+awk -v a="$pa" -v b="$pf" 'BEGIN { exit !(a > 1.02 * b && b > 0) }' ||
+  bad "Accelerate row predicted $pa tok/s, plain FSDP1 $pf (want the once-per-step bf16 reduce faster)"
+
 # pairs: rows of one source differing only in strategy (FULL vs HYBRID at 16 GPUs) or only in
 # GPU count (FULL at 8 and 16); ratio = second / first, points = 100 x |published - predicted|;
 # the closing line counts them. A tensor-parallel row of the same source is left out with its

@@ -45,6 +45,7 @@ static void read_row(const ds_ctx *x, int r, train_in *t) {
 /* What the run will be, as the rules decide it. */
 typedef struct train_plan {
   const char *strategy, *label, *param_dtype, *reduce_dtype, *recompute, *framework, *attention;
+  const char *reduce_stated; /* reduce_dtype as the precision column gives it (pairs key on it) */
   bool no_reshard, node_mesh, float8, tune_ac, tune_mb, no_reduce;
   bool bcast_sync;       /* each owner broadcasts its partition after the step (InternLM) */
   bool overlap_reduce;   /* gradients reduced on a side stream as backward goes */
@@ -191,6 +192,23 @@ static bool plan_precision(const train_in *t, train_plan *p, ds_result *o) {
   }
   ds_skip(o, "precision '%s' not modelled", t->prec);
   return false;
+}
+
+/* HF Accelerate's FSDP plugin, what every FSDP row run through `accelerate launch --use_fsdp`
+ * or HF Trainer executes (huggingface/accelerate, utils/dataclasses.py set_mixed_precision and
+ * accelerator.py accumulate / no_sync, the same in July 2024 and today): mixed_precision 'bf16'
+ * becomes MixedPrecision(param_dtype=bf16, reduce_dtype=bf16), so gradients reduce in bf16;
+ * and Accelerator.accumulate enters the model's no_sync on every micro-batch but the last, so
+ * FSDP reduces once per step (--accum no-reduce). */
+static void plan_accelerate(const train_in *t, train_plan *p) {
+  p->reduce_stated = p->reduce_dtype;
+  if (!ds_has(t->framework, "HF Accelerate") ||
+      (strcmp(p->strategy, "fsdp") && strcmp(p->strategy, "hsdp")))
+    return;
+  p->reduce_dtype = "bf16";
+  p->no_reduce = true;
+  assume(p, "HF Accelerate's FSDP plugin: gradients reduced in bf16 (its MixedPrecision for "
+            "mixed_precision bf16), once per step (Accelerator.accumulate's no_sync)");
 }
 
 /* ---- activation checkpointing ------------------------------------------------------------ */
@@ -533,7 +551,7 @@ static void pair_key(const train_in *t, const train_plan *p, ds_result *o) {
   const double tok = t->seq * (t->mb >= 1 ? t->mb : 0) * (t->ga >= 1 ? t->ga : 1);
   snprintf(o->key, sizeof o->key, "%s|%s|%.0f/%.0f/%.0f/%.0f/%.0f/%.0f|%.0f|%.0f|%s/%s|%s/%d/"
            "%d|%s/%s|%.80s", t->src, o->gpu, t->L, t->d, t->h, t->kv, t->f, t->v, t->seq, tok,
-           p->param_dtype, p->reduce_dtype, p->tune_ac ? "tuned" : p->recompute,
+           p->param_dtype, p->reduce_stated, p->tune_ac ? "tuned" : p->recompute,
            p->recompute_layers, p->recompute_passes, p->framework, p->attention, t->net);
   snprintf(o->strat, sizeof o->strat, "%s", p->label);
   o->world = p->world;
@@ -563,6 +581,7 @@ fb_status ds_train_row(ds_ctx *x, int r, ds_result *o) {
   o->published = NAN;
   train_plan p = {.recompute = "off"};
   if (!plan_sharding(&t, &p, o) || !plan_precision(&t, &p, o)) return FB_OK;
+  plan_accelerate(&t, &p);
   char why[160];
   const char *prof = ds_row_profile(x, t.gpu, isnan(t.mem) ? 0 : (int)t.mem, why, sizeof why);
   if (!prof) return ds_skip(o, "%s", why), FB_OK;
