@@ -87,13 +87,15 @@ awk -v a="$p8" -v b="$p16" 'BEGIN { exit !(a > 1.1 * b && b > 0) }' ||
 # the same row on a network it does not state, and a row within 25 %, stay in the worst
 r16="test,A100,80,16,8"
 m125="MPT-125m,1,12,768,12,12,3072,50368,2048,8,128,1,1,amp_bf16,none,False,FSDP FULL_SHARD,Composer/llm-foundry"
-{
-  echo "$hdr"
-  row "$r16,8 x 200 Gb/s InfiniBand per node,$m125,125000,,,,,,,,v,n"
-  row "$r16,8 x 200 Gb/s InfiniBand per node,$m125,1000,,,,,,,,v,n"
-  row "$r16,not stated,$m125,1000,,,,,,,,v,n"
-} >"$tmp/floor.csv"
-out=$("$FSDPBENCH" validate --dataset "$tmp/floor.csv" 2>&1) || bad "floor.csv: $(tail -2 <<<"$out")"
+# validate_rows NAME ROW...: NAME.csv of the header and the rows, validated into $out
+validate_rows() {
+  local name=$1
+  shift
+  { echo "$hdr"; row "$@"; } >"$tmp/$name.csv"
+  out=$("$FSDPBENCH" validate --dataset "$tmp/$name.csv" 2>&1) || bad "$name.csv: $(tail -2 <<<"$out")"
+}
+validate_rows floor "$r16,8 x 200 Gb/s InfiniBand per node,$m125,125000,,,,,,,,v,n" \
+  "$r16,8 x 200 Gb/s InfiniBand per node,$m125,1000,,,,,,,,v,n" "$r16,not stated,$m125,1000,,,,,,,,v,n"
 grep -qE '^# +row 2: published step .*take >= *[0-9.]+x their modelled time; that is at least three times slower than its own stated network' <<<"$out" ||
   bad "row 2's bound line lacks the 3x sentence: $out"
 grep -qE '^# +row 3: .*>= *[0-9.]+x.*its own stated network' <<<"$out" &&
@@ -110,12 +112,8 @@ grep -qE "^dev-set: 3 rows, median \|err\| [0-9.]+%, worst ${e3}%," <<<"$out" ||
 # row with HF's kernels but its own FSDP1 loop (fp32 reduce-scatter on every one of its 16
 # micro-batches over 50 Gb/s) predicts slower.
 a1="acc,A100,40,16,4,1 x 50 Gb/s per node,Llama (test 1.7B),,24,2048,32,32,8192,50272,2048,16,4096,,16,bf16,full,False"
-{
-  echo "$hdr"
-  row "$a1,FSDP FULL_SHARD,HF Accelerate FSDP1,7000,,,,,,,,v,n"
-  row "$a1,FSDP FULL_SHARD,HF transformers + PyTorch FSDP1,7000,,,,,,,,v,n"
-} >"$tmp/acc.csv"
-out=$("$FSDPBENCH" validate --dataset "$tmp/acc.csv" 2>&1) || bad "acc.csv: $(tail -2 <<<"$out")"
+validate_rows acc "$a1,FSDP FULL_SHARD,HF Accelerate FSDP1,7000,,,,,,,,v,n" \
+  "$a1,FSDP FULL_SHARD,HF transformers + PyTorch FSDP1,7000,,,,,,,,v,n"
 grep -qE "^# +row 1: .*HF Accelerate's FSDP plugin: gradients reduced in bf16 .*once per step" <<<"$out" ||
   bad "Accelerate row: mapping not said: $out"
 grep -qE "^# +row 2: .*HF Accelerate" <<<"$out" && bad "plain FSDP1 row took Accelerate's mapping: $out"
