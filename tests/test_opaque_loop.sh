@@ -74,6 +74,11 @@ check_loop() {
   fam=$(grep -cE '^[a-z_.]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[-+]?[0-9.]+$' <<<"$o")
   zero=$(awk '/^[a-z_.]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[-+]?[0-9.]+$/ && ($2 == 0 || $4 + 0 <= 0) { print $1 }' <<<"$o")
   [ "$fam" -ge 10 ] || bad "validate $what: $fam op families matched: $o"
+  # the measured side's own noise: each family's largest / smallest time over the 3 runs, >= 1
+  grep -qE '^run to run \(largest / smallest of 3 executed runs, families of >= 1 ms\):( [a-z_.]+ [0-9]+\.[0-9]{2}(, [a-z_.]+ [0-9]+\.[0-9]{2})*)?$' <<<"$o" ||
+    bad "validate $what: no run-to-run line: $o"
+  awk '/^run to run/ { sub(/^[^:]*: /, ""); n = split($0, f, ", "); for (i = 1; i <= n; i++) { split(f[i], g, " "); if (g[2] + 0 < 1) exit 1 } }' <<<"$o" ||
+    bad "validate $what: a spread below 1: $(grep '^run to run' <<<"$o")"
   [ -z "$zero" ] || bad "validate $what: families without a prediction: $zero"
   printf '%s\n' "$o"
 }

@@ -71,18 +71,45 @@ static double median_step(const fb_run_result *r) {
 
 /* The median over the executed runs of each op name's time (every run matched against the one
  * prediction, which is deterministic): rows[] holds the first run's match; each later run's
- * rows are looked up by name. A name a later run lacks keeps the runs that have it. */
+ * rows are looked up by name. A name a later run lacks keeps the runs that have it. spread[i]:
+ * rows[i]'s name and the largest over the smallest of those times (1 = the runs agreed). */
+typedef struct op_spread {
+  const char *name;
+  double ratio;
+} op_spread;
+
 static void median_rows(fb_op_row *rows, int nrows, fb_op_row runs[][CAP], const int *nruns,
-                        int repeat) {
+                        int repeat, op_spread *spread) {
   for (int i = 0; i < nrows; i++) {
-    double v[MAX_REPEAT];
+    double v[MAX_REPEAT], lo = rows[i].meas, hi = rows[i].meas;
     int n = 0;
     v[n++] = rows[i].meas;
     for (int r = 0; r < repeat - 1; r++)
       for (int k = 0; k < nruns[r]; k++)
-        if (!strcmp(runs[r][k].name, rows[i].name)) v[n++] = runs[r][k].meas;
+        if (!strcmp(runs[r][k].name, rows[i].name)) {
+          v[n++] = runs[r][k].meas;
+          lo = fmin(lo, runs[r][k].meas), hi = fmax(hi, runs[r][k].meas);
+        }
     rows[i].meas = fb_median(v, n);
+    spread[i] = (op_spread){rows[i].name, lo > 0 ? hi / lo : NAN};
   }
+}
+
+/* One line after the table (rows in its order): how far apart the executed runs measured each
+ * op family of at least 1 ms (largest / smallest), the measured side's own noise to read the
+ * family's error against. */
+static void print_spread(const op_row *rows, int nrows, const op_spread *spread, int repeat) {
+  printf("run to run (largest / smallest of %d executed runs, families of >= 1 ms):", repeat);
+  const char *sep = "";
+  for (int i = 0; i < nrows; i++) {
+    if (!(rows[i].meas >= 1e-3)) continue;
+    for (int k = 0; k < nrows; k++)
+      if (spread[k].name == rows[i].name && isfinite(spread[k].ratio)) {
+        printf("%s %s %.2f", sep, rows[i].name, spread[k].ratio);
+        sep = ",";
+      }
+  }
+  printf("\n");
 }
 
 /* The measured backend (--backend; auto = cpu): a device that executes, available here; its
@@ -220,7 +247,7 @@ static fb_status write_set(const char *dir, void *ctx) {
  * time and the step then the median over all the runs (steps[0] is the first run's). The
  * trace and the peak memory stay the first run's (memory is the same every run). */
 static fb_status measure_again(const fb_run_config *cm, const fb_run_result *p, int repeat,
-                               op_row *rows, int nrows, double *steps) {
+                               op_row *rows, int nrows, double *steps, op_spread *spread) {
   static op_row runs[MAX_REPEAT - 1][CAP];
   int nruns[MAX_REPEAT - 1] = {0};
   for (int r = 0; r < repeat - 1; r++) {
@@ -232,7 +259,7 @@ static fb_status measure_again(const fb_run_config *cm, const fb_run_result *p, 
     fb_run_result_free(&m);
     FB_TRY(st);
   }
-  median_rows(rows, nrows, runs, nruns, repeat);
+  median_rows(rows, nrows, runs, nruns, repeat, spread);
   return FB_OK;
 }
 
@@ -273,10 +300,13 @@ int fb_validate_main(int argc, char **argv) {
   int64_t mismatched = 0;
   st = fb_op_match(&m, &p, rows, &nrows, CAP, &mismatched);
   double steps[MAX_REPEAT] = {median_step(&m)};
-  if (st == FB_OK && repeat > 1) st = measure_again(&cm, &p, repeat, rows, nrows, steps);
+  op_spread spread[CAP];
+  if (st == FB_OK && repeat > 1)
+    st = measure_again(&cm, &p, repeat, rows, nrows, steps, spread);
   if (st == FB_OK) {
     if (strcmp(gpu, c.backend)) printf("# the GPU: %s\n", gpu);
     print_table(&m, &p, &c, fb_median(steps, repeat), repeat, rows, nrows, mismatched);
+    if (repeat > 1) print_spread(rows, nrows, spread, repeat);
     struct outputs o = {&m, &p, rows, nrows}; /* whole or absent (engine/core/out_dir.h) */
     static const char *const ours[] = {"trace.json", "validate.csv", NULL};
     st = fb_out_dir_write(c.out, ours, "--out", write_set, &o);
