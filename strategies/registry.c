@@ -91,6 +91,12 @@ fb_status fb_run_config_finalize(fb_run_config *c) {
     return FB_ERR(FB_EUSAGE, "--param-sync: 'broadcast' is not allowed with --strategy %s (want "
                   "all-gather, or one of: %s)", c->strategy, with);
   }
+  if (!strcmp(c->grad_reduce, "all-reduce") && !s->grad_all_reduce) {
+    char with[256] = "";
+    names_with(offsetof(fb_strategy, grad_all_reduce), with, sizeof with);
+    return FB_ERR(FB_EUSAGE, "--grad-reduce: 'all-reduce' is not allowed with --strategy %s "
+                  "(want reduce-scatter, or one of: %s)", c->strategy, with);
+  }
   if (c->mesh[0] && !s->mesh) {
     char with[256] = "";
     names_with(offsetof(fb_strategy, mesh), with, sizeof with);

@@ -88,6 +88,8 @@ typedef struct fb_strategy {
   bool tunes_grad_overlap;   /* honours --overlap-grad-reduce (zero1) */
   bool param_sync;           /* honours --param-sync broadcast (zero1, zero2: replicated
                                 parameters rebuilt from slices after the step) */
+  bool grad_all_reduce;      /* honours --grad-reduce all-reduce (zero1, zero2: every rank
+                                holds the whole gradient before it is reduced) */
   bool mesh;                 /* honours --mesh REPLICAxSHARD (strategies/mesh.h): its state
                                 sharded over SHARD consecutive ranks, replicated REPLICA times;
                                 gradients reduced in the shard group, then across replicas */

@@ -12,7 +12,8 @@
  * refused: the parameters are replicated and never resharded.
  * The reductions wait for the whole backward unless --overlap-grad-reduce (DeepSpeed's
  * overlap_comm) issues each as its unit finishes; --param-sync broadcast rebuilds the replicas
- * by one broadcast per owner (InternLM). It does not bucket units together, or
+ * by one broadcast per owner, --grad-reduce all-reduce sums the whole gradient on every rank
+ * (both InternLM's). It does not bucket units together, or
  * model DeepSpeed's host work: no public per-hook figure is cited here (host = NULL). */
 #include "zero12.h"
 
@@ -60,6 +61,7 @@ const fb_strategy fb_strategy_zero1 = {
               "+ full grads 4P during backward",
     .tunes_grad_overlap = true,
     .param_sync = true,
+    .grad_all_reduce = true,
     .mesh = true,
     .state_ranges = fb_zero_state_ranges,
     .state_loaded = fb_zero_state_loaded,

@@ -1,6 +1,7 @@
 /* The ZeRO stage 1 and 2 machine (zero12.h), shared by zero1.c and zero2.c: replicated
  * parameters, fsdp's slices of master parameters, gradients and optimizer state; the
- * reduce-scatter of a unit's full gradient into the slices, the folds of later micro-steps,
+ * reduce-scatter of a unit's full gradient into the slices (or, with --grad-reduce
+ * all-reduce, its all-reduce over every rank, as InternLM does), the folds of later micro-steps,
  * and the step that updates the slices and all-gathers them into every replica (or, with
  * --param-sync broadcast, broadcasts each owner's partition, as InternLM does). When to
  * reduce is the strategies' choice (zero1: after the backward, zero2: as units finish). */
@@ -127,6 +128,23 @@ fb_status fb_zero_fold_all(fb_rank *r) {
   return FB_OK;
 }
 
+/* Unit u's gradient `send` (padded, rdt) summed into this rank's slice `dst`, on the comm
+ * stream: a reduce-scatter over the shard group (then an all-reduce across replicas), or with
+ * --grad-reduce all-reduce the whole gradient summed in place over every rank (InternLM's
+ * reduce_tensor over the data-parallel group) and this rank's slice copied out. Both sum the
+ * ranks in the same order on the local communicator: the same bits. */
+static fb_status reduce_to_slice(fb_rank *r, fb_zero_state *s, int u, void *send, void *dst) {
+  fb_zunit *x = &s->u[u];
+  const size_t shard = (size_t)x->sl.shard, esz = fb_dtype_size(r->rdt);
+  if (strcmp(r->cfg->grad_reduce, "all-reduce")) {
+    FB_TRY(fb_reduce_scatter_mesh(&s->mesh, r->commst, u, send, dst, shard, r->rdt));
+    return fb_all_reduce_replicas(&s->mesh, r->commst, u, dst, shard, r->rdt);
+  }
+  FB_TRY(fb_all_reduce(r->comm, r->commst, u, send, send, (size_t)x->sl.padded, r->rdt));
+  const size_t own = (size_t)s->mesh.shard->rank * shard * esz;
+  return fb_copy_d2d(r->dev, r->commst, dst, (const char *)send + own, shard * esz);
+}
+
 fb_status fb_zero_reduce(fb_rank *r, int u) {
   fb_zero_state *s = r->st;
   fb_zunit *x = &s->u[u];
@@ -141,8 +159,7 @@ fb_status fb_zero_reduce(fb_rank *r, int u) {
   }
   FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute)); /* the gradient is complete */
   FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
-  FB_TRY(fb_reduce_scatter_mesh(&s->mesh, r->commst, u, send, dst, (size_t)x->sl.shard, r->rdt));
-  FB_TRY(fb_all_reduce_replicas(&s->mesh, r->commst, u, dst, (size_t)x->sl.shard, r->rdt));
+  FB_TRY(reduce_to_slice(r, s, u, send, dst));
   FB_TRY(fb_event_record(r->dev, x->ev_rs, r->commst));
   x->rs_pending = true;
   x->acc_pending = !direct;

@@ -50,6 +50,7 @@ const fb_strategy fb_strategy_zero2 = {
     .memory = "4P + 16P/W: params 4P replicated; fp32 master + grad shard + AdamW 16P/W; "
               "+ full grads of the root and one unit",
     .param_sync = true,
+    .grad_all_reduce = true,
     .mesh = true,
     .state_ranges = fb_zero_state_ranges,
     .state_loaded = fb_zero_state_loaded,

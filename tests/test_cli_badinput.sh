@@ -74,6 +74,8 @@ expect "zeropp hpz negative" "--zeropp-hpz" "" -- --strategy zeropp --world 4 --
 expect "zeropp accum" "--accum" "" -- --strategy zeropp --world 2 --accum no-reduce --micro-batch 1
 expect "param-sync broadcast on fsdp" "--param-sync" "" -- --strategy fsdp --world 2 --param-sync broadcast
 expect "param-sync unknown" "--param-sync" "" -- --strategy zero1 --world 2 --param-sync scatter
+expect "grad-reduce all-reduce on fsdp" "--grad-reduce" "" -- --strategy fsdp --world 2 --grad-reduce all-reduce
+expect "grad-reduce unknown" "--grad-reduce" "" -- --strategy zero1 --world 2 --grad-reduce tree
 expect "overlap-grad-reduce on ddp" "--overlap-grad-reduce" "" -- --strategy ddp --world 2 --overlap-grad-reduce
 # --mesh: only on the strategies that take it (registry), its product the world
 expect "mesh on ddp" "--mesh" "" -- --strategy ddp --world 4 --mesh 2x2

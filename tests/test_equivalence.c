@@ -7,7 +7,8 @@
  * persistent state is 1/W of single's for strategies that shard everything (within
  * padding and the zero3 imbalance). Every strategy that takes --mesh, on 2x2, 2x4 and 4x1
  * (shard groups of 2, 4 and 1 rank): bitwise equal to single too, and so is every strategy
- * under the schedule options its table takes (--param-sync broadcast, --overlap-grad-reduce).
+ * under the schedule options its table takes (--param-sync broadcast, --overlap-grad-reduce,
+ * --grad-reduce all-reduce).
  * Prints both sides in full when they differ. */
 #include <math.h>
 #include <stdio.h>
@@ -116,8 +117,8 @@ static void check_meshes(void) {
   }
 }
 
-/* The schedule options a strategy's table takes (--param-sync broadcast, --overlap-grad-reduce)
- * change when and how bytes move, never the bits: W=4 flat and on 2x2 where it takes --mesh,
+/* The schedule options a strategy's table takes (--param-sync broadcast, --overlap-grad-reduce,
+ * --grad-reduce all-reduce) change when and how bytes move, never the bits: W=4 flat and on 2x2 where it takes --mesh,
  * bitwise equal to single; with two micro-batches per rank and every accumulation mode the
  * strategy has, bitwise equal to itself without them. */
 static fb_status run_scheduled(const fb_strategy *s, int world, const char *mesh, int micro,
@@ -128,6 +129,7 @@ static fb_status run_scheduled(const fb_strategy *s, int world, const char *mesh
   c.grad_clip = 1.0, c.accum = mode;
   snprintf(c.mesh, sizeof c.mesh, "%s", mesh);
   if (s->param_sync) snprintf(c.param_sync, sizeof c.param_sync, "broadcast");
+  if (s->grad_all_reduce) snprintf(c.grad_reduce, sizeof c.grad_reduce, "all-reduce");
   c.overlap_grad_reduce = s->tunes_grad_overlap;
   return test_run(&c, res);
 }
@@ -141,11 +143,12 @@ static void check_schedule_options(void) {
   if (rst != FB_OK) return;
   for (int i = 0; fb_strategy_at(i); i++) {
     const fb_strategy *s = fb_strategy_at(i);
-    if (!s->param_sync && !s->tunes_grad_overlap) continue;
+    if (!s->param_sync && !s->tunes_grad_overlap && !s->grad_all_reduce) continue;
     for (int m = 0; m < (s->mesh ? 2 : 1); m++) {
-      snprintf(what, sizeof what, "%s W=%d%s%s%s", s->name, W, m ? " --mesh 2x2" : "",
+      snprintf(what, sizeof what, "%s W=%d%s%s%s%s", s->name, W, m ? " --mesh 2x2" : "",
                s->param_sync ? " --param-sync broadcast" : "",
-               s->tunes_grad_overlap ? " --overlap-grad-reduce" : "");
+               s->tunes_grad_overlap ? " --overlap-grad-reduce" : "",
+               s->grad_all_reduce ? " --grad-reduce all-reduce" : "");
       fb_status st = run_scheduled(s, W, m ? "2x2" : "", 0, FB_ACCUM_REDUCE, &got);
       CHECK_OK(st);
       if (st != FB_OK) continue;

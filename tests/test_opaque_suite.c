@@ -1,7 +1,7 @@
 /* The strategy suite on the opaque device: every registered strategy at W = 1, 2, 4 (at W = 2
  * and 4 with two micro-batches per rank in every accumulation mode too), with and without
  * recompute, and with the schedule options its table takes (zero1/zero2's post-step
- * broadcasts, zero1's overlapped reductions), runs on
+ * broadcasts and whole-gradient all-reduces, zero1's overlapped reductions), runs on
  * cpu-opaque (memory the host cannot touch, every op checked against the stream and event
  * order, frees checked, collectives staged) and must end with per-step losses and a final
  * parameter sum bitwise equal to the same run on the cpu device. A strategy that reads device
@@ -23,7 +23,8 @@ typedef struct variant {
   fb_accum_mode accum;
   fb_recompute recompute;
   bool schedule; /* the schedule options the strategy's table takes (--param-sync broadcast,
-                    --overlap-grad-reduce); a strategy without any skips the variant */
+                    --overlap-grad-reduce, --grad-reduce all-reduce); a strategy without any
+                    skips the variant */
 } variant;
 
 static const variant variants[] = {
@@ -48,6 +49,8 @@ static fb_status run(const char *backend, const char *strategy, int world, const
   c.recompute = v->recompute;
   const fb_strategy *s = fb_strategy_lookup(strategy);
   if (v->schedule && s->param_sync) snprintf(c.param_sync, sizeof c.param_sync, "broadcast");
+  if (v->schedule && s->grad_all_reduce)
+    snprintf(c.grad_reduce, sizeof c.grad_reduce, "all-reduce");
   c.overlap_grad_reduce = v->schedule && s->tunes_grad_overlap;
   return test_run(&c, res);
 }
@@ -88,7 +91,8 @@ int main(void) {
       if (!strcmp(s->name, "single") && worlds[w] != 1) continue; /* one rank by definition */
       for (size_t v = 0; v < sizeof variants / sizeof *variants; v++)
         if ((worlds[w] > 1 || variants[v].micro_per_rank == 1) && /* W=1: the others = single */
-            (!variants[v].schedule || s->param_sync || s->tunes_grad_overlap))
+            (!variants[v].schedule || s->param_sync || s->tunes_grad_overlap ||
+             s->grad_all_reduce))
           one(s->name, worlds[w], &variants[v]);
     }
   }

@@ -49,6 +49,7 @@ typedef struct train_plan {
   bool no_reshard, node_mesh, float8, tune_ac, tune_mb, no_reduce;
   bool bcast_sync;       /* each owner broadcasts its partition after the step (InternLM) */
   bool overlap_reduce;   /* gradients reduced on a side stream as backward goes */
+  bool grad_all_reduce;  /* the whole gradient all-reduced over every rank (InternLM) */
   bool zpp_qw, zpp_qg;  /* ZeRO++: quantized weights (qwZ), quantized gradients (qgZ) */
   int zpp_hpz;          /* ZeRO++: secondary weight partition of this many ranks (hpZ; 0 off) */
   int recompute_layers; /* 0 = all */
@@ -134,6 +135,9 @@ static bool plan_sharding(const train_in *t, train_plan *p, ds_result *o) {
      * --param-sync broadcast; each where the strategy's table takes it */
     p->overlap_reduce = ds_has(t->sharding, "side stream") && st->tunes_grad_overlap;
     p->bcast_sync = ds_has(t->sharding, "broadcast") && st->param_sync;
+    /* InternLM's reduce_tensor: the whole gradient all-reduced over every data-parallel rank,
+     * each owner keeping its slice (--grad-reduce all-reduce) */
+    p->grad_all_reduce = ds_has(t->sharding, "all-reduced") && st->grad_all_reduce;
     /* the registry says which strategies read --mesh (strategies/mesh.h) */
     if (p->node_mesh && !st->mesh)
       return ds_skip(o, "%s within each node needs --mesh for it, not in this build",
@@ -453,6 +457,7 @@ static bool configure(const train_in *t, const train_plan *p, const char *model,
   if (!set(c, "nic-gbps", gbps, o)) return false;
   if (p->bcast_sync && !set(c, "param-sync", "broadcast", o)) return false;
   if (p->overlap_reduce && !set(c, "overlap-grad-reduce", "true", o)) return false;
+  if (p->grad_all_reduce && !set(c, "grad-reduce", "all-reduce", o)) return false;
   if (p->no_reduce && (fb_strategy_lookup(p->strategy)->accum_modes &
                        (1u << FB_ACCUM_NO_REDUCE)) && !set(c, "accum", "no-reduce", o))
     return false;

@@ -35,6 +35,7 @@ void fb_config_defaults(fb_run_config *c) {
       .warmup = 0,
       .schedule = "cosine",
       .param_sync = "all-gather",
+      .grad_reduce = "reduce-scatter",
       .seed = 1337,
       .data = "synthetic",
       .prefetch_forward = true,

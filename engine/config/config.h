@@ -58,6 +58,9 @@ typedef struct fb_run_config {
   char param_sync[16];   /* zero1/zero2: how the step's updated slices reach every replica:
                             "all-gather" (one per unit) | "broadcast" (one per owner of its
                             whole partition, in rank order, not overlapped: InternLM) */
+  char grad_reduce[16];  /* zero1/zero2: how a unit's gradient reaches its owner's slice:
+                            "reduce-scatter" | "all-reduce" (the whole gradient over every
+                            data-parallel rank, the owner keeping its slice: InternLM) */
   char mesh[32];         /* device mesh "REPLICAxSHARD" of a strategy that takes it
                             (fb_strategy.mesh; "" = the strategy's default) */
   /* zeropp (DeepSpeed ZeRO++): each switch on its own; refused with any other strategy */

@@ -139,6 +139,14 @@ static const fb_option options[] = {
              "for its own; broadcast: each owner broadcasts its whole partition in one call, "
              "in rank order, and the next forward waits for all of them (InternLM's "
              "HybridZeroOptimizer). The same bits either way"},
+    {.name = "grad-reduce", .group = G_STRAT, .kind = FB_OPT_STR, FIELD(grad_reduce),
+     .metavar = "MODE", .choices = "reduce-scatter|all-reduce",
+     .help = "zero1/zero2 (others refuse all-reduce): how a unit's gradient reaches the owner "
+             "of each slice. reduce-scatter: each owner receives its slice's sum (over the "
+             "shard group, then across replicas under --mesh); all-reduce: the whole gradient "
+             "summed over every rank, each owner keeping its slice (InternLM's "
+             "HybridZeroOptimizer: twice the bytes, one flat collective even under --mesh). "
+             "The same bits either way"},
     {.name = "mesh", .group = G_STRAT, .kind = FB_OPT_STR, FIELD(mesh), .metavar = "RxS",
      .dflt = "\"\" = 1 x world (hsdp: SHARD = devices per node on sim)",
      .help = "device mesh of a sharded strategy whose table takes it (another strategy "
