@@ -289,6 +289,10 @@ static const fw_rule fw_rules[] = {
     /* InternLM (use_flash_attn: flash-attn's fused rotary, dense and cross-entropy, Apex's
      * fused RMSNorm) and Megatron-DeepSpeed (fused LayerNorm, bias-GELU and softmax) */
     {.has = "InternLM", .framework = "fused"},
+    /* KempnerForge calls F.scaled_dot_product_attention under torch 2.11.0 (its uv.lock at
+     * 01b461a), whose SDPA runs cuDNN's fused flash attention on Hopper for every shape
+     * checked on the lent H100 and H200 (h100-measured.md; docs/simulator.md, attention) */
+    {.has = "KempnerForge", .attention = "cudnn"},
     {.has = "Megatron-DeepSpeed", .framework = "fused"},
 };
 
