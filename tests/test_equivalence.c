@@ -118,9 +118,9 @@ static void check_meshes(void) {
 }
 
 /* The schedule options a strategy's table takes (--param-sync broadcast, --overlap-grad-reduce,
- * --grad-reduce all-reduce) change when and how bytes move, never the bits: W=4 flat and on 2x2 where it takes --mesh,
- * bitwise equal to single; with two micro-batches per rank and every accumulation mode the
- * strategy has, bitwise equal to itself without them. */
+ * --grad-reduce all-reduce) change when and how bytes move, never the bits: W=4 flat and on
+ * 2x2 where it takes --mesh, bitwise equal to single; with two micro-batches per rank and
+ * every accumulation mode the strategy has, bitwise equal to itself without them. */
 static fb_status run_scheduled(const fb_strategy *s, int world, const char *mesh, int micro,
                                fb_accum_mode mode, fb_run_result *res) {
   fb_run_config c;

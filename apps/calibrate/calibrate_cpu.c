@@ -585,8 +585,8 @@ static fb_status step_gemm_curve(cpu_cal *cc) {
       fs[nfit] = cc->gs[i];
       frate[nfit++] = cc->grate[i];
     }
-  cc->dg.micro_gemm_rms = fb_calibrate_fit_gemm(fs, frate, NULL, nfit, cc->peak, &cc->hw.gemm_max_eff,
-                                                &cc->hw.gemm_half_size);
+  cc->dg.micro_gemm_rms = fb_calibrate_fit_gemm(fs, frate, NULL, nfit, cc->peak,
+                                                &cc->hw.gemm_max_eff, &cc->hw.gemm_half_size);
   return FB_OK;
 }
 

@@ -18,7 +18,8 @@ double fb_calibrate_fit_gemm(const double *s, const double *rate, const double *
   if (!(wsum > 0)) return 0;
   for (double hh = 1; hh <= FB_CALIB_GEMM_H_MAX; hh *= 1.05) {
     double mean = 0;
-    for (int i = 0; i < n; i++) mean += (w ? w[i] : 1) * log(rate[i] / (peak * s[i] / (s[i] + hh)));
+    for (int i = 0; i < n; i++)
+      mean += (w ? w[i] : 1) * log(rate[i] / (peak * s[i] / (s[i] + hh)));
     mean /= wsum;
     double e = fmin(1.0, exp(mean)), err = 0;
     for (int i = 0; i < n; i++) {
