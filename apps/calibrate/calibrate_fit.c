@@ -9,22 +9,24 @@
  * the big nor the small shapes dominate by their size), each point weighted by w[i] (NULL:
  * equally): for each h on a log grid the best log E is the weighted mean residual; E is
  * capped at 1. Returns the fit's relative RMS residual, weighted the same way. */
+/* Point i's weight: w[i], or 1 without weights. */
+static double weight(const double *w, int i) { return w ? w[i] : 1; }
+
 double fb_calibrate_fit_gemm(const double *s, const double *rate, const double *w, int n,
                              double peak, double *E, double *h) {
   double best_err = INFINITY, wsum = 0;
-  for (int i = 0; i < n; i++) wsum += w ? w[i] : 1;
+  for (int i = 0; i < n; i++) wsum += weight(w, i);
   *E = 1;
   *h = 1;
   if (!(wsum > 0)) return 0;
   for (double hh = 1; hh <= FB_CALIB_GEMM_H_MAX; hh *= 1.05) {
     double mean = 0;
-    for (int i = 0; i < n; i++)
-      mean += (w ? w[i] : 1) * log(rate[i] / (peak * s[i] / (s[i] + hh)));
+    for (int i = 0; i < n; i++) mean += weight(w, i) * log(rate[i] / (peak * s[i] / (s[i] + hh)));
     mean /= wsum;
     double e = fmin(1.0, exp(mean)), err = 0;
     for (int i = 0; i < n; i++) {
       double r = log(rate[i]) - log(peak * e * s[i] / (s[i] + hh));
-      err += (w ? w[i] : 1) * r * r;
+      err += weight(w, i) * r * r;
     }
     if (err < best_err) {
       best_err = err;
@@ -35,7 +37,7 @@ double fb_calibrate_fit_gemm(const double *s, const double *rate, const double *
   double sq = 0;
   for (int i = 0; i < n; i++) {
     double r = peak * *E * s[i] / (s[i] + *h) / rate[i] - 1;
-    sq += (w ? w[i] : 1) * r * r;
+    sq += weight(w, i) * r * r;
   }
   return sqrt(sq / wsum);
 }

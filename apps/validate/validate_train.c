@@ -45,11 +45,12 @@ static void read_row(const ds_ctx *x, int r, train_in *t) {
 /* What the run will be, as the rules decide it. */
 typedef struct train_plan {
   const char *strategy, *label, *param_dtype, *reduce_dtype, *recompute, *framework, *attention;
-  const char *reduce_stated; /* reduce_dtype as the precision column gives it (pairs key on it) */
   bool no_reshard, node_mesh, float8, tune_ac, tune_mb, no_reduce;
   bool bcast_sync;       /* each owner broadcasts its partition after the step (InternLM) */
   bool overlap_reduce;   /* gradients reduced on a side stream as backward goes */
   bool grad_all_reduce;  /* the whole gradient all-reduced over every rank (InternLM) */
+  bool accelerate;       /* HF Accelerate's FSDP plugin: bf16 reduction whatever the precision
+                            column's (which the pairs key on), once per step */
   bool zpp_qw, zpp_qg;  /* ZeRO++: quantized weights (qwZ), quantized gradients (qgZ) */
   int zpp_hpz;          /* ZeRO++: secondary weight partition of this many ranks (hpZ; 0 off) */
   int recompute_layers; /* 0 = all */
@@ -205,11 +206,10 @@ static bool plan_precision(const train_in *t, train_plan *p, ds_result *o) {
  * and Accelerator.accumulate enters the model's no_sync on every micro-batch but the last, so
  * FSDP reduces once per step (--accum no-reduce). */
 static void plan_accelerate(const train_in *t, train_plan *p) {
-  p->reduce_stated = p->reduce_dtype;
   if (!ds_has(t->framework, "HF Accelerate") ||
       (strcmp(p->strategy, "fsdp") && strcmp(p->strategy, "hsdp")))
     return;
-  p->reduce_dtype = "bf16";
+  p->accelerate = true;
   p->no_reduce = true;
   assume(p, "HF Accelerate's FSDP plugin: gradients reduced in bf16 (its MixedPrecision for "
             "mixed_precision bf16), once per step (Accelerator.accumulate's no_sync)");
@@ -442,7 +442,8 @@ static bool configure(const train_in *t, const train_plan *p, const char *model,
                          {"comm", "sim"},        {"hardware", hw},
                          {"steps", "2"},         {"quiet", "true"},
                          {"strategy", p->strategy}, {"param-dtype", p->param_dtype},
-                         {"reduce-dtype", p->reduce_dtype}, {"recompute", rc}};
+                         {"reduce-dtype", p->accelerate ? "bf16" : p->reduce_dtype},
+                         {"recompute", rc}};
   for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
     if (!set(c, kv[i][0], kv[i][1], o)) return false;
   if (p->no_reshard && !set(c, "reshard-after-forward", "false", o)) return false;
@@ -560,7 +561,7 @@ static void pair_key(const train_in *t, const train_plan *p, ds_result *o) {
   const double tok = t->seq * (t->mb >= 1 ? t->mb : 0) * (t->ga >= 1 ? t->ga : 1);
   snprintf(o->key, sizeof o->key, "%s|%s|%.0f/%.0f/%.0f/%.0f/%.0f/%.0f|%.0f|%.0f|%s/%s|%s/%d/"
            "%d|%s/%s|%.80s", t->src, o->gpu, t->L, t->d, t->h, t->kv, t->f, t->v, t->seq, tok,
-           p->param_dtype, p->reduce_stated, p->tune_ac ? "tuned" : p->recompute,
+           p->param_dtype, p->reduce_dtype, p->tune_ac ? "tuned" : p->recompute,
            p->recompute_layers, p->recompute_passes, p->framework, p->attention, t->net);
   snprintf(o->strat, sizeof o->strat, "%s", p->label);
   o->world = p->world;
