@@ -58,6 +58,11 @@ done
 # peer waits and staging), not the micro-benchmark's idle or GEMM-busy calls
 grep -qE '^intra_lat_us: +[0-9.e+-]+ +# measured on cpu-opaque .*: in-step: the collectives of fsdp runs' "$tmp/p.yaml" ||
   bad "intra_lat_us not refitted in step: $(grep '^intra_lat_us' "$tmp/p.yaml")"
+# the ranks' drift, fitted with it where the runs' waits grow with their compute: a fraction,
+# tagged as that fit (absent when the fit finds none)
+j=$(sed -nE 's/^rank_jitter: +([0-9.e+-]+) +# measured on cpu-opaque .*: in-step: fitted with the latency.*/\1/p' "$tmp/p.yaml")
+grep -q '^rank_jitter:' "$tmp/p.yaml" && { [ -n "$j" ] && awk -v j="$j" 'BEGIN { exit !(j > 0 && j <= 1) }' ||
+  bad "rank_jitter not a fraction tagged as the in-step fit: $(grep '^rank_jitter' "$tmp/p.yaml")"; }
 
 # validate ARGS...: runs the loop, checks the structure of its table
 check_loop() {

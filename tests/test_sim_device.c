@@ -4,7 +4,8 @@
  * the host-is-compute-stream mode delays comm to the host's program point, allocations are
  * counted through fb_alloc exactly as on cpu, faster hardware never slows a step, a long run
  * of ops stays cheap, and a named memset or copy runs at its name's measured rate (else the
- * plain memset0 / copy_d2d rate). */
+ * plain memset0 / copy_d2d rate), and ranks that drift apart (rank_jitter) make a collective wait
+ * for the latest, until a binding wait makes them meet. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -399,6 +400,60 @@ static void check_named_raw_ops(const fb_hardware *h100) {
   }
 }
 
+/* rank_jitter: a collective waits E[max of N normals] * jitter * the compute issued since the
+ * ranks met, less what earlier collectives waited; a binding wait for a collective is a
+ * meeting; a wait that does not bind is not; world 1 and jitter 0 wait for no one. */
+static void check_drift(const fb_hardware *h100) {
+  fb_hardware hw = *h100;
+  hw.nccl_contention = false;
+  hw.overlap_slowdown = 1;
+  hw.rank_speed_sigma = 0;
+  hw.rank_jitter = 0.2;
+  const int W = 8;
+  const double f = 0.2 * fb_expected_max_normal(W);
+  CHECK(f > 0.2 && f < 0.4, "E[max of 8] * 0.2 = %g", f);
+  fb_op_cost g = gemm(4096, 4096, 4096), ag = gather(1024, W);
+  const double cg = fb_cost_seconds(&hw, &g, W), ca = fb_cost_seconds(&hw, &ag, W);
+  for (int world = 1; world <= W; world += W - 1) {
+    sim s;
+    if (!open_sim(&hw, world, &s)) return;
+    const double fw = world > 1 ? f : 0, caw = fb_cost_seconds(&hw, &ag, world);
+    double t0, t1;
+    run_op(&s, s.comp, &g, &t0, &t1);
+    run_op(&s, s.comp, &g, &t0, &t1); /* 2 cg of compute since the start */
+    run_op(&s, s.comm, &ag, &t0, &t1);
+    CHECK_CLOSE(t1 - t0, caw + fw * 2 * cg, 1e-9, 0);
+    run_op(&s, s.comm, &ag, &t0, &t1); /* no more compute: the ranks drifted no further */
+    CHECK_CLOSE(t1 - t0, caw, 1e-9, 0);
+    run_op(&s, s.comp, &g, &t0, &t1);
+    run_op(&s, s.comm, &ag, &t0, &t1); /* one cg more since the start: its share only */
+    CHECK_CLOSE(t1 - t0, caw + fw * cg, 1e-9, 0);
+    /* a wait that binds (the comm ends after the compute clock): the ranks meet */
+    CHECK_OK(fb_event_record(s.d, s.e, s.comm));
+    CHECK_OK(fb_stream_wait(s.d, s.comp, s.e));
+    run_op(&s, s.comm, &ag, &t0, &t1);
+    CHECK_CLOSE(t1 - t0, caw, 1e-9, 0);
+    /* a wait that does not bind (compute already past the comm's end): no meeting */
+    run_op(&s, s.comp, &g, &t0, &t1);
+    run_op(&s, s.comp, &g, &t0, &t1);
+    CHECK_OK(fb_event_record(s.d, s.e, s.comm));
+    CHECK_OK(fb_stream_wait(s.d, s.comp, s.e));
+    run_op(&s, s.comm, &ag, &t0, &t1);
+    CHECK_CLOSE(t1 - t0, caw + fw * 2 * cg, 1e-9, 0);
+    close_sim(&s);
+  }
+  (void)ca;
+  /* jitter 0: lock-step, no wait */
+  hw.rank_jitter = 0;
+  sim s;
+  if (!open_sim(&hw, W, &s)) return;
+  double t0, t1;
+  run_op(&s, s.comp, &g, &t0, &t1);
+  run_op(&s, s.comm, &ag, &t0, &t1);
+  CHECK_CLOSE(t1 - t0, ca, 1e-9, 0);
+  close_sim(&s);
+}
+
 int main(void) {
   fb_hardware h100;
   fb_status st = fb_hardware_load("h100", &h100);
@@ -413,5 +468,6 @@ int main(void) {
   check_step_monotonic(&h100);
   check_comm_sim(&h100);
   check_named_raw_ops(&h100);
+  check_drift(&h100);
   return fb_test_done("test_sim_device");
 }

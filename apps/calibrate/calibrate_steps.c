@@ -13,21 +13,26 @@
  * split_gemm_*, split_attention_efficiency, split_kernel_gbs), which the cost model gives a
  * rank of a world of at least that many ranks on this shared host.
  * On a device that stages its collectives through host memory (cpu-opaque), the split runs
- * also set the local communicator's latency (fit_comm_latency). The peak, the memory
+ * also set the local communicator's latency and the ranks' drift (fit_comm_drift: the split
+ * runs simulated with the profile so far, matched to their own collectives). The peak, the memory
  * bandwidth, the launch overhead, the overlap slowdown and the rest of the communicator stay
  * as the micro-benchmarks measured them. The calibration runs use other
  * token counts than bench/bench_sim_validation.sh (also per rank), so that validation stays a
  * prediction. It does not write the profile (calibrate.c does). */
+#define _GNU_SOURCE /* mkstemps */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../engine/config/config.h"
 #include "../engine/exec/runner.h"
 #include "../strategies/strategy.h"
 #include "calibrate.h"
+#include "../engine/sim/contention.h"
 #include "../engine/sim/cost_model.h"
+#include "../engine/sim/hardware.h"
 
 typedef struct calib_run {
   const char *model;
@@ -80,9 +85,10 @@ typedef struct fused_pt {
   int64_t n;
 } fused_pt;
 
-/* The collectives of one kind and payload, pooled: calls and their in-step time. */
+/* The collectives of one run, kind and payload, pooled: calls and their in-step time. */
 typedef struct coll_pt {
   fb_coll coll;
+  int run;
   double payload, t;
   int64_t n;
 } coll_pt;
@@ -97,6 +103,7 @@ typedef struct in_step {
   fused_pt fused[MAX_SIZES];
   int nfused;
   int step_base; /* the slot of the current run's step 0 */
+  int run;       /* the current run's index in its pass */
 } in_step;
 
 /* Pools an op into the point of its size. */
@@ -157,24 +164,26 @@ static void add_mem(in_step *a, const char *name, int step, double bytes, double
 static void add_coll(in_step *a, const fb_rec_op *o, double t) {
   const double payload = o->coll == FB_COLL_ALL_REDUCE ? o->bytes / 2 : o->bytes;
   for (int i = 0; i < a->ncoll; i++)
-    if (a->coll[i].coll == o->coll && a->coll[i].payload == payload) {
+    if (a->coll[i].coll == o->coll && a->coll[i].run == a->run && a->coll[i].payload == payload) {
       a->coll[i].t += t;
       a->coll[i].n++;
       return;
     }
-  if (a->ncoll < MAX_SIZES) a->coll[a->ncoll++] = (coll_pt){o->coll, payload, t, 1};
+  if (a->ncoll < MAX_SIZES) a->coll[a->ncoll++] = (coll_pt){o->coll, a->run, payload, t, 1};
 }
 
 /* Runs one calibration configuration (world 1: single; else ddp over `world` rank threads,
  * r->batch sequences each) and adds every rank's traced compute ops to `a`. */
-static fb_status run_one(const calib_run *r, const char *backend, const char *split, int threads,
-                         int world, in_step *a, fb_run_result *res) {
+static fb_status run_one(const calib_run *r, const char *backend, const char *hardware,
+                         const char *split, int threads, int world, in_step *a,
+                         fb_run_result *res) {
   fb_run_config c;
   fb_config_defaults(&c);
   snprintf(c.model, sizeof c.model, "%s", r->model);
   snprintf(c.strategy, sizeof c.strategy, "%s", world > 1 ? split : "single");
   snprintf(c.backend, sizeof c.backend, "%s", backend);
-  snprintf(c.comm, sizeof c.comm, "local");
+  snprintf(c.comm, sizeof c.comm, "%s", strcmp(backend, "sim") ? "local" : "sim");
+  if (hardware) snprintf(c.hardware, sizeof c.hardware, "%s", hardware);
   c.world = world;
   c.batch = r->batch * world;
   c.seq = r->seq;
@@ -207,6 +216,7 @@ static fb_status run_one(const calib_run *r, const char *backend, const char *sp
     }
   }
   a->step_base += r->steps;
+  a->run++;
   return FB_OK;
 }
 
@@ -257,13 +267,14 @@ static void fit_kernel(const mem_pt *m, const fb_hardware *hw, bool quiet, in_st
 }
 
 /* Runs the passes' configurations at `world` ranks and pools their ops into a fresh `a`. */
-static fb_status run_pass(const calib_run *runs, int nruns, const char *backend, const char *split,
-                          int threads, int world, bool quiet, in_step *a) {
+static fb_status run_pass(const calib_run *runs, int nruns, const char *backend,
+                          const char *hardware, const char *split, int threads, int world,
+                          bool quiet, in_step *a) {
   memset(a, 0, sizeof *a);
   for (int i = 0; i < nruns; i++) {
     fb_run_result res;
     memset(&res, 0, sizeof res);
-    fb_status st = run_one(&runs[i], backend, split, threads, world, a, &res);
+    fb_status st = run_one(&runs[i], backend, hardware, split, threads, world, a, &res);
     if (st == FB_OK && !quiet)
       printf("  %-12s %d rank(s) x batch %d x seq %d, %d steps\n", runs[i].model, world,
              runs[i].batch, runs[i].seq, runs[i].steps);
@@ -346,46 +357,135 @@ static void fit_pass(const in_step *a, const fb_hardware *hw, bool quiet, in_ste
            "%.1f %% (time-weighted)\n", 100 * f->kernel_rms);
 }
 
-/* The local communicator's latency at the level the split runs' collectives took in step
- * (a device that stages them: cpu-opaque). Their time there is mostly waiting: for the peer
- * rank's threads on a shared host and for the staging copies behind them, not the bytes, so
- * the micro-benchmark's latency (a collective between idle or GEMM-busy ranks) misses it both
- * ways: an 8-byte all-reduce measured 4.4 ms alone and 0.1-0.3 ms in step, an all-gather
- * 7.5 ms beside GEMMs and 3.5-4.4 ms in step. The shared-memory model is
- * launch + barriers * latency + bytes / bandwidth; keeping the bandwidth, the latency that
- * makes the pooled calls' modelled time equal their measured time is (T - A) / B. */
-static void fit_comm_latency(const in_step *a, fb_hardware *hw, int world, bool quiet) {
-  const fb_hardware old = *hw;
+/* Cells of the drift fit: one per run of a pass and collective kind. */
+enum { MAX_RUNS = 8, NCELL = MAX_RUNS * FB_NCOLL };
+static int cell(const coll_pt *c) {
+  return (c->run < MAX_RUNS ? c->run : MAX_RUNS - 1) * FB_NCOLL + (int)c->coll;
+}
+
+/* Each cell's measured time in `a` (t), what its bytes cost at the latency-free model
+ * (bytes) and its latency barriers (barriers), summed over its calls. */
+typedef struct coll_sums {
+  double t[NCELL], bytes[NCELL], barriers[NCELL];
+  int64_t n[NCELL];
+} coll_sums;
+
+static void sum_colls(const in_step *a, const fb_hardware *hw, int world, coll_sums *cs) {
   fb_hardware h0 = *hw;
   h0.intra_lat = h0.inter_lat = 0;
-  double T = 0, A = 0, B = 0;
+  memset(cs, 0, sizeof *cs);
   for (int i = 0; i < a->ncoll; i++) {
     const coll_pt *c = &a->coll[i];
-    T += c->t;
-    A += c->n * fb_cost_collective(&h0, c->coll, c->payload, world);
-    B += c->n * fb_cost_shared_memory_barriers(c->coll);
+    const int k = cell(c);
+    cs->t[k] += c->t;
+    cs->n[k] += c->n;
+    cs->bytes[k] += c->n * fb_cost_collective(&h0, c->coll, c->payload, world);
+    cs->barriers[k] += c->n * fb_cost_shared_memory_barriers(c->coll);
   }
-  if (!(B > 0) || !(T > A)) return; /* nothing to fit, or the bytes alone take longer */
-  hw->intra_lat = hw->inter_lat = fb_calib_sig4((T - A) / B);
-  if (quiet) return;
+}
+
+/* The split runs simulated with `hw` (a temporary profile file): each collective kind's
+ * predicted time, the ranks' drift included, into t. */
+static fb_status sim_colls(const fb_hardware *hw, const calib_run *runs, int nruns,
+                           const char *split, int world, double t[NCELL]) {
+  char path[] = "/tmp/fsdpbench-drift-XXXXXX.yaml";
+  int fd = mkstemps(path, 5);
+  if (fd < 0) return FB_ERR(FB_EIO, "calibrate: cannot create a temporary profile in /tmp");
+  close(fd);
+  in_step *b = calloc(1, sizeof *b);
+  fb_status st = b ? fb_hardware_write(path, hw, "calibrate: the drift fit's trial profile")
+                   : FB_ERR(FB_ENOMEM, "calibrate: out of host memory");
+  if (st == FB_OK) st = run_pass(runs, nruns, "sim", path, split, 1, world, true, b);
+  if (st == FB_OK) {
+    for (int k = 0; k < NCELL; k++) t[k] = 0;
+    for (int i = 0; i < b->ncoll; i++) t[cell(&b->coll[i])] += b->coll[i].t;
+  }
+  free(b);
+  unlink(path);
+  return st;
+}
+
+/* Least squares of y ~ lat * x1 + j * x2 over the cells, both coefficients >= 0. */
+static void solve2(const double *y, const double *x1, const double *x2, double *lat, double *j) {
+  double a11 = 0, a12 = 0, a22 = 0, b1 = 0, b2 = 0;
+  for (int k = 0; k < NCELL; k++) {
+    a11 += x1[k] * x1[k], a12 += x1[k] * x2[k], a22 += x2[k] * x2[k];
+    b1 += x1[k] * y[k], b2 += x2[k] * y[k];
+  }
+  const double det = a11 * a22 - a12 * a12;
+  *lat = det > 0 ? (b1 * a22 - b2 * a12) / det : 0;
+  *j = det > 0 ? (a11 * b2 - a12 * b1) / det : 0;
+  if (*lat < 0 || !(a22 > 0)) *lat = a11 > 0 ? fmax(0, b1 / a11) : 0, *j = 0;
+  if (*j < 0) *lat = a11 > 0 ? fmax(0, b1 / a11) : 0, *j = 0;
+  if (*j > 0 && *lat == 0 && a22 > 0) *j = fmax(0, b2 / a22);
+}
+
+/* The local communicator's in-step latency and the ranks' drift (rank_jitter), fitted on the
+ * fsdp split runs' own collectives (bandwidth kept from the micro-benchmark). A staged 2-rank
+ * collective in a step is mostly a rank waiting for its peer, and that wait grows with the
+ * compute each rank ran since they last met: a latency alone fitted on one set of runs priced
+ * another's collectives 35-63 % short (2026-11-29). Per run and kind: measured = bytes + lat *
+ * barriers + j * W, W the simulated wait per unit of rank_jitter (the split runs simulated
+ * with the profile so far; twice, the second at the first fit). The latency comes from the
+ * all-reduces where the runs have them (the gradient norm's, issued where the ranks have just
+ * met: 45-140 us, against ~1 ms fitted jointly, which the drift's waits had been folded into);
+ * else from the joint least squares. */
+static fb_status fit_comm_drift(const in_step *a, fb_hardware *hw, const calib_run *runs,
+                                int nruns, const char *split, int world, bool quiet) {
+  const fb_hardware old = *hw;
+  coll_sums cs;
+  sum_colls(a, hw, world, &cs);
+  double y[NCELL], w[NCELL], s[NCELL], lat = 0, j = 0.2, tot = 0;
+  for (int k = 0; k < NCELL; k++) tot += cs.t[k];
+  if (!(tot > 0)) return FB_OK; /* no collectives: keep the micro-benchmark's latency */
+  for (int pass = 0; pass < 2; pass++) {
+    fb_hardware h = *hw;
+    h.intra_lat = h.inter_lat = lat;
+    h.rank_jitter = j;
+    FB_TRY(sim_colls(&h, runs, nruns, split, world, s));
+    for (int k = 0; k < NCELL; k++) {
+      y[k] = cs.t[k] - cs.bytes[k];
+      w[k] = j > 0 ? fmax(0, s[k] - cs.bytes[k] - lat * cs.barriers[k]) / j : 0;
+    }
+    double l2, j2;
+    solve2(y, cs.barriers, w, &l2, &j2);
+    /* the all-reduces (the gradient norm's, issued where the ranks have just met) price the
+     * latency on their own where the runs have them; the drift then takes the rest */
+    double ty = 0, tb = 0, wy = 0, ww = 0;
+    for (int k = FB_COLL_ALL_REDUCE; k < NCELL; k += FB_NCOLL) ty += y[k], tb += cs.barriers[k];
+    if (tb > 0 && ty > 0) {
+      l2 = ty / tb;
+      for (int k = 0; k < NCELL; k++) {
+        if (k % FB_NCOLL == FB_COLL_ALL_REDUCE) continue;
+        wy += w[k] * (y[k] - l2 * cs.barriers[k]);
+        ww += w[k] * w[k];
+      }
+      j2 = ww > 0 ? fmax(0, wy / ww) : 0;
+    }
+    lat = l2;
+    if (!(j2 > 0)) { j = 0; break; }
+    j = fmin(j2, 1);
+  }
+  /* a latency of zero would be a collective free of its barriers: keep one microsecond */
+  hw->intra_lat = hw->inter_lat = fb_calib_sig4(fmax(lat, 1e-6));
+  hw->rank_jitter = fb_calib_sig4(j);
+  if (quiet) return FB_OK;
+  FB_TRY(sim_colls(hw, runs, nruns, split, world, s));
   printf("  %-28s %10s %12s %12s %12s\n", "collectives in step", "calls", "measured ms",
          "micro ms", "refit ms");
-  for (int k = 0; k < FB_NCOLL; k++) {
-    double t = 0, m0 = 0, m1 = 0;
-    int64_t n = 0;
-    for (int i = 0; i < a->ncoll; i++) {
-      const coll_pt *c = &a->coll[i];
-      if ((int)c->coll != k) continue;
-      n += c->n, t += c->t;
-      m0 += c->n * fb_cost_collective(&old, c->coll, c->payload, world);
-      m1 += c->n * fb_cost_collective(hw, c->coll, c->payload, world);
-    }
-    if (n > 0)
-      printf("  %-28s %10lld %12.2f %12.2f %12.2f\n", fb_coll_name((fb_coll)k), (long long)n,
-             t * 1e3, m0 * 1e3, m1 * 1e3);
+  for (int k = 0; k < NCELL; k++) {
+    if (cs.n[k] == 0) continue;
+    char what[40];
+    snprintf(what, sizeof what, "%s (run %d)", fb_coll_name((fb_coll)(k % FB_NCOLL)),
+             k / FB_NCOLL + 1);
+    printf("  %-28s %10lld %12.2f %12.2f %12.2f\n", what, (long long)cs.n[k], cs.t[k] * 1e3,
+           (cs.bytes[k] + old.intra_lat * cs.barriers[k]) * 1e3, s[k] * 1e3);
   }
-  printf("  in-step latency %.0f us (the micro-benchmark's %.0f us)\n", hw->intra_lat * 1e6,
-         old.intra_lat * 1e6);
+  printf("  in-step latency %.0f us (the micro-benchmark's %.0f us), ranks' drift rank_jitter "
+         "%.3g (a collective waits %.3g x the compute since the ranks met)\n",
+         hw->intra_lat * 1e6, old.intra_lat * 1e6, hw->rank_jitter,
+         hw->rank_jitter * fb_expected_max_normal(world));
+  return FB_OK;
 }
 
 fb_status fb_calibrate_in_step(fb_hardware *hw, const char *backend, const char *split,
@@ -397,7 +497,7 @@ fb_status fb_calibrate_in_step(fb_hardware *hw, const char *backend, const char 
   if (!a) return FB_ERR(FB_ENOMEM, "calibrate: out of host memory");
   if (!quiet) printf("\n  in-step rates: single-rank training steps on the %s executor (%d "
                      "thread(s)), ops of the steps after the first\n", backend, threads);
-  fb_status st = run_pass(runs, nruns, backend, split, threads, 1, quiet, a);
+  fb_status st = run_pass(runs, nruns, backend, NULL, split, threads, 1, quiet, a);
   if (st != FB_OK) goto out;
   in_step_fit f = {.kernels = hw->kernels, .nkernels = &hw->nkernels};
   fit_pass(a, hw, quiet, &f);
@@ -419,16 +519,18 @@ fb_status fb_calibrate_in_step(fb_hardware *hw, const char *backend, const char 
   const int nsruns = quick ? NRUNS(split_quick) : cpu ? NRUNS(split_full) : NRUNS(split_device);
   if (!quiet) printf("\n  split rates: %d ranks of 1 thread at once (%s, local communicator), "
                      "every rank's ops of the steps after the first\n", threads, split);
-  if ((st = run_pass(sruns, nsruns, backend, split, threads, threads, quiet, a)) != FB_OK)
+  if ((st = run_pass(sruns, nsruns, backend, NULL, split, threads, threads, quiet, a)) != FB_OK)
     goto out;
   in_step_fit g = {.kernels = hw->split_kernels, .nkernels = &hw->nsplit_kernels};
   fit_pass(a, hw, quiet, &g);
-  if (strcmp(backend, "cpu") && hw->collectives == FB_COLLS_SHARED_MEMORY)
-    fit_comm_latency(a, hw, threads, quiet);
   hw->split_ranks = threads;
   hw->split_gemm_max_eff = g.E;
   hw->split_gemm_half_size = g.h;
   hw->split_attn_eff = g.attn;
+  /* after the split rates: the drift fit simulates the split runs with them */
+  if (strcmp(backend, "cpu") && hw->collectives == FB_COLLS_SHARED_MEMORY &&
+      (st = fit_comm_drift(a, hw, sruns, nsruns, split, threads, quiet)) != FB_OK)
+    goto out;
   if (diag) {
     diag->split_gemm_rms = g.gemm_rms;
     diag->split_attn_raw = g.attn_raw;

@@ -157,6 +157,10 @@ static const hw_key hw_keys[] = {
     {.key = "rank_speed_sigma", .type = HW_REAL, .off = OFF(rank_speed_sigma), .scale = 1, .lo = 0,
      .hi = 1, .optional = true,
      .doc = "spread (sigma) of identical GPUs' speeds; a step waits for the slowest rank (0 = off)"},
+    {.key = "rank_jitter", .type = HW_REAL, .off = OFF(rank_jitter), .scale = 1, .lo = 0,
+     .hi = 1, .optional = true,
+     .doc = "spread (sigma) of a rank's compute between meeting points, fresh each interval; "
+            "a collective waits for the latest rank (0 = off)"},
     {.key = "nccl_net_busbw_per_doubling", .type = HW_REAL, .off = OFF(nccl_net_doubling),
      .scale = 1, .lo = 0, .hi = 1, .optional = true,
      .doc = "NCCL bus bandwidth across nodes per doubling of nodes beyond 2 (0 = flat)"},

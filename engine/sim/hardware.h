@@ -111,6 +111,9 @@ typedef struct fb_hardware {
                                kernel leaves (engine/sim/contention.c) instead of overlap_slowdown */
   double rank_speed_sigma;  /* spread (sigma, fraction) of identical GPUs' speeds: a step of N ranks
                                runs at the slowest's (0 = lock-step) */
+  double rank_jitter;       /* spread (sigma, fraction) of one rank's compute between two points
+                               where the ranks meet, drawn afresh each interval (a shared CPU's
+                               scheduling): a collective waits for the latest (0 = none) */
   double nccl_net_doubling; /* NCCL bus bandwidth across nodes per doubling of the node count beyond
                                2 (0 = 1: flat) */
   double host_op_s;         /* host time to dispatch one op (framework + launch call) */

@@ -13,6 +13,13 @@
  *    after a compute op does not slow it (documented limit).
  *  - Compute ops of a world of N ranks take fb_straggler_factor(hw, N) times their cost: every
  *    collective waits for the slowest rank (rank_speed_sigma; 1 without it).
+ *  - Ranks whose compute between meeting points varies afresh each interval (rank_jitter: a
+ *    CPU the ranks share with the OS) drift apart by that compute times the jitter; a
+ *    collective waits for the latest rank: it lasts E[max of N normals] * rank_jitter * the
+ *    compute issued since the ranks last met, less what earlier collectives already waited.
+ *    They meet where a compute stream (or the host) actually waits for a collective's end, and
+ *    at a collective on a compute stream. The wait is part of the collective, as a trace of
+ *    the executed run shows it (a rank's collective spans its wait for its peers).
  *  - Allocations return distinct opaque tokens (increasing addresses, never dereferenced);
  *    fb_alloc in device.c does the counting, exactly as on cpu. On a profile whose host runs
  *    ahead (a GPU), every allocation and free is also replayed on a model of PyTorch's CUDA
@@ -60,6 +67,7 @@ struct fb_stream {
 
 struct fb_event {
   double t;
+  bool comm; /* recorded on a comm stream: waiting for it can make the ranks meet */
 };
 
 typedef struct sim_busy {
@@ -75,6 +83,9 @@ typedef struct sim_dev {
   uintptr_t next_addr;   /* next allocation token */
   fb_cca *cca;           /* caching-allocator model, NULL when not modelled */
   double straggle;       /* compute factor for the slowest of the world's ranks (>= 1) */
+  double jitter;         /* rank_jitter * E[max of N normals]: a collective's wait per second
+                            of compute since the ranks last met (0: off) */
+  double drift, waited;  /* compute seconds issued since the ranks met; collectives' waits since */
   fb_hardware *cont;     /* the profile beside a resident collective (contention.h), or NULL */
   fb_dev_model m;        /* counters behind model_stats */
   /* Busy intervals of comm streams that compute may still overlap: sorted, disjoint,
@@ -197,6 +208,21 @@ static double stretch(const sim_dev *s, double t0, double work, double slow) {
   return cur + rem;
 }
 
+/* ---- ranks drifting apart (rank_jitter) ------------------------------------------------- */
+
+/* The wait a collective issued now adds for the latest rank (file comment). */
+static double drift_wait(sim_dev *s) {
+  const double owed = s->jitter * s->drift - s->waited;
+  if (!(owed > 0)) return 0;
+  s->waited += owed;
+  return owed;
+}
+
+/* The ranks meet when a wait for a collective binds (it ends after the waiter's clock). */
+static void meet(sim_dev *s, bool on_comm, double t, double clock) {
+  if (on_comm && t > clock) s->drift = s->waited = 0;
+}
+
 /* ---- ops ---------------------------------------------------------------------------------- */
 
 static void sim_account(fb_device *d, fb_stream *st, const fb_op_cost *c) {
@@ -205,12 +231,15 @@ static void sim_account(fb_device *d, fb_stream *st, const fb_op_cost *c) {
   double dur = fb_cost_seconds(d->hw, c, d->world);
   assert(dur >= 0 && isfinite(dur));
   double t0 = fmax(st->clock, issue(d)), t1;
+  if (c->kind == FB_OP_COLL) dur += drift_wait(s);
   if (st->kind == FB_STREAM_COMM) {
     t1 = t0 + dur;
     iv_add(s, t0, t1);
   } else {
     if (s->n > 0 && s->iv[s->lo].b <= t0) iv_prune(s);
     if (c->kind != FB_OP_COLL) dur *= s->straggle; /* a collective waits for no one more */
+    if (c->kind == FB_OP_COLL) s->drift = s->waited = 0; /* the ranks meet in it */
+    else s->drift += dur;
     const double slow =
         s->n > 0 ? fb_contention_slowdown_on(d->hw, s->cont ? s->cont : d->hw, c, d->world) : 1.0;
     t1 = slow > 1 ? stretch(s, t0, dur, slow) : t0 + dur;
@@ -292,6 +321,8 @@ static fb_status sim_init(fb_device *d) {
   s->next_addr = (uintptr_t)1 << 20;
   s->host_model = d->hw->host_runs_ahead;
   s->straggle = fb_straggler_factor(d->hw, d->world);
+  if (d->hw->rank_jitter > 0 && d->world > 1)
+    s->jitter = d->hw->rank_jitter * fb_expected_max_normal(d->world);
   if (d->hw->nccl_contention && d->hw->sm_count > 0) {
     s->cont = malloc(sizeof *s->cont);
     if (!s->cont) {
@@ -416,6 +447,9 @@ static void sim_stream_destroy(fb_device *d, fb_stream *st) {
 }
 
 static fb_status sim_stream_sync(fb_device *d, fb_stream *st) {
+  sim_dev *s = S(d);
+  meet(s, st->kind == FB_STREAM_COMM, st->clock,
+       s->compute ? fmax(s->compute->clock, host_time(d)) : host_time(d));
   host_wait(d, st->clock, WAIT_DRAIN, "stream_sync");
   return FB_OK;
 }
@@ -431,15 +465,19 @@ static void sim_event_destroy(fb_device *d, fb_event *e) { free(e); }
 
 static fb_status sim_event_record(fb_device *d, fb_event *e, fb_stream *st) {
   e->t = ready(d, st);
+  e->comm = st->kind == FB_STREAM_COMM;
   return FB_OK;
 }
 
 static fb_status sim_stream_wait(fb_device *d, fb_stream *st, fb_event *e) {
+  if (st->kind != FB_STREAM_COMM) meet(S(d), e->comm, e->t, st->clock);
   if (e->t > st->clock) st->clock = e->t;
   return FB_OK;
 }
 
 static fb_status sim_event_sync(fb_device *d, fb_event *e) {
+  sim_dev *s = S(d);
+  meet(s, e->comm, e->t, s->compute ? fmax(s->compute->clock, host_time(d)) : host_time(d));
   host_wait(d, e->t, WAIT_EVENT, "event_sync");
   return FB_OK;
 }
