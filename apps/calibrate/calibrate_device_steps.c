@@ -42,16 +42,19 @@ static fb_status cpu_device_in_step(fb_devcal *c) {
   printf("\n  local communicator between 2 ranks of %s\n", be);
   FB_TRY(fb_calibrate_local_comm(h, be, c->o->quick, false, NULL));
   const char *how = "the local communicator, 2 rank threads of this device, idle and beside GEMMs";
-  fb_devcal_tag_key(c, "intra_bw_gbs", h->intra_bw * 1e-9, how);
-  fb_devcal_tag_key(c, "inter_bw_gbs", h->inter_bw * 1e-9, how);
-  const double micro_lat = h->intra_lat;
+  const double micro_lat = h->intra_lat, micro_bw = h->intra_bw;
   FB_TRY(fb_calibrate_in_step(h, be, "fsdp", threads, c->o->quick, false, NULL));
   char in[160];
+  snprintf(in, sizeof in, "%s", how);
+  if (h->intra_bw != micro_bw)
+    snprintf(in, sizeof in, "in-step: the collectives of fsdp runs of %d 1-thread ranks at "
+             "once on %s (micro-benchmark %.3g GB/s)", threads, be, micro_bw * 1e-9);
+  fb_devcal_tag_key(c, "intra_bw_gbs", h->intra_bw * 1e-9, in);
+  fb_devcal_tag_key(c, "inter_bw_gbs", h->inter_bw * 1e-9, in);
+  snprintf(in, sizeof in, "%s", how);
   if (h->intra_lat != micro_lat)
     snprintf(in, sizeof in, "in-step: the collectives of fsdp runs of %d 1-thread ranks at "
              "once on %s (micro-benchmark %.0f us)", threads, be, micro_lat * 1e6);
-  else
-    snprintf(in, sizeof in, "%s", how);
   fb_devcal_tag_key(c, "intra_lat_us", h->intra_lat * 1e6, in);
   fb_devcal_tag_key(c, "inter_lat_us", h->inter_lat * 1e6, in);
   if (h->rank_jitter > 0)

@@ -54,11 +54,15 @@ static const calib_run split_quick[] = {{"debug", 1, 96, 2}};
 /* Another CPU device (cpu-opaque: every op through its access guard; gpt2-124m's steps 10x the
  * debug models') takes the debug models only (gpt2-124m's kernels are debug's GPT-2 ones),
  * at sequences on both sides of its loop's default (debug 8 x 256, `validate --backend
- * cpu-opaque`): attention per FLOP is faster at 256 than at 128 keys. */
+ * cpu-opaque`): attention per FLOP is faster at 256 than at 128 keys. Its split runs straddle
+ * the loop's 1024 tokens a rank (192, 512, 768 and 1280): a rank's wait for its peer grows
+ * with the compute between their meetings (fit_comm_drift), which runs all below the loop's
+ * priced short, and the memory-bound kernels' rates move with it too (layernorm_fwd +24 to
+ * +50 % with three runs below, -4 to +22 % with the fourth above). */
 static const calib_run runs_device[] = {
     {"debug", 12, 128, 4}, {"debug", 3, 256, 3}, {"debug-llama", 4, 128, 3}};
 static const calib_run split_device[] = {
-    {"debug", 6, 128, 4}, {"debug", 2, 256, 3}, {"debug-llama", 3, 64, 3}};
+    {"debug", 6, 128, 4}, {"debug", 2, 256, 3}, {"debug", 5, 256, 3}, {"debug-llama", 3, 64, 3}};
 #define NRUNS(a) ((int)(sizeof(a) / sizeof *(a)))
 
 enum { MAX_SIZES = 256, MAX_NAMES = FB_HW_MAX_KERNELS, MAX_STEPS = 32 };
@@ -405,69 +409,74 @@ static fb_status sim_colls(const fb_hardware *hw, const calib_run *runs, int nru
   return st;
 }
 
-/* Least squares of y ~ lat * x1 + j * x2 over the cells, both coefficients >= 0. */
-static void solve2(const double *y, const double *x1, const double *x2, double *lat, double *j) {
+/* Least squares of y ~ a * x1 + b * x2 over the cells `use` keeps, a and b >= 0 (where the
+ * pair's optimum has one negative, the other alone). */
+static void solve2(const double *y, const double *x1, const double *x2, const bool *use,
+                   double *a, double *b) {
   double a11 = 0, a12 = 0, a22 = 0, b1 = 0, b2 = 0;
   for (int k = 0; k < NCELL; k++) {
+    if (!use[k]) continue;
     a11 += x1[k] * x1[k], a12 += x1[k] * x2[k], a22 += x2[k] * x2[k];
     b1 += x1[k] * y[k], b2 += x2[k] * y[k];
   }
   const double det = a11 * a22 - a12 * a12;
-  *lat = det > 0 ? (b1 * a22 - b2 * a12) / det : 0;
-  *j = det > 0 ? (a11 * b2 - a12 * b1) / det : 0;
-  if (*lat < 0 || !(a22 > 0)) *lat = a11 > 0 ? fmax(0, b1 / a11) : 0, *j = 0;
-  if (*j < 0) *lat = a11 > 0 ? fmax(0, b1 / a11) : 0, *j = 0;
-  if (*j > 0 && *lat == 0 && a22 > 0) *j = fmax(0, b2 / a22);
+  *a = det > 0 ? (b1 * a22 - b2 * a12) / det : -1;
+  *b = det > 0 ? (a11 * b2 - a12 * b1) / det : -1;
+  if (*a >= 0 && *b >= 0) return;
+  const double a_only = a11 > 0 ? fmax(0, b1 / a11) : 0, b_only = a22 > 0 ? fmax(0, b2 / a22) : 0;
+  if (*a < 0) *a = 0, *b = b_only;
+  else *b = 0, *a = a_only;
 }
 
-/* The local communicator's in-step latency and the ranks' drift (rank_jitter), fitted on the
- * fsdp split runs' own collectives (bandwidth kept from the micro-benchmark). A staged 2-rank
- * collective in a step is mostly a rank waiting for its peer, and that wait grows with the
- * compute each rank ran since they last met: a latency alone fitted on one set of runs priced
- * another's collectives 35-63 % short (2026-11-29). Per run and kind: measured = bytes + lat *
- * barriers + j * W, W the simulated wait per unit of rank_jitter (the split runs simulated
- * with the profile so far; twice, the second at the first fit). The latency comes from the
- * all-reduces where the runs have them (the gradient norm's, issued where the ranks have just
- * met: 45-140 us, against ~1 ms fitted jointly, which the drift's waits had been folded into);
- * else from the joint least squares. */
+/* The local communicator in a step and the ranks' drift (rank_jitter), fitted on the fsdp
+ * split runs' own collectives. A staged 2-rank collective in a step is mostly a rank waiting
+ * for its peer, and that wait grows with the compute each rank ran since they last met: a
+ * latency alone fitted on one set of runs priced another's collectives 35-63 % short
+ * (2026-11-29). Per run and kind: measured = lat * barriers + bytes / bandwidth + j * W, W the
+ * simulated wait per unit of rank_jitter (the split runs simulated with the profile so far;
+ * three times, each at the fit before). The latency comes from the all-reduces (the gradient
+ * norm's 8 bytes, issued where the ranks have just met: 45-140 us); the bandwidth (a scale on
+ * the micro-benchmark's) and the drift from the gathers and reductions, whose runs differ in
+ * payload (two models) and in compute per unit (three token counts). Without all-reduces in the
+ * runs, latency and drift are fitted together at the micro-benchmark's bandwidth. */
 static fb_status fit_comm_drift(const in_step *a, fb_hardware *hw, const calib_run *runs,
                                 int nruns, const char *split, int world, bool quiet) {
   const fb_hardware old = *hw;
   coll_sums cs;
   sum_colls(a, hw, world, &cs);
-  double y[NCELL], w[NCELL], s[NCELL], lat = 0, j = 0.2, tot = 0;
-  for (int k = 0; k < NCELL; k++) tot += cs.t[k];
-  if (!(tot > 0)) return FB_OK; /* no collectives: keep the micro-benchmark's latency */
-  for (int pass = 0; pass < 2; pass++) {
+  double r[NCELL], w[NCELL], s[NCELL], lat = 0, sc = 1, j = 0.2, tot = 0, ty = 0, tb = 0;
+  bool rest[NCELL], all[NCELL];
+  for (int k = 0; k < NCELL; k++) {
+    tot += cs.t[k];
+    all[k] = true;
+    rest[k] = k % FB_NCOLL != FB_COLL_ALL_REDUCE;
+    if (!rest[k]) ty += cs.t[k] - cs.bytes[k], tb += cs.barriers[k];
+  }
+  if (!(tot > 0)) return FB_OK; /* no collectives: keep the micro-benchmark's figures */
+  const bool ar = tb > 0 && ty > 0;
+  if (ar) lat = ty / tb;
+  for (int pass = 0; pass < 3 && j > 0; pass++) {
     fb_hardware h = *hw;
     h.intra_lat = h.inter_lat = lat;
+    h.intra_bw = old.intra_bw / sc, h.inter_bw = old.inter_bw / sc;
     h.rank_jitter = j;
     FB_TRY(sim_colls(&h, runs, nruns, split, world, s));
-    for (int k = 0; k < NCELL; k++) {
-      y[k] = cs.t[k] - cs.bytes[k];
-      w[k] = j > 0 ? fmax(0, s[k] - cs.bytes[k] - lat * cs.barriers[k]) / j : 0;
+    for (int k = 0; k < NCELL; k++)
+      w[k] = fmax(0, s[k] - sc * cs.bytes[k] - lat * cs.barriers[k]) / j;
+    double j2;
+    if (ar) {
+      for (int k = 0; k < NCELL; k++) r[k] = cs.t[k] - lat * cs.barriers[k];
+      solve2(r, cs.bytes, w, rest, &sc, &j2);
+      sc = fmin(fmax(sc, 0.25), 20);
+    } else {
+      for (int k = 0; k < NCELL; k++) r[k] = cs.t[k] - cs.bytes[k];
+      solve2(r, cs.barriers, w, all, &lat, &j2);
     }
-    double l2, j2;
-    solve2(y, cs.barriers, w, &l2, &j2);
-    /* the all-reduces (the gradient norm's, issued where the ranks have just met) price the
-     * latency on their own where the runs have them; the drift then takes the rest */
-    double ty = 0, tb = 0, wy = 0, ww = 0;
-    for (int k = FB_COLL_ALL_REDUCE; k < NCELL; k += FB_NCOLL) ty += y[k], tb += cs.barriers[k];
-    if (tb > 0 && ty > 0) {
-      l2 = ty / tb;
-      for (int k = 0; k < NCELL; k++) {
-        if (k % FB_NCOLL == FB_COLL_ALL_REDUCE) continue;
-        wy += w[k] * (y[k] - l2 * cs.barriers[k]);
-        ww += w[k] * w[k];
-      }
-      j2 = ww > 0 ? fmax(0, wy / ww) : 0;
-    }
-    lat = l2;
-    if (!(j2 > 0)) { j = 0; break; }
     j = fmin(j2, 1);
   }
   /* a latency of zero would be a collective free of its barriers: keep one microsecond */
   hw->intra_lat = hw->inter_lat = fb_calib_sig4(fmax(lat, 1e-6));
+  hw->intra_bw = fb_calib_sig4(old.intra_bw / sc), hw->inter_bw = fb_calib_sig4(old.inter_bw / sc);
   hw->rank_jitter = fb_calib_sig4(j);
   if (quiet) return FB_OK;
   FB_TRY(sim_colls(hw, runs, nruns, split, world, s));
@@ -481,10 +490,10 @@ static fb_status fit_comm_drift(const in_step *a, fb_hardware *hw, const calib_r
     printf("  %-28s %10lld %12.2f %12.2f %12.2f\n", what, (long long)cs.n[k], cs.t[k] * 1e3,
            (cs.bytes[k] + old.intra_lat * cs.barriers[k]) * 1e3, s[k] * 1e3);
   }
-  printf("  in-step latency %.0f us (the micro-benchmark's %.0f us), ranks' drift rank_jitter "
-         "%.3g (a collective waits %.3g x the compute since the ranks met)\n",
-         hw->intra_lat * 1e6, old.intra_lat * 1e6, hw->rank_jitter,
-         hw->rank_jitter * fb_expected_max_normal(world));
+  printf("  in-step latency %.0f us, bandwidth %.3g GB/s (the micro-benchmark's %.0f us, %.3g "
+         "GB/s), ranks' drift rank_jitter %.3g (a collective waits %.3g x the compute since the "
+         "ranks met)\n", hw->intra_lat * 1e6, hw->intra_bw * 1e-9, old.intra_lat * 1e6,
+         old.intra_bw * 1e-9, hw->rank_jitter, hw->rank_jitter * fb_expected_max_normal(world));
   return FB_OK;
 }
 
