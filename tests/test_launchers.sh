@@ -138,6 +138,33 @@ printf 'rank: -1\n' >"$T/c.yaml"
 "${CLEAN[@]}" "$FSDPBENCH" --config "$T/c.yaml" --dry-run >"$T/o" 2>"$T/e"
 [[ $? -eq 2 ]] && grep -q "rank: '-1' is not allowed" "$T/e" || bad "rank: -1 in a config: $(cat "$T/e")"
 
+# --pin-ranks (on by default): ranks that are threads of this process each keep to CPUs of
+# their own when the mask gives every rank whole CPUs. Under a 2-CPU mask, world 2 of 1 thread:
+# the start line says so, and while it runs the rank threads and their comm workers are bound
+# to one CPU each (two threads or more on each of the two); --no-pin-ranks and a world of 3 on 2
+# CPUs leave the OS to place them.
+cpus=$(taskset -pc $$ | sed -E 's/.*: //' | tr ',' '\n' | awk -F- '{ if (NF == 2) for (i = $1; i <= $2; i++) print i; else print $1 }' | head -2 | paste -sd,)
+if [[ $(tr ',' '\n' <<<"$cpus" | wc -l) -eq 2 ]]; then
+  RUN=(--backend cpu --model debug --strategy fsdp --threads 2 --world 2)
+  o=$("${CLEAN[@]}" taskset -c "$cpus" "$FSDPBENCH" "${RUN[@]}" --steps 1 2>&1 | head -1)
+  grep -q 'thread(s) per rank (each rank on CPUs of its own)' <<<"$o" || bad "pinned world 2: $o"
+  o=$("${CLEAN[@]}" taskset -c "$cpus" "$FSDPBENCH" "${RUN[@]}" --steps 1 --no-pin-ranks 2>&1 | head -1)
+  grep -q 'CPUs of its own' <<<"$o" && bad "--no-pin-ranks still pinned: $o"
+  o=$("${CLEAN[@]}" taskset -c "$cpus" "$FSDPBENCH" --backend cpu --model debug --strategy fsdp --world 3 --steps 1 2>&1 | grep '^fsdpbench: backend')
+  grep -q 'CPUs of its own' <<<"$o" && bad "3 ranks on 2 CPUs pinned: $o"
+  "${CLEAN[@]}" taskset -c "$cpus" "$FSDPBENCH" "${RUN[@]}" --steps 200 --quiet >/dev/null 2>&1 &
+  pid=$!
+  per=""
+  for _ in $(seq 50); do
+    sleep 0.1
+    per=$(cat /proc/$pid/task/*/status 2>/dev/null | sed -n 's/^Cpus_allowed_list:\s*//p' | sort | uniq -c)
+    [[ $(awk '$2 !~ /[,-]/ && $1 >= 2' <<<"$per" | wc -l) -ge 2 ]] && break
+  done
+  kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+  [[ $(awk '$2 !~ /[,-]/ && $1 >= 2' <<<"$per" | wc -l) -ge 2 ]] ||
+    bad "pinned world 2: want two CPUs with a rank thread and its comm worker each; threads per mask: $(tr '\n' ';' <<<"$per")"
+fi
+
 if [[ $fails -ne 0 ]]; then
   echo "test_launchers: $fails failure(s)"
   exit 1

@@ -50,6 +50,7 @@ void fb_config_defaults(fb_run_config *c) {
       .recompute_layers = 0,
       .recompute_passes = 1,
       .threads = 0,
+      .pin_ranks = true,
       .mem_limit = 0,
       .timeout_s = 600,
       .out = "",

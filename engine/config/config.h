@@ -71,6 +71,7 @@ typedef struct fb_run_config {
                           * auto: 128 on a GPU backend, 1 elsewhere; fb_tf_logits) */
   /* resources and output */
   int threads;           /* CPU threads per process (0 = all cores) */
+  bool pin_ranks;        /* ranks as threads of one process each on CPUs of their own */
   int64_t mem_limit;     /* bytes per rank (0 = none on cpu; device capacity on cuda/sim) */
   double timeout_s;      /* collective timeout */
   char out[512];         /* output directory ("" = none) */

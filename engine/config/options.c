@@ -179,6 +179,11 @@ static const fb_option options[] = {
              "process may use divided by the ranks on this node (--world threads of one process, "
              "or the launcher's local size; at most the cores a launcher bound it to), at least "
              "1; --dry-run prints the result"},
+    {.name = "pin-ranks", .group = G_OUT, .kind = FB_OPT_BOOL, FIELD(pin_ranks),
+     .help = "ranks that run as threads of this process (--comm local) each keep to CPUs of "
+             "their own, their compute threads and comm worker with them, where the affinity "
+             "mask gives every rank whole CPUs (threads x ranks <= its CPUs): steadier timings "
+             "on a shared machine; --no-pin-ranks lets the OS place them"},
     {.name = "mem-limit", .group = G_OUT, .kind = FB_OPT_BYTES, FIELD(mem_limit),
      .metavar = "SIZE", .min = 0, .dflt = "0 = none",
      .help = "device memory per rank: bytes or 512M, 8G, 1.5GiB"},

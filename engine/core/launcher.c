@@ -148,6 +148,21 @@ int fb_cores_available(void) {
   return online_cpus();
 }
 
+bool fb_rank_cpus(int index, int nlocal, int threads, void *cpus) {
+  cpu_set_t *out = cpus, mask;
+  CPU_ZERO(out);
+  CPU_ZERO(&mask);
+  if (nlocal < 2 || threads < 1 || index < 0 || index >= nlocal) return false;
+  if (sched_getaffinity(0, sizeof mask, &mask) != 0) return false;
+  if ((long)nlocal * threads > CPU_COUNT(&mask)) return false;
+  const int first = index * threads;
+  for (int cpu = 0, seen = 0; cpu < CPU_SETSIZE && seen < first + threads; cpu++) {
+    if (!CPU_ISSET(cpu, &mask)) continue;
+    if (seen++ >= first) CPU_SET(cpu, out);
+  }
+  return CPU_COUNT(out) == threads;
+}
+
 int fb_threads_per_rank(int requested, int ranks, bool one_per_process, bool *oversubscribed) {
   if (ranks < 1) ranks = 1;
   const int cores = fb_cores_available();

@@ -35,5 +35,10 @@ fb_status fb_launch_detect(fb_launch *out);
 int fb_threads_per_rank(int requested, int ranks, bool one_per_process, bool *oversubscribed);
 /* CPUs this process may run on (its affinity mask; the online count when unknown). */
 int fb_cores_available(void);
+/* The CPUs of this process's affinity mask (in CPU order) that local rank `index` of `nlocal`
+ * ranks of `threads` threads each gets: the index-th block of `threads`. False (and *cpus left
+ * empty) when the mask cannot give every rank whole CPUs of its own (nlocal * threads > the
+ * mask's CPUs) or nlocal < 2. `cpus` is a cpu_set_t (sched.h). */
+bool fb_rank_cpus(int index, int nlocal, int threads, void *cpus);
 
 #endif

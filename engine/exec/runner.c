@@ -3,6 +3,7 @@
  * rank, and gathers losses, norms, step statistics, memory and the final parameter sum.
  * On sim only rank 0 is simulated: data-parallel ranks run the same program, collectives
  * are costed for the whole world. */
+#define _GNU_SOURCE /* cpu_set_t, pthread_setaffinity_np */
 #include "runner.h"
 
 #include <math.h>
@@ -13,6 +14,7 @@
 #include <errno.h>
 #include <omp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +46,7 @@ typedef struct shared {
   const fb_hardware *hw;
   fb_local_group *group;
   int threads;      /* per rank */
+  bool pin;         /* --pin-ranks applies: ranks as threads here, each on CPUs of its own */
   int node_ranks;   /* ranks per node, for the ledger's intra-/inter-node split: the profile's
                        devices_per_node, else the ranks the launch put on one machine */
   char resume[4096];   /* the resolved step directory (--resume), "" = none */
@@ -62,6 +65,8 @@ typedef struct rank_ctx {
   shared *sh;
   int index; /* 0..nlocal-1 */
   int rank;
+  bool pinned;  /* keeps to cpus (--pin-ranks): set on its thread before anything starts */
+  cpu_set_t cpus;
   fb_status st;
   char msg[512], where[128];
   bool parked; /* stopped forever by FSDPBENCH_FAULT: never joined */
@@ -333,6 +338,9 @@ out:
 
 static void *rank_thread(void *arg) {
   rank_ctx *ctx = arg;
+  /* threads this one starts (its OpenMP team, its comm stream's worker) inherit the mask */
+  if (ctx->pinned && pthread_setaffinity_np(pthread_self(), sizeof ctx->cpus, &ctx->cpus) != 0)
+    ctx->pinned = false; /* the mask changed under us: the OS places it; the start line said */
   ctx->st = rank_run(ctx);
   if (ctx->st != FB_OK) {
     snprintf(ctx->msg, sizeof ctx->msg, "%s", fb_error_msg());
@@ -810,6 +818,9 @@ static void place_ranks(const fb_run_config *c, const run_plan *p, shared *sh,
   sh->nlocal = p->multi_process ? 1 : res->predicted ? (c->world <= 16 ? c->world : 1) : c->world;
   sh->first_rank = p->multi_process ? p->L.rank : 0;
   sh->threads = p->rank_threads;
+  cpu_set_t probe;
+  sh->pin = c->pin_ranks && !res->predicted && !p->multi_process &&
+            fb_rank_cpus(0, sh->nlocal, sh->threads, &probe);
   if (p->warn_over && !c->quiet) warn_oversubscribed(stdout, p->node_ranks);
   if (res->predicted) {
     snprintf(res->blas, sizeof res->blas, "none (simulated)");
@@ -823,9 +834,10 @@ static void place_ranks(const fb_run_config *c, const run_plan *p, shared *sh,
   profile_peak(c, &p->hw, p->dent, p->node_ranks, res);
   fb_startup_mark("BLAS threads and peak figure set");
   if (!c->quiet && sh->first_rank == 0)
-    printf("fsdpbench: backend %s, comm %s, world %d, %d thread(s) per rank, %s params; "
+    printf("fsdpbench: backend %s, comm %s, world %d, %d thread(s) per rank%s, %s params; "
            "peak: %s\n", c->backend, c->comm, c->world, sh->threads,
-           fb_dtype_name(c->param_dtype), res->peak_src);
+           sh->pin ? " (each rank on CPUs of its own)" : "", fb_dtype_name(c->param_dtype),
+           res->peak_src);
 }
 
 /* The per-rank results, contexts and threads, and the local communicator's group. */
@@ -852,6 +864,7 @@ static int start_ranks(shared *sh, rank_ctx *ctx, pthread_t *th, fb_status *st) 
   int started = 0;
   for (int i = 0; i < sh->nlocal; i++) {
     ctx[i] = (rank_ctx){.sh = sh, .index = i, .rank = sh->first_rank + i};
+    ctx[i].pinned = sh->pin && fb_rank_cpus(i, sh->nlocal, sh->threads, &ctx[i].cpus);
     /* under the lock: the ranks started already decrement it as they return */
     pthread_mutex_lock(&sh->mu);
     sh->running++;
