@@ -59,8 +59,9 @@ static fb_status cpu_device_in_step(fb_devcal *c) {
   fb_devcal_tag_key(c, "inter_lat_us", h->inter_lat * 1e6, in);
   if (h->rank_jitter > 0)
     fb_devcal_tag_key(c, "rank_jitter", h->rank_jitter,
-                      "in-step: fitted with the latency on the same collectives, the runs "
-                      "simulated (a collective waits for the peer that drifted behind)");
+                      "in-step: fitted with the latency and the bandwidth on the same "
+                      "collectives, the runs simulated (a collective waits for the peer that "
+                      "drifted behind)");
   snprintf(in, sizeof in, "in-step refit on the ops of single-rank training runs on %s", be);
   fb_devcal_tag_key(c, "gemm_max_efficiency", h->gemm_max_eff, in);
   fb_devcal_tag_key(c, "gemm_half_size", h->gemm_half_size, in);
