@@ -428,6 +428,26 @@ static void solve2(const double *y, const double *x1, const double *x2, const bo
   else *b = 0, *a = a_only;
 }
 
+/* The drift fit's table: each cell measured, at the micro-benchmark's figures and refitted
+ * (`sim`: the split runs simulated with the fitted profile). */
+static void print_comm_fit(const coll_sums *cs, const double *sim, const fb_hardware *old,
+                           const fb_hardware *hw, int world) {
+  printf("  %-28s %10s %12s %12s %12s\n", "collectives in step", "calls", "measured ms",
+         "micro ms", "refit ms");
+  for (int k = 0; k < NCELL; k++) {
+    if (cs->n[k] == 0) continue;
+    char what[40];
+    snprintf(what, sizeof what, "%s (run %d)", fb_coll_name((fb_coll)(k % FB_NCOLL)),
+             k / FB_NCOLL + 1);
+    printf("  %-28s %10lld %12.2f %12.2f %12.2f\n", what, (long long)cs->n[k], cs->t[k] * 1e3,
+           (cs->bytes[k] + old->intra_lat * cs->barriers[k]) * 1e3, sim[k] * 1e3);
+  }
+  printf("  in-step latency %.0f us, bandwidth %.3g GB/s (the micro-benchmark's %.0f us, %.3g "
+         "GB/s), ranks' drift rank_jitter %.3g (a collective waits %.3g x the compute since the "
+         "ranks met)\n", hw->intra_lat * 1e6, hw->intra_bw * 1e-9, old->intra_lat * 1e6,
+         old->intra_bw * 1e-9, hw->rank_jitter, hw->rank_jitter * fb_expected_max_normal(world));
+}
+
 /* The local communicator in a step and the ranks' drift (rank_jitter), fitted on the fsdp
  * split runs' own collectives. A staged 2-rank collective in a step is mostly a rank waiting
  * for its peer, and that wait grows with the compute each rank ran since they last met: a
@@ -480,20 +500,7 @@ static fb_status fit_comm_drift(const in_step *a, fb_hardware *hw, const calib_r
   hw->rank_jitter = fb_calib_sig4(j);
   if (quiet) return FB_OK;
   FB_TRY(sim_colls(hw, runs, nruns, split, world, s));
-  printf("  %-28s %10s %12s %12s %12s\n", "collectives in step", "calls", "measured ms",
-         "micro ms", "refit ms");
-  for (int k = 0; k < NCELL; k++) {
-    if (cs.n[k] == 0) continue;
-    char what[40];
-    snprintf(what, sizeof what, "%s (run %d)", fb_coll_name((fb_coll)(k % FB_NCOLL)),
-             k / FB_NCOLL + 1);
-    printf("  %-28s %10lld %12.2f %12.2f %12.2f\n", what, (long long)cs.n[k], cs.t[k] * 1e3,
-           (cs.bytes[k] + old.intra_lat * cs.barriers[k]) * 1e3, s[k] * 1e3);
-  }
-  printf("  in-step latency %.0f us, bandwidth %.3g GB/s (the micro-benchmark's %.0f us, %.3g "
-         "GB/s), ranks' drift rank_jitter %.3g (a collective waits %.3g x the compute since the "
-         "ranks met)\n", hw->intra_lat * 1e6, hw->intra_bw * 1e-9, old.intra_lat * 1e6,
-         old.intra_bw * 1e-9, hw->rank_jitter, hw->rank_jitter * fb_expected_max_normal(world));
+  print_comm_fit(&cs, s, &old, hw, world);
   return FB_OK;
 }
 

@@ -340,7 +340,7 @@ static void *rank_thread(void *arg) {
   rank_ctx *ctx = arg;
   /* threads this one starts (its OpenMP team, its comm stream's worker) inherit the mask */
   if (ctx->pinned && pthread_setaffinity_np(pthread_self(), sizeof ctx->cpus, &ctx->cpus) != 0)
-    ctx->pinned = false; /* the mask changed under us: the OS places it; the start line said */
+    ctx->pinned = false; /* the mask changed since the start line: the OS places this rank */
   ctx->st = rank_run(ctx);
   if (ctx->st != FB_OK) {
     snprintf(ctx->msg, sizeof ctx->msg, "%s", fb_error_msg());

@@ -223,6 +223,12 @@ static void meet(sim_dev *s, bool on_comm, double t, double clock) {
   if (on_comm && t > clock) s->drift = s->waited = 0;
 }
 
+/* The clock a host wait is measured against: the host's, or the compute stream's if later. */
+static double host_side_clock(fb_device *d) {
+  const sim_dev *s = S(d);
+  return s->compute ? fmax(s->compute->clock, host_time(d)) : host_time(d);
+}
+
 /* ---- ops ---------------------------------------------------------------------------------- */
 
 static void sim_account(fb_device *d, fb_stream *st, const fb_op_cost *c) {
@@ -237,9 +243,12 @@ static void sim_account(fb_device *d, fb_stream *st, const fb_op_cost *c) {
     iv_add(s, t0, t1);
   } else {
     if (s->n > 0 && s->iv[s->lo].b <= t0) iv_prune(s);
-    if (c->kind != FB_OP_COLL) dur *= s->straggle; /* a collective waits for no one more */
-    if (c->kind == FB_OP_COLL) s->drift = s->waited = 0; /* the ranks meet in it */
-    else s->drift += dur;
+    if (c->kind == FB_OP_COLL) { /* a collective waits for no one more; the ranks meet in it */
+      s->drift = s->waited = 0;
+    } else {
+      dur *= s->straggle;
+      s->drift += dur;
+    }
     const double slow =
         s->n > 0 ? fb_contention_slowdown_on(d->hw, s->cont ? s->cont : d->hw, c, d->world) : 1.0;
     t1 = slow > 1 ? stretch(s, t0, dur, slow) : t0 + dur;
@@ -447,9 +456,7 @@ static void sim_stream_destroy(fb_device *d, fb_stream *st) {
 }
 
 static fb_status sim_stream_sync(fb_device *d, fb_stream *st) {
-  sim_dev *s = S(d);
-  meet(s, st->kind == FB_STREAM_COMM, st->clock,
-       s->compute ? fmax(s->compute->clock, host_time(d)) : host_time(d));
+  meet(S(d), st->kind == FB_STREAM_COMM, st->clock, host_side_clock(d));
   host_wait(d, st->clock, WAIT_DRAIN, "stream_sync");
   return FB_OK;
 }
@@ -476,8 +483,7 @@ static fb_status sim_stream_wait(fb_device *d, fb_stream *st, fb_event *e) {
 }
 
 static fb_status sim_event_sync(fb_device *d, fb_event *e) {
-  sim_dev *s = S(d);
-  meet(s, e->comm, e->t, s->compute ? fmax(s->compute->clock, host_time(d)) : host_time(d));
+  meet(S(d), e->comm, e->t, host_side_clock(d));
   host_wait(d, e->t, WAIT_EVENT, "event_sync");
   return FB_OK;
 }
