@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The per-rank Kineto traces (--out/hta/rank-N.json, traces/kineto_trace.h) read by Holistic
-# Trace Analysis, the tool PyTorch profiles are analysed with: a W=4 sim run (two strategies)
+# Trace Analysis, the tool PyTorch profiles are analysed with: a W=4 sim run (two strategies, and ZeRO++ with its all-to-alls)
 # and a W=2 cpu run (two strategies), HTA's overlap, idle share and kernel names against
 # report.json (tests/hta_check.py). HTA lives in the venv scripts/install-deps.sh makes
 # (holistictraceanalysis pinned there); without it the test is skipped (77), and says so.
@@ -15,6 +15,13 @@ for s in fsdp zero2; do
     --quiet --out "$T/sim-$s" >"$T/log" 2>&1 || { echo "FAIL sim $s run: $(tail -1 "$T/log")"; exit 1; }
   runs+=("$T/sim-$s")
 done
+# ZeRO++ with its three switches: qgZ's all-to-alls, which NCCL runs as grouped send/recv
+"$BIN" --backend sim --hardware h100 --model 1B --strategy zeropp --world 4 --steps 3 --trace \
+  --zeropp-quant-weights --zeropp-hpz 2 --zeropp-quant-grads --quiet --out "$T/sim-zeropp" \
+  >"$T/log" 2>&1 || { echo "FAIL sim zeropp run: $(tail -1 "$T/log")"; exit 1; }
+grep -q '"ncclDevKernel_SendRecv' "$T/sim-zeropp/hta/rank-0.json" ||
+  { echo "FAIL sim zeropp: no ncclDevKernel_SendRecv kernel for qgZ's all-to-alls"; exit 1; }
+runs+=("$T/sim-zeropp")
 for s in zero3 fsdp; do
   "$BIN" --backend cpu --model debug --strategy $s --world 2 --steps 3 --batch 4 --trace --quiet \
     --out "$T/cpu-$s" >"$T/log" 2>&1 || { echo "FAIL cpu $s run: $(tail -1 "$T/log")"; exit 1; }

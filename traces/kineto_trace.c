@@ -44,8 +44,9 @@ static const char *kernel_name(const fb_run_result *r, const fb_rank_result *rk,
   static const char *const coll[FB_NCOLL] = {
       [FB_COLL_ALL_GATHER] = "AllGather",   [FB_COLL_REDUCE_SCATTER] = "ReduceScatter_Sum_",
       [FB_COLL_ALL_REDUCE] = "AllReduce_Sum_", [FB_COLL_BROADCAST] = "Broadcast",
-      [FB_COLL_REDUCE] = "Reduce_Sum_",    [FB_COLL_BARRIER] = "AllReduce_Sum_"};
-  const char *c = o->coll >= 0 && o->coll < FB_NCOLL ? coll[o->coll] : "SendRecv";
+      [FB_COLL_REDUCE] = "Reduce_Sum_",    [FB_COLL_BARRIER] = "AllReduce_Sum_",
+      [FB_COLL_ALL_TO_ALL] = "SendRecv"}; /* NCCL runs all-to-all as grouped send/recv */
+  const char *c = o->coll >= 0 && o->coll < FB_NCOLL && coll[o->coll] ? coll[o->coll] : "SendRecv";
   const bool typed = c[strlen(c) - 1] == '_';
   snprintf(buf, NAME_LEN, "ncclDevKernel_%s%s_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
            c, typed ? nccl_dtype(r->cfg.reduce_dtype) : "");

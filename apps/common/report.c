@@ -13,13 +13,6 @@
 
 #define MIB (1024.0 * 1024.0)
 
-/* Stable column names for the collective types (CSV headers documented in report.h). */
-static const char *const coll_col[FB_NCOLL] = {
-    [FB_COLL_ALL_GATHER] = "all_gather", [FB_COLL_REDUCE_SCATTER] = "reduce_scatter",
-    [FB_COLL_ALL_REDUCE] = "all_reduce", [FB_COLL_BROADCAST] = "broadcast",
-    [FB_COLL_REDUCE] = "reduce",         [FB_COLL_BARRIER] = "barrier",
-    [FB_COLL_ALL_TO_ALL] = "all_to_all"};
-
 /* ---- figures ------------------------------------------------------------------------------ */
 
 static int first_measured(int nsteps) { return nsteps > 2 ? 1 : 0; }
@@ -356,7 +349,7 @@ static void print_ledger(FILE *f, const fb_run_result *r, const char *pred) {
     int rows = 0;
     for (int c = 0; c < FB_NCOLL; c++) {
       if (s.coll_bytes[c] == 0 && s.coll_time_s[c] == 0) continue;
-      fprintf(f, "  %6d %-15s %16.0f %16.0f %16.0f %16.0f", r->ranks[i].rank, coll_col[c],
+      fprintf(f, "  %6d %-15s %16.0f %16.0f %16.0f %16.0f", r->ranks[i].rank, fb_coll_name(c),
               s.coll_bytes[c], s.wire_bytes[c], s.wire_intra[c], s.wire_inter[c]);
       cell(f, 10, 3, s.coll_time_s[c] * 1e3);
       cell(f, 8, 4, psi > 0 ? s.coll_bytes[c] / psi : NAN);
@@ -480,7 +473,7 @@ static fb_status write_steps_csv(const char *dir, const fb_run_result *r) {
   FILE *f;
   FB_TRY(open_out(dir, r, "steps.csv", &f));
   fputs("rank,step,wall_ms,compute_ms,comm_ms,exposed_ms,tflops,loss,grad_norm,lr", f);
-  for (int c = 0; c < FB_NCOLL; c++) fprintf(f, ",%s_bytes", coll_col[c]);
+  for (int c = 0; c < FB_NCOLL; c++) fprintf(f, ",%s_bytes", fb_coll_name(c));
   fputc('\n', f);
   for (int i = 0; i < r->nranks; i++)
     for (int k = 0; k < r->nsteps; k++) {
@@ -531,7 +524,7 @@ static fb_status write_ledger_csv(const char *dir, const fb_run_result *r) {
     fb_report_summary(r, i, &s);
     for (int c = 0; c < FB_NCOLL; c++) {
       if (s.coll_bytes[c] == 0 && s.coll_time_s[c] == 0) continue;
-      fprintf(f, "%d,%s,%.0f,%.0f", r->ranks[i].rank, coll_col[c], s.coll_bytes[c],
+      fprintf(f, "%d,%s,%.0f,%.0f", r->ranks[i].rank, fb_coll_name(c), s.coll_bytes[c],
               s.wire_bytes[c]);
       csv_num(f, s.coll_time_s[c] * 1e3);
       csv_num(f, psi > 0 ? s.coll_bytes[c] / psi : NAN);
@@ -676,7 +669,7 @@ static void json_rank(FILE *f, const fb_run_result *r, int i) {
   fputc('{', f);
   f2 = true;
   for (int c = 0; c < FB_NCOLL; c++) {
-    jkey(f, &f2, coll_col[c]);
+    jkey(f, &f2, fb_coll_name(c));
     bool f3 = true;
     fputc('{', f);
     jnum(f, &f3, "bytes_per_step", s.coll_bytes[c]);
@@ -712,7 +705,7 @@ static void json_rank(FILE *f, const fb_run_result *r, int i) {
     jkey(f, &f3, "coll_bytes");
     fputc('{', f);
     bool f4 = true;
-    for (int c = 0; c < FB_NCOLL; c++) jnum(f, &f4, coll_col[c], st->coll_bytes[c]);
+    for (int c = 0; c < FB_NCOLL; c++) jnum(f, &f4, fb_coll_name(c), st->coll_bytes[c]);
     fputc('}', f);
     fputc('}', f);
   }
