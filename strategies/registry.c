@@ -83,7 +83,7 @@ fb_status fb_run_config_finalize(fb_run_config *c) {
     char with[256] = "";
     names_with(offsetof(fb_strategy, tunes_grad_overlap), with, sizeof with);
     return FB_ERR(FB_EUSAGE, "--overlap-grad-reduce: not allowed with --strategy %s (its "
-                  "reduction schedule is fixed; only %s take it)", c->strategy, with);
+                  "reduction schedule is fixed; it is taken by: %s)", c->strategy, with);
   }
   if (!strcmp(c->param_sync, "broadcast") && !s->param_sync) {
     char with[256] = "";
