@@ -76,20 +76,20 @@ static double ring_steps(fb_coll c, int n) {
   return c == FB_COLL_ALL_REDUCE ? 2.0 * (n - 1) : c == FB_COLL_BROADCAST || c == FB_COLL_REDUCE ? n : n - 1;
 }
 
-/* §2.2 latency, us. */
+/* §2.2 latency, us. Broadcast and reduce depart from tuning.cc: NCCL's tuner charges each of
+ * their n steps a network hop (L0 + n·ℓ_net when channels differ, "waiting for proper chunk
+ * modeling"), a selection heuristic; here their chain is priced like the other rings, its n
+ * steps at NVLink's hop latency but for the N that cross nodes (NCCL's own nInterSteps).
+ * docs/simulator.md ("What the framework adds") gives the InternLM evidence both ways. */
 static double latency(const fb_hardware *hw, const topo *t, fb_coll c, int a, int p) {
   double net = net_lat[a][p], hop = nvlink_lat[a][p];
   if (t->ppn == 1) net = net_lat[FB_NCCL_TREE][p];
   if (a == FB_NCCL_NVLS) return hop + (t->nodes > 1 ? net : 0);
   if (a == FB_NCCL_TREE)
     return base_lat[a][p] + 2.0 * ((t->ppn - 1) * hop + floor(log2((double)t->nodes)) * net);
-  if (c == FB_COLL_BROADCAST || c == FB_COLL_REDUCE) {
-    double l = t->nodes > 1 ? net : hop;
-    if (p == FB_NCCL_SIMPLE) l = t->nodes > 1 ? net_lat[FB_NCCL_TREE][p] : nvlink_lat[FB_NCCL_TREE][p];
-    return base_lat[a][p] + t->n * l;
-  }
   double s = ring_steps(c, t->n);
-  double s_inter = t->nodes == 1 ? 0 : c == FB_COLL_ALL_REDUCE ? 2.0 * (t->nodes - 1) : t->nodes - 1;
+  double s_inter = t->nodes == 1 ? 0 : c == FB_COLL_ALL_REDUCE ? 2.0 * (t->nodes - 1)
+                 : c == FB_COLL_BROADCAST || c == FB_COLL_REDUCE ? t->nodes : t->nodes - 1;
   double o_net = t->nodes == 1 ? 0 : (hw->cpu_vendor ? 2.0 : 1.0) * (p == FB_NCCL_SIMPLE ? 3 : 1);
   return base_lat[a][p] + (s - s_inter) * fmax(hop, o_net) + s_inter * net;
 }
