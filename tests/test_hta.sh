@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The per-rank Kineto traces (--out/hta/rank-N.json, traces/kineto_trace.h) read by Holistic
-# Trace Analysis, the tool PyTorch profiles are analysed with: a W=4 sim run (two strategies, and ZeRO++ with its all-to-alls)
-# and a W=2 cpu run (two strategies), HTA's overlap, idle share and kernel names against
-# report.json (tests/hta_check.py). HTA lives in the venv scripts/install-deps.sh makes
-# (holistictraceanalysis pinned there); without it the test is skipped (77), and says so.
+# Trace Analysis, the tool PyTorch profiles are analysed with: a W=4 sim run (two strategies,
+# and ZeRO++ with its all-to-alls) and a W=2 cpu run (two strategies), HTA's overlap, idle
+# share and kernel names against report.json (tests/hta_check.py). HTA lives in the venv
+# scripts/install-deps.sh makes (holistictraceanalysis pinned there); without it the test is
+# skipped (77), and says so.
 set -u
 BIN=${FSDPBENCH:-./fsdpbench}
 SRC=${FB_SRC:-.}
