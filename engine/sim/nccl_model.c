@@ -75,6 +75,13 @@ static topo topo_of(const fb_hardware *hw, int world) {
 static double ring_steps(fb_coll c, int n) {
   return c == FB_COLL_ALL_REDUCE ? 2.0 * (n - 1) : c == FB_COLL_BROADCAST || c == FB_COLL_REDUCE ? n : n - 1;
 }
+/* Of those, the steps that cross a node boundary (NCCL's nInterSteps): all-reduce 2(N-1),
+ * broadcast / reduce N, all-gather / reduce-scatter N-1; none on one node. */
+static double ring_inter_steps(fb_coll c, int nodes) {
+  if (nodes == 1) return 0;
+  if (c == FB_COLL_ALL_REDUCE) return 2.0 * (nodes - 1);
+  return c == FB_COLL_BROADCAST || c == FB_COLL_REDUCE ? nodes : nodes - 1;
+}
 
 /* §2.2 latency, us. Broadcast and reduce depart from tuning.cc: NCCL's tuner charges each of
  * their n steps a network hop (L0 + n·ℓ_net when channels differ, "waiting for proper chunk
@@ -88,8 +95,7 @@ static double latency(const fb_hardware *hw, const topo *t, fb_coll c, int a, in
   if (a == FB_NCCL_TREE)
     return base_lat[a][p] + 2.0 * ((t->ppn - 1) * hop + floor(log2((double)t->nodes)) * net);
   double s = ring_steps(c, t->n);
-  double s_inter = t->nodes == 1 ? 0 : c == FB_COLL_ALL_REDUCE ? 2.0 * (t->nodes - 1)
-                 : c == FB_COLL_BROADCAST || c == FB_COLL_REDUCE ? t->nodes : t->nodes - 1;
+  double s_inter = ring_inter_steps(c, t->nodes);
   double o_net = t->nodes == 1 ? 0 : (hw->cpu_vendor ? 2.0 : 1.0) * (p == FB_NCCL_SIMPLE ? 3 : 1);
   return base_lat[a][p] + (s - s_inter) * fmax(hop, o_net) + s_inter * net;
 }

@@ -5,8 +5,8 @@
  * with NCCL's constants, and takes the cheapest, as NCCL's tuner does (one departure: a
  * broadcast's or reduce's latency is its ring's fill, not the tuner's n network hops). The
  * profile supplies the graph (channels x GB/s per channel, in one node and across nodes), the
- * GPU generation and the host CPU vendor. It does not model CollNet/SHARP, PAT (off with 8 GPUs per node)
- * or tuner plugins. Pure functions, no state. */
+ * GPU generation and the host CPU vendor. It does not model CollNet/SHARP, PAT (off with 8
+ * GPUs per node) or tuner plugins. Pure functions, no state. */
 #ifndef FB_NCCL_MODEL_H
 #define FB_NCCL_MODEL_H
 #include "../device/device.h"
