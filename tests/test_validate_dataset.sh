@@ -9,7 +9,10 @@
 # (HSDP, FSDP2, ZeRO-3, every n-th block, torch.compile, float8, other names of Llama's
 # architecture, unstated micro-batch and checkpointing searched), the worst-row floor, SDPA
 # rows and --hardware are checked on tables made here too, and so is the line under a row off
-# by more than 25 % that bounds what its published step asks of the collectives or the compute.
+# by more than 25 % that bounds what its published step asks of the collectives or the compute,
+# and a row's published peak memory: compared where its source's unit and metric are known (the
+# error follows the two figures; a bf16 training state says what of the prediction is the
+# engine's fp32 state), listed as not compared otherwise, with a closing 'memory:' line.
 set -u
 : "${FSDPBENCH:?FSDPBENCH must point at the fsdpbench binary}"
 : "${FB_SRC:?FB_SRC must point at the source tree}"
@@ -179,6 +182,41 @@ awk -v pub="${BASH_REMATCH[1]:-0}" -v st="${BASH_REMATCH[2]:-0}" -v k="${BASH_RE
 grep -qE '^#        row 2: published step' <<<"$out" && bad "row 2 is within 25 % yet has a gap line: $out"
 grep -qE '^#        row 3: published step .*shorter than the predicted compute alone' <<<"$out" ||
   bad "row 3 (published 8x faster) does not put the error in compute: $out"
+
+# peak memory: a source whose unit and metric the validator knows is compared (its MB are MiB of
+# max allocated: the line says so, and its error follows its two figures); the same source in
+# another unit, and a source it does not know, are listed as not compared; the closing
+# 'memory:' line counts the one row and comes before the pairs
+rm="A100,80,8,8,x,MPT-125m,1,12,768,12,12,3072,50368,2048,8,64,1,1,amp_bf16,none,False,FSDP FULL_SHARD,Composer/llm-foundry,100000,,,,,,"
+{
+  echo "$hdr"
+  row "atorch-llama2,$rm,10240 MB,v,n" "atorch-llama2,$rm,10 GiB,v,n" "someone,$rm,12 GB,v,n"
+} >"$tmp/mem.csv"
+out=$("$FSDPBENCH" validate --dataset "$tmp/mem.csv" 2>&1) || bad "mem.csv: $(tail -2 <<<"$out")"
+m1=$(grep -E '^#        row 1: peak memory published' <<<"$out")
+[[ "$m1" =~ published\ 10\.00\ GiB\ \(.*max_memory_allocated.*\),\ predicted\ ([0-9.]+)\ GiB\ allocated\ .*:\ ([-+][0-9.]+)\ %$ ]] ||
+  bad "row 1: 10240 MB (MiB, max allocated) not compared as 10.00 GiB: $m1"
+awk -v p="${BASH_REMATCH[1]:-0}" -v e="${BASH_REMATCH[2]:-0}" 'BEGIN { d = (p - 10) * 10 - e;
+  if (d < 0) d = -d; exit !(p > 0 && d <= 0.11) }' || bad "row 1: the memory error does not follow its figures: $m1"
+grep -qE '^#        row 2: peak memory published 10 GiB, not compared: not in the unit this source prints$' \
+  <<<"$out" || bad "row 2 (another unit) not listed as not compared: $out"
+grep -qE '^#        row 3: peak memory published 12 GB, not compared: this validator does not know' \
+  <<<"$out" || bad "row 3 (unknown source) not listed as not compared: $out"
+grep -qE '^memory: 1 rows, median \|err\| [0-9.]+%, worst [0-9.]+% ' <<<"$out" ||
+  bad "no closing memory line over the one row: $(grep '^memory' <<<"$out")"
+[[ "$(tail -1 <<<"$out")" =~ ^pairs: ]] || bad "the pairs line is no longer the last: $(tail -1 <<<"$out")"
+# a row that keeps its weights, gradients and AdamW moments in bf16 says how much of the
+# prediction is the engine's fp32 state beyond its 8 bytes a parameter, and the error without it
+rb="kempnerforge-mfu,A100,80,8,8,x,MPT-125m,1,12,768,12,12,3072,50368,2048,8,64,1,1,bf16 params (model cast to bf16 before sharding),none,False,FSDP2 FULL_SHARD,x,100000,,,,,,,2 GB,v,n"
+printf '%s\n' "$hdr" "$rb" >"$tmp/mem2.csv"
+out=$("$FSDPBENCH" validate --dataset "$tmp/mem2.csv" 2>&1) || bad "mem2.csv: $(tail -2 <<<"$out")"
+m1=$(grep -E '^#        row 1: peak memory published 2\.00 GiB' <<<"$out")
+[[ "$m1" =~ predicted\ ([0-9.]+)\ GiB\ allocated ]] || bad "bf16-state row not compared: $out"
+pr=${BASH_REMATCH[1]:-0}
+m2=$(grep -E '^#        row 1: [0-9.]+ GiB of that prediction is weights, gradients and AdamW moments' <<<"$out")
+[[ "$m2" =~ ^\#\ +row\ 1:\ ([0-9.]+)\ GiB.*:\ ([-+][0-9.]+)\ %\ without\ it$ ]] || bad "no fp32-state line: $out"
+awk -v p="$pr" -v x="${BASH_REMATCH[1]:-0}" -v e="${BASH_REMATCH[2]:-0}" 'BEGIN { d = (p - x - 2) * 50 - e;
+  if (d < 0) d = -d; exit !(x > 0 && x < p && d <= 0.6) }' || bad "fp32-state line does not follow its figures: $m2"
 
 # SDPA rows: cuDNN's fused SDPA curve; FlashAttention-3 stays not modelled
 cat >"$tmp/attn.csv" <<'EOF'

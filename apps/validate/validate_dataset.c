@@ -109,6 +109,7 @@ static void print_rows(const ds_ctx *x) {
     if (o->ooms > 0)
       printf("#        row %d: the allocator model predicts %lld OOM\n", o->row, o->ooms);
     print_gap(o);
+    ds_print_mem_row(o);
   }
   int noom = 0;
   for (int i = 0; i < x->n; i++) noom += !x->res[i].skip[0] && x->res[i].ooms > 0;
@@ -205,7 +206,8 @@ static fb_status write_csv(const ds_ctx *x, const char *dir) {
   FB_TRY(fb_out_open(&out, path, "--out"));
   FILE *f = out.f;
   /* text fields lose their commas (-> ';') so that awk -F, and gnuplot read the file */
-  fprintf(f, "row,profile,configuration,published,predicted,err_pct,unit,not_expressible\n");
+  fprintf(f, "row,profile,configuration,published,predicted,err_pct,unit,not_expressible,"
+             "published_peak_gib,predicted_peak_gib,peak_err_pct\n");
   for (int i = 0; i < x->n; i++) {
     const ds_result *o = &x->res[i];
     char what[sizeof o->what], why[sizeof o->skip];
@@ -213,8 +215,11 @@ static fb_status write_csv(const ds_ctx *x, const char *dir) {
     snprintf(why, sizeof why, "%s", o->skip);
     for (char *c = what; *c; c++) *c = *c == ',' ? ';' : *c;
     for (char *c = why; *c; c++) *c = *c == ',' ? ';' : *c;
-    fprintf(f, "%d,%s,%s,%.6g,%.6g,%.3f,%s,%s\n", o->row, o->gpu, what, o->published,
-            o->skip[0] ? NAN : o->predicted, o->skip[0] ? NAN : err_pct(o), x->unit, why);
+    double pub = NAN, pred = NAN, merr = NAN;
+    if (ds_mem_figures(o, &pub, &pred, &merr)) pub /= 1073741824.0, pred /= 1073741824.0;
+    fprintf(f, "%d,%s,%s,%.6g,%.6g,%.3f,%s,%s,%.4g,%.4g,%.2f\n", o->row, o->gpu, what,
+            o->published, o->skip[0] ? NAN : o->predicted, o->skip[0] ? NAN : err_pct(o),
+            x->unit, why, pub, pred, merr);
   }
   return fb_out_commit(&out);
 }
@@ -233,7 +238,9 @@ static void usage(FILE *f) {
              "reproduces every row of a public measurement file it can express with the\n"
              "simulator (training runs) or the cost model (GEMM, attention, collectives) and\n"
              "prints published vs predicted per row, then 'dev-set:' / 'op-set:' with the\n"
-             "median and worst |error|. The file kinds are told apart by their header.\n"
+             "median and worst |error|; training files also compare each row's published\n"
+             "peak memory where its source's unit and metric are known ('memory:') and close\n"
+             "with the pairs ('pairs:'). The file kinds are told apart by their header.\n"
              "--hardware PROFILE prices every row on that profile (e.g. one `calibrate\n"
              "--backend cuda --out` wrote) instead of the one its GPU name picks.\n");
 }
@@ -308,6 +315,7 @@ int fb_validate_dataset_main(int argc, char **argv) {
     mark_floor(&x);
     print_rows(&x);
     print_summary(&x);
+    if (kind->row == ds_train_row) ds_print_mem_summary(&x);
     if (kind->row == ds_train_row) ds_print_pairs(&x); /* the closing line of a training file */
     if (out && (st = write_csv(&x, out)) != FB_OK) rc = fail(st);
   }

@@ -24,6 +24,15 @@ typedef struct ds_result {
                             (the published run had none) */
   double step_s, compute_s, comm_s; /* training rows: the predicted step, its compute and its
                             collectives (unions over the last step, rank 0); 0 elsewhere */
+  /* training rows, peak memory (validate_memory.c): the published figure in bytes (0: none
+   * compared), what it is (or why it is not compared; "" when the row prints none), and rank
+   * 0's predicted peaks: allocated, allocated before the first step, reserved; and the bytes
+   * of it that are fp32 state a row keeping its state in bf16 does not have (half the
+   * engine's weights, gradients and AdamW moments; 0 for other rows) */
+  double mem_pub;
+  char mem_how[240];
+  bool mem_reserved_metric;
+  double mem_alloc, mem_state, mem_reserved, mem_fp32_state;
   const char *floor_why; /* non-NULL: left out of the worst-row floor, for this reason */
   /* training rows, for the pairs (validate_pairs.c): rows of one source with the same `key`
    * differ only in strategy (`strat`) or only in GPU count (`world`) */
@@ -85,6 +94,18 @@ bool ds_row_network(const char *text, const char *src, const fb_hardware *hw, in
  * published and predicted ratio of each, then the closing line
  * `pairs: N, within 5 points: K, worst P points`. */
 void ds_print_pairs(const ds_ctx *x);
+
+/* The row's published peak memory (column peak_mem_gb) by its source's unit and metric
+ * (validate_memory.c): fills o->mem_pub and o->mem_how; false when there is none to compare
+ * (o->mem_how then says why, or is empty when the row prints none). Needs o->source. */
+bool ds_published_mem(const ds_ctx *x, int r, ds_result *o);
+/* A compared row's peak memory: published and predicted bytes (of the source's metric) and
+ * the error in %; false when the row has none to compare. */
+bool ds_mem_figures(const ds_result *o, double *pub, double *pred, double *err);
+/* The line under a training row with its published and predicted peak memory. */
+void ds_print_mem_row(const ds_result *o);
+/* `memory: N rows, median |err| M%, worst W% ...` over the rows compared (nothing when none). */
+void ds_print_mem_summary(const ds_ctx *x);
 
 /* Whether `s` contains `sub`, ignoring case. */
 bool ds_has(const char *s, const char *sub);

@@ -46,6 +46,7 @@ static void read_row(const ds_ctx *x, int r, train_in *t) {
 typedef struct train_plan {
   const char *strategy, *label, *param_dtype, *reduce_dtype, *recompute, *framework, *attention;
   bool no_reshard, node_mesh, float8, tune_ac, tune_mb, no_reduce;
+  bool bf16_state;       /* the row keeps its training state in bf16 (prec_rule) */
   bool bcast_sync;       /* each owner broadcasts its partition after the step (InternLM) */
   bool overlap_reduce;   /* gradients reduced on a side stream as backward goes */
   bool grad_all_reduce;  /* the whole gradient all-reduced over every rank (InternLM) */
@@ -156,6 +157,9 @@ typedef struct prec_rule {
   const char *reduce;    /* gradient reduction dtype; NULL: not expressible */
   bool float8;           /* torchao float8 linears (tensorwise scales, float8 all-gather) */
   bool fp16;             /* fp16 compute: priced as bf16 (the same cost), said so */
+  bool bf16_state;       /* weights, gradients and AdamW moments kept in bf16 (8 bytes a
+                            parameter; the engine keeps them in fp32, 16): said under the
+                            row's peak memory (validate_memory.c) */
   const char *why;       /* not expressible: the reason */
 } prec_rule;
 
@@ -170,8 +174,9 @@ static const prec_rule prec_rules[] = {
     {.has = "grads reduced in bf16", .reduce = "bf16"},
     /* DeepSpeed --fp16: fp16 weights, activations and gradient reduction, fp32 masters */
     {.has = "fp16", .reduce = "bf16", .fp16 = true},
-    {.has = "pure bf16", .reduce = "bf16"},
+    {.has = "pure bf16", .reduce = "bf16", .bf16_state = true},
     {.has = "param/reduce/buffer bf16", .reduce = "bf16"},
+    {.has = "model cast to bf16", .reduce = "fp32", .bf16_state = true},
     {.has = "bf16", .reduce = "fp32"},
 };
 
@@ -188,6 +193,7 @@ static bool plan_precision(const train_in *t, train_plan *p, ds_result *o) {
     if (!r->reduce) return ds_skip(o, "%s", r->why), false;
     p->reduce_dtype = r->reduce;
     p->float8 = r->float8;
+    p->bf16_state = r->bf16_state;
     if (r->fp16 && ds_has(t->prec, "not stated"))
       assume(p, "precision not stated: fp16, as the source's tutorial runs it");
     if (r->fp16)
@@ -487,6 +493,9 @@ static bool configure(const train_in *t, const train_plan *p, const char *model,
 typedef struct candidate {
   double tps, step_s, compute_s, comm_s;
   long long ooms;
+  double mem_alloc, mem_state, mem_reserved; /* rank 0's peaks (validate_rows.h) */
+  double mem_fp32_state; /* what rank 0's weights, gradients and optimizer state hold beyond 8
+                            bytes a parameter (its fp32 masters: 4 bytes a parameter owned) */
 } candidate;
 
 static fb_status run_one(const fb_run_config *c, candidate *k) {
@@ -497,7 +506,13 @@ static fb_status run_one(const fb_run_config *c, candidate *k) {
   k->compute_s = last->compute;
   k->comm_s = last->comm;
   k->tps = (double)res.tokens_per_step / last->wall / res.world;
-  k->ooms = (long long)fb_report_ooms(&res, NULL);
+  int64_t reserved = 0;
+  k->ooms = (long long)fb_report_ooms(&res, &reserved);
+  k->mem_alloc = (double)res.ranks[0].mem.peak_total;
+  k->mem_state = (double)res.ranks[0].mem_setup.peak_total;
+  k->mem_reserved = (double)reserved;
+  const double owned = (double)res.ranks[0].mem_setup.cur[FB_MEM_PARAM_SHARD] / 4;
+  k->mem_fp32_state = fmax(0, (double)res.ranks[0].persistent_bytes - 8 * owned);
   fb_run_result_free(&res);
   return FB_OK;
 }
@@ -538,6 +553,10 @@ static fb_status search(const train_in *t, train_plan *p, const char *model, con
   o->step_s = best.step_s;
   o->compute_s = best.compute_s;
   o->comm_s = best.comm_s;
+  o->mem_alloc = best.mem_alloc;
+  o->mem_state = best.mem_state;
+  o->mem_reserved = best.mem_reserved;
+  o->mem_fp32_state = p->bf16_state ? best.mem_fp32_state : 0;
   return FB_OK;
 }
 
@@ -612,6 +631,7 @@ fb_status ds_train_row(ds_ctx *x, int r, ds_result *o) {
   FB_TRY(st);
   FB_TRY(write_hw(x, &p, prof, hwpath, sizeof hwpath));
   FB_TRY(search(&t, &p, model, hwpath, o));
+  if (!o->skip[0]) ds_published_mem(x, r, o);
   pair_key(&t, &p, o);
   if (p.net_why[0]) assume(&p, p.net_why);
   snprintf(o->assumed, sizeof o->assumed, "%s", p.assumed);
