@@ -26,9 +26,9 @@ typedef struct ds_result {
                             collectives (unions over the last step, rank 0); 0 elsewhere */
   /* training rows, peak memory (validate_memory.c): the published figure in bytes (0: none
    * compared), what it is (or why it is not compared; "" when the row prints none), and rank
-   * 0's predicted peaks: allocated, allocated before the first step, reserved; and the bytes
-   * of it that are fp32 state a row keeping its state in bf16 does not have (half the
-   * engine's weights, gradients and AdamW moments; 0 for other rows) */
+   * 0's predicted peaks: allocated, allocated before the first step, reserved; and, for a row
+   * keeping its state in bf16, the bytes of the engine's weights, gradients and AdamW moments
+   * beyond 8 a parameter (the fp32 state that row does not hold; 0 for other rows) */
   double mem_pub;
   char mem_how[240];
   bool mem_reserved_metric;

@@ -164,7 +164,8 @@ typedef struct prec_rule {
 } prec_rule;
 
 /* Compute is bf16 with fp32 master weights in every row (the engine keeps fp32 masters; rows
- * whose AdamW runs on bf16 weights differ in the optimizer's bytes only). First match wins. */
+ * whose AdamW runs on bf16 weights differ in the optimizer's bytes and in memory, which the
+ * row's peak-memory line says: bf16_state). First match wins. */
 static const prec_rule prec_rules[] = {
     {.has = "amp_fp8", .why = "FP8 through TransformerEngine (amp_fp8) is not modelled (torchao's "
                               "float8 tensorwise linears are)"},
