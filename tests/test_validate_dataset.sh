@@ -185,12 +185,13 @@ grep -qE '^#        row 3: published step .*shorter than the predicted compute a
 
 # peak memory: a source whose unit and metric the validator knows is compared (its MB are MiB of
 # max allocated: the line says so, and its error follows its two figures); the same source in
-# another unit, and a source it does not know, are listed as not compared; the closing
-# 'memory:' line counts the one row and comes before the pairs
+# another unit, a source it does not know and a figure that is no size are listed as not
+# compared; the closing 'memory:' line counts the one row and comes before the pairs
 rm="A100,80,8,8,x,MPT-125m,1,12,768,12,12,3072,50368,2048,8,64,1,1,amp_bf16,none,False,FSDP FULL_SHARD,Composer/llm-foundry,100000,,,,,,"
 {
   echo "$hdr"
-  row "atorch-llama2,$rm,10240 MB,v,n" "atorch-llama2,$rm,10 GiB,v,n" "someone,$rm,12 GB,v,n"
+  row "atorch-llama2,$rm,10240 MB,v,n" "atorch-llama2,$rm,10 GiB,v,n" "someone,$rm,12 GB,v,n" \
+    "atorch-llama2,$rm,-3 MB,v,n"
 } >"$tmp/mem.csv"
 out=$("$FSDPBENCH" validate --dataset "$tmp/mem.csv" 2>&1) || bad "mem.csv: $(tail -2 <<<"$out")"
 m1=$(grep -E '^#        row 1: peak memory published' <<<"$out")
@@ -202,6 +203,8 @@ grep -qE '^#        row 2: peak memory published 10 GiB, not compared: not in th
   <<<"$out" || bad "row 2 (another unit) not listed as not compared: $out"
 grep -qE '^#        row 3: peak memory published 12 GB, not compared: this validator does not know' \
   <<<"$out" || bad "row 3 (unknown source) not listed as not compared: $out"
+grep -qE '^#        row 4: peak memory published -3 MB, not compared: not a positive number and a unit$' \
+  <<<"$out" || bad "row 4 (a negative figure) not listed as not compared: $out"
 grep -qE '^memory: 1 rows, median \|err\| [0-9.]+%, worst [0-9.]+% ' <<<"$out" ||
   bad "no closing memory line over the one row: $(grep '^memory' <<<"$out")"
 [[ "$(tail -1 <<<"$out")" =~ ^pairs: ]] || bad "the pairs line is no longer the last: $(tail -1 <<<"$out")"

@@ -47,14 +47,15 @@ bool ds_published_mem(const ds_ctx *x, int r, ds_result *o) {
   o->mem_how[0] = 0;
   char *end;
   const double v = strtod(text, &end);
-  if (!*text || end == text || !(v > 0)) return false;
+  if (!*text) return false;
   while (*end == ' ') end++;
   const mem_convention *c = convention(o->source);
-  if (!c || strcmp(end, c->unit)) {
-    snprintf(o->mem_how, sizeof o->mem_how, "%s, not compared: %s", text,
-             c ? "not in the unit this source prints" :
-                 "this validator does not know whether the source's figure is allocated or "
-                 "reserved memory, nor its unit");
+  const char *why = end == text || !(v > 0) || !isfinite(v) ? "not a positive number and a unit"
+                    : !c ? "this validator does not know whether the source's figure is "
+                           "allocated or reserved memory, nor its unit"
+                    : strcmp(end, c->unit) ? "not in the unit this source prints" : NULL;
+  if (why) {
+    snprintf(o->mem_how, sizeof o->mem_how, "%s, not compared: %s", text, why);
     return false;
   }
   o->mem_pub = v * c->bytes;

@@ -60,7 +60,7 @@ typedef struct train_plan {
   int gpn;              /* GPUs per node the run prices (the row's, else the profile's) */
   ds_network net;       /* the network the run prices (validate_network.c) */
   char net_why[300];    /* what the network assumed (said last) */
-  char assumed[600];
+  char assumed[1000];
 } train_plan;
 
 static void assume(train_plan *p, const char *what) {
@@ -160,6 +160,7 @@ typedef struct prec_rule {
   bool bf16_state;       /* weights, gradients and AdamW moments kept in bf16 (8 bytes a
                             parameter; the engine keeps them in fp32, 16): said under the
                             row's peak memory (validate_memory.c) */
+  const char *note;      /* what the run prices differently from the source, said */
   const char *why;       /* not expressible: the reason */
 } prec_rule;
 
@@ -178,6 +179,12 @@ static const prec_rule prec_rules[] = {
     {.has = "pure bf16", .reduce = "bf16", .bf16_state = true},
     {.has = "param/reduce/buffer bf16", .reduce = "bf16"},
     {.has = "model cast to bf16", .reduce = "fp32", .bf16_state = true},
+    /* ATorch's amp_native is torch.autocast over the forward and its fsdp wrapper passes FSDP1
+     * no MixedPrecision (atorch/auto/opt_lib/amp_optimization.py, zero_optimization.py) */
+    {.has = "bf16 AMP", .reduce = "fp32",
+     .note = "bf16 AMP is torch.autocast over fp32 weights (ATorch's amp_native; its FSDP1 has no "
+             "MixedPrecision), so FSDP gathers fp32 there; priced with bf16 gathers (no "
+             "autocast-over-fp32 mode)"},
     {.has = "bf16", .reduce = "fp32"},
 };
 
@@ -200,6 +207,7 @@ static bool plan_precision(const train_in *t, train_plan *p, ds_result *o) {
     if (r->fp16)
       assume(p, "fp16 priced as bf16 compute with fp32 masters and 2-byte gradients (the same "
                 "tensor-core rate and bytes on this GPU)");
+    if (r->note) assume(p, r->note);
     return true;
   }
   ds_skip(o, "precision '%s' not modelled", t->prec);
