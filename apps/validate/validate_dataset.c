@@ -216,7 +216,7 @@ static fb_status write_csv(const ds_ctx *x, const char *dir) {
     for (char *c = what; *c; c++) *c = *c == ',' ? ';' : *c;
     for (char *c = why; *c; c++) *c = *c == ',' ? ';' : *c;
     double pub = NAN, pred = NAN, merr = NAN;
-    if (ds_mem_figures(o, &pub, &pred, &merr)) pub /= 1073741824.0, pred /= 1073741824.0;
+    ds_mem_figures(o, &pub, &pred, &merr);
     fprintf(f, "%d,%s,%s,%.6g,%.6g,%.3f,%s,%s,%.4g,%.4g,%.2f\n", o->row, o->gpu, what,
             o->published, o->skip[0] ? NAN : o->predicted, o->skip[0] ? NAN : err_pct(o),
             x->unit, why, pub, pred, merr);

@@ -66,8 +66,8 @@ bool ds_published_mem(const ds_ctx *x, int r, ds_result *o) {
 
 bool ds_mem_figures(const ds_result *o, double *pub, double *pred, double *err) {
   if (o->skip[0] || !(o->mem_pub > 0)) return false;
-  *pub = o->mem_pub;
-  *pred = o->mem_reserved_metric ? o->mem_reserved : o->mem_alloc;
+  *pub = o->mem_pub / GIB;
+  *pred = (o->mem_reserved_metric ? o->mem_reserved : o->mem_alloc) / GIB;
   *err = (*pred - *pub) / *pub * 100.0;
   return true;
 }
@@ -81,14 +81,14 @@ void ds_print_mem_row(const ds_result *o) {
   }
   printf("#        row %d: peak memory published %.2f GiB (%s), predicted %.2f GiB %s "
          "(%.2f GiB before the first step, %.2f GiB in the step; the caching allocator "
-         "model reserves %.2f GiB on the fullest rank): %+.1f %%\n", o->row, pub / GIB, o->mem_how,
-         pred / GIB, o->mem_reserved_metric ? "reserved" : "allocated", o->mem_state / GIB,
+         "model reserves %.2f GiB on the fullest rank): %+.1f %%\n", o->row, pub, o->mem_how,
+         pred, o->mem_reserved_metric ? "reserved" : "allocated", o->mem_state / GIB,
          (o->mem_alloc - o->mem_state) / GIB, o->mem_reserved / GIB, err);
   if (o->mem_fp32_state > 0 && !o->mem_reserved_metric)
     printf("#        row %d: %.2f GiB of that prediction is weights, gradients and AdamW moments "
            "held in fp32 beyond the 8 bytes a parameter this row keeps them in (bf16; the "
            "engine keeps fp32 masters and moments, 16): %+.1f %% without it\n", o->row,
-           o->mem_fp32_state / GIB, (pred - o->mem_fp32_state - pub) / pub * 100.0);
+           o->mem_fp32_state / GIB, (pred - o->mem_fp32_state / GIB - pub) / pub * 100.0);
 }
 
 void ds_print_mem_summary(const ds_ctx *x) {

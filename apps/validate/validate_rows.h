@@ -99,8 +99,8 @@ void ds_print_pairs(const ds_ctx *x);
  * (validate_memory.c): fills o->mem_pub and o->mem_how; false when there is none to compare
  * (o->mem_how then says why, or is empty when the row prints none). Needs o->source. */
 bool ds_published_mem(const ds_ctx *x, int r, ds_result *o);
-/* A compared row's peak memory: published and predicted bytes (of the source's metric) and
- * the error in %; false when the row has none to compare. */
+/* A compared row's peak memory: published and predicted GiB (of the source's metric) and the
+ * error in %; false when the row has none to compare. */
 bool ds_mem_figures(const ds_result *o, double *pub, double *pred, double *err);
 /* The line under a training row with its published and predicted peak memory. */
 void ds_print_mem_row(const ds_result *o);

@@ -504,7 +504,10 @@ typedef struct candidate {
   long long ooms;
   double mem_alloc, mem_state, mem_reserved; /* rank 0's peaks (validate_rows.h) */
   double mem_fp32_state; /* what rank 0's weights, gradients and optimizer state hold beyond 8
-                            bytes a parameter (its fp32 masters: 4 bytes a parameter owned) */
+                            bytes a parameter (its fp32 masters: 4 bytes a parameter owned; with
+                            bf16 params every strategy keeps only them in params.shard). Read
+                            as the source's bf16 state where gradients are sharded as the
+                            weights are (the FSDP and ZeRO-3 rows that carry bf16_state) */
 } candidate;
 
 static fb_status run_one(const fb_run_config *c, candidate *k) {
