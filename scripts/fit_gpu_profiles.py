@@ -262,10 +262,34 @@ def leave_one_source_out(a, d, fits):
           % (len(per), median(meds), worst[2]))
 
 
+def find_data():
+    """The public data directory when --data is not given: $FSDPBENCH_GPU_DATA, else
+    shared/gpu-data beside this checkout, the working directory or $OLDPWD (the directory a
+    shell left for a copy of the tree, as the acceptance checks build one). Exits 2 naming
+    every place it looked when none holds train-runs.csv."""
+    tried = []
+    if os.environ.get("FSDPBENCH_GPU_DATA"):
+        tried.append(os.environ["FSDPBENCH_GPU_DATA"])
+    for base in (ROOT, os.getcwd(), os.environ.get("OLDPWD", "")):
+        if base:
+            tried += [os.path.join(os.path.dirname(base), "shared", "gpu-data"),
+                      os.path.join(base, "shared", "gpu-data")]
+    for t in tried:
+        if os.path.isfile(os.path.join(t, "train-runs.csv")):
+            return t
+    print("fit_gpu_profiles.py: --data not given and no train-runs.csv in %s; pass --data DIR"
+          % ", ".join(dict.fromkeys(tried)), file=sys.stderr)
+    sys.exit(2)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--bin", default=os.path.join(ROOT, "fsdpbench"))
-    ap.add_argument("--data", default=os.path.join(os.path.dirname(ROOT), "shared", "gpu-data"))
+    ap.add_argument("--data", default=None,
+                    help="the public data (train-runs.csv, ...); default: the first of "
+                         "$FSDPBENCH_GPU_DATA and shared/gpu-data beside this checkout, the "
+                         "working directory or the one it was entered from ($OLDPWD: a copied "
+                         "tree run from its checkout)")
     ap.add_argument("--only", choices=["gemm", "gemm-xla", "flash", "cudnn", "nccl", "sustained", "host"],
                     action="append")
     ap.add_argument("--write", action="store_true", help="store the fitted values in models/hardware")
@@ -276,6 +300,7 @@ def main():
     ap.add_argument("--stride", type=int, default=3,
                     help="--leave-one-source-out refits on every N-th row of each kept source (default 3)")
     a = ap.parse_args()
+    a.data = a.data or find_data()
     if not os.path.exists(a.bin) and os.path.exists(os.path.join(ROOT, "build", "fsdpbench")):
         a.bin = os.path.join(ROOT, "build", "fsdpbench")
     d = lambda f: os.path.join(a.data, f)
