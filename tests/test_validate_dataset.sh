@@ -12,7 +12,9 @@
 # by more than 25 % that bounds what its published step asks of the collectives or the compute,
 # and a row's published peak memory: compared where its source's unit and metric are known (the
 # error follows the two figures; a bf16 training state says what of the prediction is the
-# engine's fp32 state), listed as not compared otherwise, with a closing 'memory:' line.
+# engine's fp32 state), listed as not compared otherwise, with a closing 'memory:' line; each
+# row's step, compute, collectives and the share of them its published and predicted steps leave
+# exposed in dataset.csv, with a closing 'overlap:' line.
 set -u
 : "${FSDPBENCH:?FSDPBENCH must point at the fsdpbench binary}"
 : "${FB_SRC:?FB_SRC must point at the source tree}"
@@ -182,6 +184,45 @@ awk -v pub="${BASH_REMATCH[1]:-0}" -v st="${BASH_REMATCH[2]:-0}" -v k="${BASH_RE
 grep -qE '^#        row 2: published step' <<<"$out" && bad "row 2 is within 25 % yet has a gap line: $out"
 grep -qE '^#        row 3: published step .*shorter than the predicted compute alone' <<<"$out" ||
   bad "row 3 (published 8x faster) does not put the error in compute: $out"
+
+# exposed communication: dataset.csv gives each training row's published step (the predicted
+# one x predicted / published), the predicted step, compute and collectives, and the share of the
+# collectives each step leaves exposed past the compute; the closing 'overlap:' line takes the
+# medians over the rows whose collectives are at least a quarter of the compute, before the
+# pairs. Rows over a slow network (1 x 50 Gb/s, where the collectives are about the compute): one
+# published slower than every collective with no overlap, one in between; then one made to leave
+# 97 % of them exposed
+rn="test,A100,80,16,8,1 x 50 Gb/s Ethernet,MPT-125m,1,12,768,12,12,3072,50368,2048,8,128,1,1,amp_bf16,none,False,FSDP FULL_SHARD,Composer/llm-foundry"
+printf '%s\n' "$hdr" "$rn,30000,,,,,,,,v,n" "$rn,60000,,,,,,,,v,n" >"$tmp/ov.csv"
+out=$("$FSDPBENCH" validate --dataset "$tmp/ov.csv" --out "$tmp/ov" 2>&1) || bad "ov.csv: $(tail -2 <<<"$out")"
+head -1 "$tmp/ov/dataset.csv" | grep -q ',published_step_ms,predicted_step_ms,compute_ms,collectives_ms,published_exposed_pct,predicted_exposed_pct$' ||
+  bad "dataset.csv header: $(head -1 "$tmp/ov/dataset.csv")"
+# columns from the end: published, predicted (4, 5), then the six new ones
+chk=$(awk -F, 'NR > 1 { pub = $4; pr = $5; ps = $(NF-5); st = $(NF-4); c = $(NF-3); m = $(NF-2);
+  pe = $(NF-1); qe = $NF; w = st * pr / pub; x = 100 * (ps - c) / m; y = 100 * (st - c) / m;
+  ok = m > 0.25 * c && (ps - w < 0.01 * w && w - ps < 0.01 * w) && (pe - x < 0.06 && x - pe < 0.06) &&
+  (qe - y < 0.06 && y - qe < 0.06); n += ok; if (ok && ps >= c) { p[n] = pe; q[n] = qe } }
+  END { if (n != 2) exit 1; printf "%.0f %.0f", (p[1] + p[2]) / 2, (q[1] + q[2]) / 2 }' "$tmp/ov/dataset.csv") ||
+  bad "dataset.csv: the steps and exposed shares do not follow from each other: $(cat "$tmp/ov/dataset.csv")"
+read -r mp mq <<<"$chk"
+ol=$(grep -E '^overlap: ' <<<"$out")
+[[ "$ol" =~ ^overlap:\ 2\ rows\ with\ collectives\ of\ at\ least\ 25%\ .*published\ .*median\ ([0-9]+)%,\ predicted\ median\ ([0-9]+)%.*\ 1\ more\ than\ every\ collective ]] ||
+  bad "overlap line: '$ol'"
+awk -v a="${BASH_REMATCH[1]:-x}" -v b="${BASH_REMATCH[2]:-x}" -v c="${mp:-y}" -v d="${mq:-y}" \
+  'BEGIN { exit !((a - c) ^ 2 <= 1 && (b - d) ^ 2 <= 1) }' || bad "overlap medians $ol vs dataset.csv's $chk"
+[[ "$(tail -1 <<<"$out")" =~ ^pairs: ]] || bad "the pairs line is no longer the last: $(tail -1 <<<"$out")"
+# a row whose published step is compute + 97 % of the collectives, when that is over 25 % slow:
+# its line says 97 % exposed and the prediction's share
+tps=$(awk -F, 'NR == 2 { c = $(NF-3); m = $(NF-2); st = $(NF-4); ps = c + 0.97 * m;
+  if (ps > 1.25 * st) printf "%.1f", $5 * st / ps }' "$tmp/ov/dataset.csv")
+if [ -z "$tps" ]; then
+  bad "row 1 of ov.csv: compute + 97 % of the collectives is not 25 % over the predicted step: $(cat "$tmp/ov/dataset.csv")"
+else
+  printf '%s\n' "$hdr" "$rn,$tps,,,,,,,,v,n" >"$tmp/ov2.csv"
+  out=$("$FSDPBENCH" validate --dataset "$tmp/ov2.csv" 2>&1) || bad "ov2.csv: $(tail -2 <<<"$out")"
+  grep -qE '^#        row 1: published step .*less of them overlaps compute than predicted: the published step leaves 97% of them exposed, the prediction [0-9]+%$' \
+    <<<"$out" || bad "row 1 (97 % exposed) line: $(grep 'row 1: published step' <<<"$out")"
+fi
 
 # peak memory: a source whose unit and metric the validator knows is compared (its MB are MiB of
 # max allocated: the line says so, and its error follows its two figures); the same source in

@@ -51,7 +51,7 @@ static double err_pct(const ds_result *o) {
  * fast: a step shorter than the predicted compute alone puts the error in compute. A bound,
  * never a fit: nothing changes. 0 when the row is within 25 % or has no collectives. */
 static double gap_factor(const ds_result *o) {
-  double e = err_pct(o), pub = o->step_s * o->predicted / o->published;
+  double e = err_pct(o), pub = ds_published_step(o);
   if (o->step_s <= 0 || e <= 25.0 || !(o->comm_s > 0)) return 0;
   return (pub - o->compute_s) / o->comm_s;
 }
@@ -73,7 +73,7 @@ static void mark_floor(ds_ctx *x) {
 
 /* floor_why set by mark_floor first. */
 static void print_gap(const ds_result *o) {
-  double e = err_pct(o), pub = o->step_s * o->predicted / o->published;
+  double e = err_pct(o), pub = ds_published_step(o);
   if (o->step_s <= 0 || fabs(e) <= 25.0) return;
   printf("#        row %d: published step %.0f ms, predicted %.0f ms (compute %.0f ms, "
          "collectives %.0f ms): ", o->row, pub * 1e3, o->step_s * 1e3, o->compute_s * 1e3,
@@ -86,7 +86,9 @@ static void print_gap(const ds_result *o) {
            "leaves the worst-row floor" : "");
   else if (e > 0 && o->comm_s > 0)
     printf("the collectives at their modelled time explain it if less of them overlaps "
-           "compute than predicted\n");
+           "compute than predicted: the published step leaves %.0f%% of them exposed, the "
+           "prediction %.0f%%\n", 100 * ds_exposed_share(o, pub),
+           100 * ds_exposed_share(o, o->step_s));
   else if (e > 0)
     printf("no collective to blame: the gap is in compute or on the host\n");
   else if (pub < o->compute_s)
@@ -207,7 +209,9 @@ static fb_status write_csv(const ds_ctx *x, const char *dir) {
   FILE *f = out.f;
   /* text fields lose their commas (-> ';') so that awk -F, and gnuplot read the file */
   fprintf(f, "row,profile,configuration,published,predicted,err_pct,unit,not_expressible,"
-             "published_peak_gib,predicted_peak_gib,peak_err_pct\n");
+             "published_peak_gib,predicted_peak_gib,peak_err_pct,published_step_ms,"
+             "predicted_step_ms,compute_ms,collectives_ms,published_exposed_pct,"
+             "predicted_exposed_pct\n");
   for (int i = 0; i < x->n; i++) {
     const ds_result *o = &x->res[i];
     char what[sizeof o->what], why[sizeof o->skip];
@@ -217,9 +221,15 @@ static fb_status write_csv(const ds_ctx *x, const char *dir) {
     for (char *c = why; *c; c++) *c = *c == ',' ? ';' : *c;
     double pub = NAN, pred = NAN, merr = NAN;
     ds_mem_figures(o, &pub, &pred, &merr);
-    fprintf(f, "%d,%s,%s,%.6g,%.6g,%.3f,%s,%s,%.4g,%.4g,%.2f\n", o->row, o->gpu, what,
-            o->published, o->skip[0] ? NAN : o->predicted, o->skip[0] ? NAN : err_pct(o),
-            x->unit, why, pub, pred, merr);
+    /* training rows: the step and its parts (NAN elsewhere), the exposed shares */
+    const double ps = ds_published_step(o), ms = 1e3, none = NAN;
+    const bool step = ps > 0;
+    fprintf(f, "%d,%s,%s,%.6g,%.6g,%.3f,%s,%s,%.4g,%.4g,%.2f,%.6g,%.6g,%.6g,%.6g,%.1f,%.1f\n",
+            o->row, o->gpu, what, o->published, o->skip[0] ? NAN : o->predicted,
+            o->skip[0] ? NAN : err_pct(o), x->unit, why, pub, pred, merr,
+            step ? ps * ms : none, step ? o->step_s * ms : none, step ? o->compute_s * ms : none,
+            step ? o->comm_s * ms : none, 100 * (step ? ds_exposed_share(o, ps) : none),
+            100 * (step ? ds_exposed_share(o, o->step_s) : none));
   }
   return fb_out_commit(&out);
 }
@@ -315,6 +325,7 @@ int fb_validate_dataset_main(int argc, char **argv) {
     mark_floor(&x);
     print_rows(&x);
     print_summary(&x);
+    if (kind->row == ds_train_row) ds_print_overlap_summary(&x);
     if (kind->row == ds_train_row) ds_print_mem_summary(&x);
     if (kind->row == ds_train_row) ds_print_pairs(&x); /* the closing line of a training file */
     if (out && (st = write_csv(&x, out)) != FB_OK) rc = fail(st);

@@ -115,6 +115,14 @@ double ds_num(const char *s);
 const char *ds_col(const ds_ctx *x, int r, const char *name);
 /* Marks the row not expressible: printf-style reason with one string argument. */
 void ds_skip(ds_result *o, const char *fmt, const char *arg);
+/* Exposed communication (validate_overlap.c): a training row's published step (its predicted
+ * step x predicted / published; 0 without one), the share of its predicted collectives a step
+ * leaves exposed past the predicted compute (NAN: no collectives, or shorter than the
+ * compute), and the closing 'overlap:' line over the file. */
+double ds_published_step(const ds_result *o);
+double ds_exposed_share(const ds_result *o, double step);
+void ds_print_overlap_summary(const ds_ctx *x);
+
 /* The row's profile: --hardware when given, else the one for its GPU name and memory; NULL
  * with *why when there is none. */
 const char *ds_row_profile(const ds_ctx *x, const char *gpu, int mem_gb, char *why, size_t n);
