@@ -188,10 +188,10 @@ grep -qE '^#        row 3: published step .*shorter than the predicted compute a
 # exposed communication: dataset.csv gives each training row's published step (the predicted
 # one x predicted / published), the predicted step, compute and collectives, and the share of the
 # collectives each step leaves exposed past the compute; the closing 'overlap:' line takes the
-# medians over the rows whose collectives are at least a quarter of the compute, before the
-# pairs. Rows over a slow network (1 x 50 Gb/s, where the collectives are about the compute): one
-# published slower than every collective with no overlap, one in between; then one made to leave
-# 97 % of them exposed
+# medians over the rows whose collectives are at least a quarter of the compute, after a line a
+# source, before the pairs. Rows over a slow network (1 x 50 Gb/s, where the collectives are
+# about the compute): one published slower than every collective with no overlap, one in
+# between; then one made to leave 97 % of them exposed
 rn="test,A100,80,16,8,1 x 50 Gb/s Ethernet,MPT-125m,1,12,768,12,12,3072,50368,2048,8,128,1,1,amp_bf16,none,False,FSDP FULL_SHARD,Composer/llm-foundry"
 printf '%s\n' "$hdr" "$rn,30000,,,,,,,,v,n" "$rn,60000,,,,,,,,v,n" >"$tmp/ov.csv"
 out=$("$FSDPBENCH" validate --dataset "$tmp/ov.csv" --out "$tmp/ov" 2>&1) || bad "ov.csv: $(tail -2 <<<"$out")"
@@ -210,6 +210,8 @@ ol=$(grep -E '^overlap: ' <<<"$out")
   bad "overlap line: '$ol'"
 awk -v a="${BASH_REMATCH[1]:-x}" -v b="${BASH_REMATCH[2]:-x}" -v c="${mp:-y}" -v d="${mq:-y}" \
   'BEGIN { exit !((a - c) ^ 2 <= 1 && (b - d) ^ 2 <= 1) }' || bad "overlap medians $ol vs dataset.csv's $chk"
+grep -qE "^#   source test +overlap +2 rows, exposed: published median ${BASH_REMATCH[1]:-x}%, predicted median ${BASH_REMATCH[2]:-x}%$" <<<"$out" ||
+  bad "no per-source overlap line matching the closing one: $(grep -E 'overlap' <<<"$out")"
 [[ "$(tail -1 <<<"$out")" =~ ^pairs: ]] || bad "the pairs line is no longer the last: $(tail -1 <<<"$out")"
 # a row whose published step is compute + 97 % of the collectives, when that is over 25 % slow:
 # its line says 97 % exposed and the prediction's share

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "median.h"
 #include "validate_rows.h"
@@ -37,43 +38,72 @@ double ds_exposed_share(const ds_result *o, double step) {
  * share by at most 4e points. */
 #define OVERLAP_MIN_COMM 0.25
 
-/* The closing 'overlap:' line of a training file: over the rows whose collectives are at least a
- * quarter of the predicted compute and whose published step is at least that compute, the
- * median share each leaves exposed and the median share the prediction leaves; how many
- * publications expose more than 25 points above the prediction, and how many more than every
+/* The shares over the rows of `source` (NULL: every row) whose collectives are at least a
+ * quarter of the predicted compute: medians of the published and the predicted share over the
+ * rows whose published step is at least that compute (`shorter`: the others), how many
+ * publications expose more than 25 points above the prediction, how many more than every
  * collective. */
+typedef struct overlap_stats {
+  int n, above, beyond, shorter;
+  double pub, pred; /* medians; NAN when n == 0 */
+} overlap_stats;
+
+static overlap_stats overlap_of(const ds_ctx *x, const char *source, double *pub, double *pred) {
+  overlap_stats s = {0, 0, 0, 0, NAN, NAN};
+  for (int i = 0; i < x->n; i++) {
+    const ds_result *o = &x->res[i];
+    const double step = ds_published_step(o);
+    if ((source && strcmp(o->source, source)) || !(step > 0) || !(o->comm_s > 0) ||
+        o->comm_s < OVERLAP_MIN_COMM * o->compute_s)
+      continue;
+    const double p = ds_exposed_share(o, step), q = ds_exposed_share(o, o->step_s);
+    if (isnan(p) || isnan(q)) {
+      s.shorter++;
+      continue;
+    }
+    pub[s.n] = p, pred[s.n] = q;
+    s.above += 100 * (p - q) > OVERLAP_GAP_POINTS;
+    s.beyond += p > 1;
+    s.n++;
+  }
+  if (s.n) s.pub = fb_median(pub, s.n), s.pred = fb_median(pred, s.n);
+  return s;
+}
+
+/* Whether row i is the first expressed row of its (non-empty) source. */
+static bool first_of_source(const ds_ctx *x, int i) {
+  if (x->res[i].skip[0] || !x->res[i].source[0]) return false;
+  for (int j = 0; j < i; j++)
+    if (!x->res[j].skip[0] && !strcmp(x->res[j].source, x->res[i].source)) return false;
+  return true;
+}
+
+/* The closing 'overlap:' line of a training file (overlap_of over every row), after one line a
+ * source where the file names sources and the source has such rows. */
 void ds_print_overlap_summary(const ds_ctx *x) {
   double *pub = malloc(sizeof *pub * (size_t)(x->n + 1));
   double *pred = malloc(sizeof *pred * (size_t)(x->n + 1));
   if (!pub || !pred) goto out;
-  int n = 0, above = 0, beyond = 0, shorter = 0;
   for (int i = 0; i < x->n; i++) {
-    const ds_result *o = &x->res[i];
-    const double step = ds_published_step(o);
-    if (!(step > 0) || !(o->comm_s >= OVERLAP_MIN_COMM * o->compute_s) || !(o->comm_s > 0))
-      continue;
-    const double p = ds_exposed_share(o, step), q = ds_exposed_share(o, o->step_s);
-    if (isnan(p) || isnan(q)) {
-      shorter++;
-      continue;
-    }
-    pub[n] = p, pred[n] = q;
-    above += 100 * (p - q) > OVERLAP_GAP_POINTS;
-    beyond += p > 1;
-    n++;
+    if (!first_of_source(x, i)) continue;
+    const overlap_stats s = overlap_of(x, x->res[i].source, pub, pred);
+    if (s.n)
+      printf("#   source %-26s overlap %3d rows, exposed: published median %.0f%%, predicted "
+             "median %.0f%%\n", x->res[i].source, s.n, 100 * s.pub, 100 * s.pred);
   }
-  if (!n) {
-    if (shorter) printf("overlap: 0 rows with collectives of at least %.0f%% of the predicted "
-                        "compute; %d rows faster than that compute\n", 100 * OVERLAP_MIN_COMM,
-                        shorter);
+  const overlap_stats s = overlap_of(x, NULL, pub, pred);
+  if (!s.n) {
+    if (s.shorter) printf("overlap: 0 rows with collectives of at least %.0f%% of the predicted "
+                          "compute; %d rows faster than that compute\n", 100 * OVERLAP_MIN_COMM,
+                          s.shorter);
     goto out;
   }
   printf("overlap: %d rows with collectives of at least %.0f%% of the predicted compute, share of "
          "them left exposed: published (read against the predicted compute) median %.0f%%, "
          "predicted median %.0f%%; %d rows expose more than %.0f points above the prediction, %d "
-         "more than every collective; %d rows faster than the predicted compute\n", n,
-         100 * OVERLAP_MIN_COMM, 100 * fb_median(pub, n), 100 * fb_median(pred, n), above,
-         OVERLAP_GAP_POINTS, beyond, shorter);
+         "more than every collective; %d rows faster than the predicted compute\n", s.n,
+         100 * OVERLAP_MIN_COMM, 100 * s.pub, 100 * s.pred, s.above, OVERLAP_GAP_POINTS,
+         s.beyond, s.shorter);
 out:
   free(pub);
   free(pred);
