@@ -51,9 +51,8 @@ static double err_pct(const ds_result *o) {
  * fast: a step shorter than the predicted compute alone puts the error in compute. A bound,
  * never a fit: nothing changes. 0 when the row is within 25 % or has no collectives. */
 static double gap_factor(const ds_result *o) {
-  double e = err_pct(o), pub = ds_published_step(o);
-  if (o->step_s <= 0 || e <= 25.0 || !(o->comm_s > 0)) return 0;
-  return (pub - o->compute_s) / o->comm_s;
+  if (o->step_s <= 0 || err_pct(o) <= 25.0 || !(o->comm_s > 0)) return 0;
+  return ds_exposed_share(o, ds_published_step(o));
 }
 
 /* The one reason a row leaves the worst-row floor: its bound needs its collectives at least
@@ -135,7 +134,7 @@ typedef struct err_stats {
 } err_stats;
 
 static const char *profile_of(const ds_result *o) { return o->gpu; }
-static const char *source_of(const ds_result *o) { return o->source; }
+const char *ds_source_of(const ds_result *o) { return o->source; }
 
 static err_stats stats(const ds_ctx *x, const char *(*of)(const ds_result *), const char *name,
                        double *e) {
@@ -163,9 +162,7 @@ static void print_floor(const ds_ctx *x) {
   }
 }
 
-/* The distinct non-empty groups (by `of`) of the expressed rows, in row order, at most cap. */
-static int groups(const ds_ctx *x, const char *(*of)(const ds_result *), const char **g,
-                  int cap) {
+int ds_groups(const ds_ctx *x, const char *(*of)(const ds_result *), const char **g, int cap) {
   int n = 0;
   for (int i = 0; i < x->n; i++) {
     const ds_result *o = &x->res[i];
@@ -184,9 +181,9 @@ static void print_summary(const ds_ctx *x) {
   if (!e) return;
   const char *g[64];
   print_floor(x);
-  const char *(*by[])(const ds_result *) = {profile_of, source_of};
+  const char *(*by[])(const ds_result *) = {profile_of, ds_source_of};
   for (int k = 0; k < 2; k++) {
-    const int n = groups(x, by[k], g, 64);
+    const int n = ds_groups(x, by[k], g, 64);
     for (int q = 0; q < n; q++) {
       err_stats s = stats(x, by[k], g[q], e);
       printf("#   %s%-*s %4d rows, median |err| %.1f%%, worst %.1f%%, within 15%%: %d/%d\n",
@@ -221,15 +218,13 @@ static fb_status write_csv(const ds_ctx *x, const char *dir) {
     for (char *c = why; *c; c++) *c = *c == ',' ? ';' : *c;
     double pub = NAN, pred = NAN, merr = NAN;
     ds_mem_figures(o, &pub, &pred, &merr);
-    /* training rows: the step and its parts (NAN elsewhere), the exposed shares */
-    const double ps = ds_published_step(o), ms = 1e3, none = NAN;
-    const bool step = ps > 0;
+    /* training rows: the step and its parts in ms, the exposed shares (NAN elsewhere) */
+    const double ps = ds_published_step(o), ms = ps > 0 ? 1e3 : NAN;
     fprintf(f, "%d,%s,%s,%.6g,%.6g,%.3f,%s,%s,%.4g,%.4g,%.2f,%.6g,%.6g,%.6g,%.6g,%.1f,%.1f\n",
             o->row, o->gpu, what, o->published, o->skip[0] ? NAN : o->predicted,
-            o->skip[0] ? NAN : err_pct(o), x->unit, why, pub, pred, merr,
-            step ? ps * ms : none, step ? o->step_s * ms : none, step ? o->compute_s * ms : none,
-            step ? o->comm_s * ms : none, 100 * (step ? ds_exposed_share(o, ps) : none),
-            100 * (step ? ds_exposed_share(o, o->step_s) : none));
+            o->skip[0] ? NAN : err_pct(o), x->unit, why, pub, pred, merr, ps * ms,
+            o->step_s * ms, o->compute_s * ms, o->comm_s * ms, 100 * ds_exposed_share(o, ps),
+            ps > 0 ? 100 * ds_exposed_share(o, o->step_s) : NAN);
   }
   return fb_out_commit(&out);
 }

@@ -70,26 +70,19 @@ static overlap_stats overlap_of(const ds_ctx *x, const char *source, double *pub
   return s;
 }
 
-/* Whether row i is the first expressed row of its (non-empty) source. */
-static bool first_of_source(const ds_ctx *x, int i) {
-  if (x->res[i].skip[0] || !x->res[i].source[0]) return false;
-  for (int j = 0; j < i; j++)
-    if (!x->res[j].skip[0] && !strcmp(x->res[j].source, x->res[i].source)) return false;
-  return true;
-}
-
 /* The closing 'overlap:' line of a training file (overlap_of over every row), after one line a
  * source where the file names sources and the source has such rows. */
 void ds_print_overlap_summary(const ds_ctx *x) {
   double *pub = malloc(sizeof *pub * (size_t)(x->n + 1));
   double *pred = malloc(sizeof *pred * (size_t)(x->n + 1));
   if (!pub || !pred) goto out;
-  for (int i = 0; i < x->n; i++) {
-    if (!first_of_source(x, i)) continue;
-    const overlap_stats s = overlap_of(x, x->res[i].source, pub, pred);
+  const char *g[64];
+  const int ng = ds_groups(x, ds_source_of, g, 64);
+  for (int i = 0; i < ng; i++) {
+    const overlap_stats s = overlap_of(x, g[i], pub, pred);
     if (s.n)
       printf("#   source %-26s overlap %3d rows, exposed: published median %.0f%%, predicted "
-             "median %.0f%%\n", x->res[i].source, s.n, 100 * s.pub, 100 * s.pred);
+             "median %.0f%%\n", g[i], s.n, 100 * s.pub, 100 * s.pred);
   }
   const overlap_stats s = overlap_of(x, NULL, pub, pred);
   if (!s.n) {

@@ -115,6 +115,10 @@ double ds_num(const char *s);
 const char *ds_col(const ds_ctx *x, int r, const char *name);
 /* Marks the row not expressible: printf-style reason with one string argument. */
 void ds_skip(ds_result *o, const char *fmt, const char *arg);
+/* The distinct non-empty groups (by `of`, e.g. ds_source_of) of the expressed rows, in row
+ * order, at most cap (validate_dataset.c). */
+int ds_groups(const ds_ctx *x, const char *(*of)(const ds_result *), const char **g, int cap);
+const char *ds_source_of(const ds_result *o);
 /* Exposed communication (validate_overlap.c): a training row's published step (its predicted
  * step x predicted / published; 0 without one), the share of its predicted collectives a step
  * leaves exposed past the predicted compute (NAN: no collectives, or shorter than the
