@@ -678,7 +678,7 @@ static void check_vectors_at(harness *h, size_t n, size_t off, const char *tag) 
   TRY_H(c->acc_f32(&h->ck, C(x), C(gr), n));
   TRY_H(fb_k_acc_f32(&h->gk, G(x), G(gr), n));
   TRY_H(CMP(x, "acc_f32", 1e-7));
-  TRY_H(c->scale_f32(&h->ck, C(x), 0.37f, n));
+  TRY_H(c->scale(&h->ck, C(x), FB_F32, 0.37f, n));
   TRY_H(fb_k_scale_f32(&h->gk, G(x), 0.37f, n));
   TRY_H(CMP(x, "scale_f32", 1e-7));
   fb_adamw_args aa = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
@@ -724,6 +724,14 @@ static void check_vectors_at(harness *h, size_t n, size_t off, const char *tag) 
   for (size_t i = 0; i < n; i++) bad += back[i] != fb_bf16_to_f32(hh[i]);
   snprintf(nm, sizeof nm, "cast bf16->f32%s", tag);
   report(h, nm, "fp32", (double)bad, 0.0);
+  /* bf16 scale (FSDP1's gradient divides): the product in fp32, rounded as cast rounds */
+  TRY_H(fb_k_scale(&h->gk, "scale", gh, FB_BF16, 0.37f, n));
+  TRY_H(fb_copy_d2h(h->gd, h->gs, back, gh, n * 2));
+  bad = 0;
+  for (size_t i = 0; i < n; i++)
+    bad += ((uint16_t *)back)[i] != fb_f32_to_bf16(fb_bf16_to_f32(hh[i]) * 0.37f);
+  snprintf(nm, sizeof nm, "scale bf16%s", tag);
+  report(h, nm, "bf16", (double)bad, 0.0);
 #undef C
 #undef G
 out:

@@ -253,7 +253,7 @@ static void run_vec(outbuf *o, int *n) {
   CHECK_OK(KT->add(&K, a, g_x, g_y, PE));
   memcpy(y, g_z, PE * sizeof *y);
   CHECK_OK(KT->acc_f32(&K, y, g_x, PE));
-  CHECK_OK(KT->scale_f32(&K, y, 0.37f, PE));
+  CHECK_OK(KT->scale(&K, y, FB_F32, 0.37f, PE));
   CHECK_OK(KT->sum_f64(&K, sum, g_x, PE));
 }
 static void run_xent(outbuf *o, int *n) {

@@ -293,7 +293,16 @@ fb_status fb_k_acc_f32(const fb_kctx *k, float *y, const float *x, size_t n) {
 fb_status fb_k_scale_f32(const fb_kctx *k, float *y, float a, size_t n) {
   fb_op_cost c = mem_cost("scale", FB_F32, 8.0 * n, (double)n);
   const fb_operand v[] = {RW(y, n * 4)};
-  FB_KRUN(k, c, v, scale_f32, y, a, n);
+  FB_KRUN(k, c, v, scale, y, FB_F32, a, n);
+}
+
+fb_status fb_k_scale(const fb_kctx *k, const char *name, void *y, fb_dtype dt, float a,
+                     size_t n) {
+  const size_t e = fb_dtype_size(dt);
+  fb_op_cost c = mem_cost(name, dt, 2.0 * e * n, (double)n);
+  c.raw = "scale";
+  const fb_operand v[] = {RW(y, n * e)};
+  FB_KRUN(k, c, v, scale, y, dt, a, n);
 }
 
 fb_status fb_k_adamw(const fb_kctx *k, float *p, const float *g, float *m, float *v, size_t n,

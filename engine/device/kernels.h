@@ -122,7 +122,8 @@ typedef struct fb_kernels {
 
   /* fp32 vectors: parameters, gradients, optimizer state. */
   fb_status (*acc_f32)(FB_KARGS, float *y, const float *x, size_t n);       /* y += x */
-  fb_status (*scale_f32)(FB_KARGS, float *y, float a, size_t n);            /* y *= a */
+  /* y *= a in y's dtype dt: fp32, or bf16 (the product in fp32, rounded to nearest even) */
+  fb_status (*scale)(FB_KARGS, void *y, fb_dtype dt, float a, size_t n);
   fb_status (*adamw)(FB_KARGS, float *p, const float *g, float *m, float *v, size_t n,
                      const fb_adamw_args *a);
   /* adamw, and out[0, n) (out_dt: bf16 or fp32) = the updated p rounded to out_dt (round to
@@ -227,6 +228,10 @@ fb_status fb_k_xent_fwd_bwd(const fb_kctx *k, void *logits, double *loss_sum,
                             const int32_t *targets, int N, int V, int ld, float dscale);
 fb_status fb_k_acc_f32(const fb_kctx *k, float *y, const float *x, size_t n);
 fb_status fb_k_scale_f32(const fb_kctx *k, float *y, float a, size_t n);
+/* y *= a (dt: fp32 or bf16) recorded under `name` (a gradient's divide pass, ...) and priced as
+ * the plain "scale" kernel where the profile measured no rate for the name */
+fb_status fb_k_scale(const fb_kctx *k, const char *name, void *y, fb_dtype dt, float a,
+                     size_t n);
 fb_status fb_k_adamw(const fb_kctx *k, float *p, const float *g, float *m, float *v, size_t n,
                      const fb_adamw_args *a);
 fb_status fb_k_adamw_cast(const fb_kctx *k, float *p, const float *g, float *m, float *v,

@@ -9,6 +9,7 @@
 
 #include <string.h>
 
+#include "elementwise.h"
 #include "ops.h"
 #include "ops_bf16.h"
 
@@ -265,8 +266,16 @@ static fb_status cpu_acc(const fb_kctx *k, float *y, const float *x, size_t n) {
   fb_acc_f32(y, x, n);
   return FB_OK;
 }
-static fb_status cpu_scale(const fb_kctx *k, float *y, float a, size_t n) {
-  fb_scale_f32(y, a, n);
+static fb_status cpu_scale(const fb_kctx *k, void *y, fb_dtype dt, float a, size_t n) {
+  if (dt == FB_F32) {
+    fb_scale_f32(y, a, n);
+    return FB_OK;
+  }
+  if (dt != FB_BF16)
+    return FB_ERR(FB_EUNSUPPORTED, "scale: dtype %s is not supported (allowed: fp32, bf16)",
+                  fb_dtype_name(dt));
+  uint16_t *h = y;
+  for (size_t i = 0; i < n; i++) h[i] = fb_f32_to_bf16(fb_bf16_to_f32(h[i]) * a);
   return FB_OK;
 }
 static fb_status cpu_adamw(const fb_kctx *k, float *p, const float *g, float *m, float *v,
@@ -360,7 +369,7 @@ const fb_kernels fb_cpu_kernels = {
     .add = cpu_add,
     .xent_fwd_bwd = cpu_xent,
     .acc_f32 = cpu_acc,
-    .scale_f32 = cpu_scale,
+    .scale = cpu_scale,
     .adamw = cpu_adamw,
     .adamw_cast = cpu_adamw_cast,
     .sgd = cpu_sgd,

@@ -10,7 +10,7 @@
  *   kernels_rope.cu         rope_fwd/bwd
  *   kernels_elementwise.cu  gelu, swiglu, add
  *   kernels_xent.cu         xent_fwd_bwd
- *   kernels_optim.cu        acc_f32, scale_f32, adamw, adamw_cast, sgd
+ *   kernels_optim.cu        acc_f32, scale (fp32, bf16), adamw, adamw_cast, sgd
  *   kernels_sumsq.cu        sumsq_bins (the exact norm's bins)
  *   kernels_reduce.cu       sum_f64, cast
  *   kernels_quant.cu        quantize, dequant_sum (zeropp; kernels in quant_blocks.cuh)
@@ -170,7 +170,7 @@ fb_status fb_cuda_add(const fb_kctx *k, void *out, const void *a, const void *b,
 fb_status fb_cuda_xent_fwd_bwd(const fb_kctx *k, void *logits, double *loss_sum,
                                const int32_t *targets, int N, int V, int ld, float dscale);
 fb_status fb_cuda_acc_f32(const fb_kctx *k, float *y, const float *x, size_t n);
-fb_status fb_cuda_scale_f32(const fb_kctx *k, float *y, float a, size_t n);
+fb_status fb_cuda_scale(const fb_kctx *k, void *y, fb_dtype dt, float a, size_t n);
 fb_status fb_cuda_adamw(const fb_kctx *k, float *p, const float *g, float *m, float *v, size_t n,
                         const fb_adamw_args *a);
 fb_status fb_cuda_adamw_cast(const fb_kctx *k, float *p, const float *g, float *m, float *v,

@@ -1,4 +1,4 @@
-/* The cuda fp32 vector kernels of the optimizer step: acc_f32, scale_f32, adamw, adamw_cast
+/* The cuda fp32 vector kernels of the optimizer step: acc_f32, scale (fp32 or bf16), adamw, adamw_cast
  * (AdamW that also writes the updated parameters in the compute dtype: the working copy of a
  * mixed-precision run, with no separate cast pass) and sgd. Update formulas from
  * engine/ops/elementwise.h; 16-byte vectors with scalar heads and tails (vsplit). Helpers and
@@ -36,11 +36,17 @@ fb_status fb_cuda_acc_f32(const fb_kctx *k, float *y, const float *x, size_t n) 
   ew_launch(k->s->s, acc_f{}, ew_ptrs<float, 2, 1>{{y, x}, {y}}, n);
   return launch_check(k, "acc_f32");
 }
-fb_status fb_cuda_scale_f32(const fb_kctx *k, float *y, float a, size_t n) {
+fb_status fb_cuda_scale(const fb_kctx *k, void *y, fb_dtype dt, float a, size_t n) {
   FB_TRY(prologue(k));
   if (n == 0) return FB_OK;
-  ew_launch(k->s->s, scale_f{a}, ew_ptrs<float, 1, 1>{{y}, {y}}, n);
-  return launch_check(k, "scale_f32");
+  if (dt == FB_F32)
+    ew_launch(k->s->s, scale_f{a}, ew_ptrs<float, 1, 1>{{(float *)y}, {(float *)y}}, n);
+  else if (dt == FB_BF16)
+    ew_launch(k->s->s, scale_f{a}, ew_ptrs<bf16, 1, 1>{{(bf16 *)y}, {(bf16 *)y}}, n);
+  else
+    return FB_ERR(FB_EUNSUPPORTED, "scale: dtype %s is not supported (allowed: fp32, bf16)",
+                  fb_dtype_name(dt));
+  return launch_check(k, "scale");
 }
 fb_status fb_cuda_sgd(const fb_kctx *k, float *p, const float *g, float *mom, size_t n,
                       const fb_sgd_args *a) {
