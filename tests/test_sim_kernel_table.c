@@ -1,7 +1,8 @@
 /* The hardware profile's optional per-kernel table (kernel_gbs): a profile without it loads
  * and costs memory-bound ops on the bandwidth roofline; with it the profile round-trips through
  * fb_hardware_write, a listed kernel costs launch + bytes / its rate (world-shared on a shared
- * host) while an unlisted one keeps the roofline; negative, zero, non-numeric, duplicate and
+ * host) while an unlisted one keeps the roofline (or its raw kernel's rate); a profile that
+ * extends it keeps the table unless it gives its own; negative, zero, non-numeric, duplicate and
  * non-mapping entries fail with FB_EUSAGE naming the key. */
 #include <math.h>
 #include <stdio.h>
@@ -64,6 +65,29 @@ int main(void) {
       CHECK(!strcmp(back.kernels[i].name, tab.kernels[i].name), "name %s vs %s",
             back.kernels[i].name, tab.kernels[i].name);
       CHECK_CLOSE(back.kernels[i].bw, tab.kernels[i].bw, 1e-12, 0);
+    }
+    /* a file extending it keeps its table unless it gives one, which replaces it whole */
+    char kid[] = "/tmp/fb_test_ktab_x_XXXXXX.yaml";
+    FILE *f = NULL;
+    int kfd = mkstemps(kid, 5);
+    CHECK(kfd >= 0 && (f = fdopen(kfd, "w")), "mkstemps");
+    if (f) {
+      fprintf(f, "extends: %s\nmem_bw_gbs: 40\n", path);
+      fclose(f);
+      CHECK_OK(fb_hardware_load(kid, &back));
+      CHECK(back.nkernels == 2, "the base's table dropped: %d kernels", back.nkernels);
+      CHECK_CLOSE(fb_hardware_kernel_bw(&back, "adamw"), 4.5e9, 1e-12, 0);
+      f = fopen(kid, "w");
+      fprintf(f, "extends: %s\nkernel_gbs:\n  scale: 3\n", path);
+      fclose(f);
+      CHECK_OK(fb_hardware_load(kid, &back));
+      CHECK(back.nkernels == 1 && fb_hardware_kernel_bw(&back, "gelu_fwd") == 0,
+            "the file's table did not replace the base's: %d kernels", back.nkernels);
+      /* an op under its own name that the table lacks is priced as its raw kernel's rate */
+      fb_op_cost div = mem_op("grad_predivide", bytes);
+      div.raw = "scale";
+      CHECK_CLOSE(fb_cost_seconds(&back, &div, 1), launch + bytes / 3e9, 1e-12, 0);
+      unlink(kid);
     }
     CHECK_OK(fb_hardware_write(path, &plain, NULL));
     CHECK_OK(fb_hardware_load(path, &back));

@@ -423,6 +423,7 @@ double fb_hardware_split_kernel_bw(const fb_hardware *hw, const char *name) {
 typedef struct hw_ctx {
   fb_hardware *hw;
   bool seen[HW_NKEYS];
+  bool table_seen[NMAPS]; /* this file gave kernel_maps[i]'s table (it replaces the base's) */
   char extends[1024]; /* pass 1: the base profile named ("" = none) */
 } hw_ctx;
 
@@ -480,6 +481,9 @@ static fb_status apply_kernel(void *vctx, const char *path, int line, const char
   }
   int *n = map_n(m, hw);
   fb_hw_kernel *v = map_v(m, hw);
+  bool *given = &((hw_ctx *)vctx)->table_seen[m - kernel_maps];
+  if (!*given) *n = 0; /* the first entry of this file's table drops the base's */
+  *given = true;
   size_t len = strlen(name);
   if (len == 0 || len >= sizeof v[0].name)
     return FB_ERR(FB_EUSAGE, "%s:%d: key '%s': kernel name '%s': allowed 1 to %zu characters",
@@ -508,7 +512,9 @@ double fb_hardware_peak(const fb_hardware *hw, fb_dtype t) {
 
 /* `extends: BASE` (a profile name or path): the base profile's values first, so a cluster file
  * states only what differs (its network, its GPUs per node); the file may then set any key
- * again, and its kernel tables replace the base's. At most 4 levels. */
+ * again, and a kernel table it gives replaces the base's (one it does not give is the base's:
+ * `validate --dataset` writes such files for a row's network over a calibrated profile). At
+ * most 4 levels. */
 static fb_status load_depth(const char *name_or_path, fb_hardware *out, int depth) {
   char path[1024];
   FB_TRY(fb_resolve_yaml("models/hardware", name_or_path, path, sizeof path));
@@ -525,7 +531,6 @@ static fb_status load_depth(const char *name_or_path, fb_hardware *out, int dept
       return FB_ERR(FB_EUSAGE, "%s: key '%s' = '%s': allowed at most 4 levels of extends", path,
                     EXTENDS_KEY, c.extends);
     FB_TRY(load_depth(c.extends, &hw, depth + 1));
-    hw.nkernels = hw.nsplit_kernels = 0;
   }
   const bool based = hw.name[0] != 0; /* a base profile supplied every required key */
   FB_TRY(fb_yaml_read(path, &key_pass, &c));
