@@ -37,6 +37,8 @@ ABLATIONS = [
     ("ranks not in lock-step", "every rank at the same speed", {"rank_speed_sigma": "0"}),
     ("NCCL busbw falling with nodes", "the tuning graph's at any node count", {"nccl_net_busbw_per_doubling": "0"}),
     ("NICs bound the ring", "the tuning graph alone (no NIC count)", {"nics_per_node": "0"}),
+    ("FSDP1's gradient divides", "the two passes free (kernel_gbs 1e9 GB/s)",
+     {"kernel_gbs": "{grad_predivide: 1e9, grad_postdivide: 1e9}"}),
 ]
 
 

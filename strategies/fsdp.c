@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../engine/device/recorder.h"
 #include "common.h"
 #include "mesh.h"
 #include "unit_gather.h"
@@ -51,6 +52,8 @@ typedef struct fsdp_state {
   int fq_cap, fq_head, fq_len;
   fb_comm_mesh mesh; /* units are sliced over its shard group (r->comm for fsdp), reduced
                         slices all-reduced over its replica group (hsdp; none for fsdp) */
+  int divide;        /* FSDP1's gradient predivide factor f at this world (1: no passes) */
+  fb_stream *post;   /* FSDP1's post-backward stream, where the divides run (f > 1) */
 } fsdp_state;
 
 static const fb_gather_ops gather_ops; /* the gather hooks, below */
@@ -75,6 +78,7 @@ const fb_host_costs fb_fsdp_host = {
 void fb_fsdp_teardown(fb_rank *r) {
   fsdp_state *s = r->st;
   if (!s) return;
+  if (s->post) r->dev->ops->stream_destroy(r->dev, s->post); /* drains it */
   for (int i = 0; s->u && i < r->model->nunits; i++) {
     fsdp_unit *x = &s->u[i];
     fb_slice_free(r, &x->sl);
@@ -104,15 +108,49 @@ static fb_rank shard_view(const fb_rank *r) {
   return fb_mesh_view(r, &((const fsdp_state *)r->st)->mesh);
 }
 
+/* FSDP1's gradient divides (torch.distributed.fsdp _runtime_utils._reduce_grad, default hooks'
+ * _get_gradient_predivide_factor): the unsharded gradient, in the reduce dtype, is divided by
+ * f before the reduce-scatter and the reduced shard by W / f after it (after the replica
+ * all-reduce under HYBRID_SHARD), f doubling from 1 while W is divisible by it and W / f > f;
+ * a factor of 1 is no pass. Here the loss is already divided by the global token count, so the
+ * two passes scale by 1 / f and by f: f is a power of two, so both are exact (a scaled sum of
+ * scaled terms rounds as the unscaled one does, barring subnormals) and every strategy keeps
+ * its bits, at FSDP1's traffic; the one pass FSDP1 does not make is the second at W = 2 (f = 2,
+ * W / f = 1). Both run on a post-backward stream of their own, as FSDP1 runs them: beside the
+ * next unit's backward, the collective waiting for the first, the fold and the step for the
+ * second (the cast before them stays on the compute stream). FSDP2 (ReduceOp.AVG in the
+ * collective), YaFSDP and DeepSpeed do not come here. */
+static int fsdp1_predivide(int world) {
+  int f = 1;
+  while (world % f == 0 && world / f > f) f *= 2;
+  return f;
+}
+
+/* One divide pass on the post-backward stream, after `after` (recorded on another stream);
+ * `after` is then recorded again past it, so whoever waits for it next waits for the pass. */
+static fb_status fsdp1_divide(fb_rank *r, int i, fb_event *after, const char *name, void *g,
+                              int64_t n, float by) {
+  fsdp_state *s = r->st;
+  fb_kctx k = fb_rank_kctx(r, s->post, i);
+  FB_TRY(fb_stream_wait(r->dev, s->post, after));
+  FB_TRY(fb_k_scale(&k, name, g, r->rdt, by, (size_t)n));
+  return fb_event_record(r->dev, after, s->post);
+}
+
 fb_status fb_fsdp_setup_mesh(fb_rank *r) {
   const fb_model *m = r->model;
   fsdp_state *s = calloc(1, sizeof *s);
   if (!s) return FB_ERR(FB_ENOMEM, "out of host memory (fsdp state)");
   s->fold_next = -1;
   s->mesh = (fb_comm_mesh){.world = r->comm, .shard = r->comm};
+  s->divide = fsdp1_predivide(r->world);
   r->st = s;
   fb_status st = fb_mesh_open(r, &s->mesh);
   if (st != FB_OK) goto fail;
+  if (s->divide > 1) {
+    FB_CHECK_GOTO(st, r->dev->ops->stream_create(r->dev, FB_STREAM_COMM, &s->post), fail);
+    if (r->rec) fb_recorder_stream(r->rec, s->post, "compute (post-backward)"); /* kernels */
+  }
   fb_rank v = shard_view(r);
   s->u = calloc((size_t)m->nunits, sizeof *s->u);
   if (!s->u) {
@@ -316,12 +354,15 @@ fb_status fb_fsdp_post_backward(fb_rank *r, int i) {
                     "grads.rs_out", &x->rs_tmp));
     dst = x->rs_tmp.ptr;
   }
+  const float f = (float)s->divide;
   FB_TRY(fb_event_record(r->dev, x->ev_ready, r->compute));
+  if (f > 1) FB_TRY(fsdp1_divide(r, i, x->ev_ready, "grad_predivide", send, x->sl.padded, 1 / f));
   FB_TRY(fb_stream_wait(r->dev, r->commst, x->ev_ready));
   /* hsdp: the shard's sum over this replica, then over the replicas (comm.h fb_comm_mesh) */
   FB_TRY(fb_reduce_scatter_mesh(&s->mesh, r->commst, i, send, dst, (size_t)x->sl.shard, r->rdt));
   FB_TRY(fb_all_reduce_replicas(&s->mesh, r->commst, i, dst, (size_t)x->sl.shard, r->rdt));
   FB_TRY(fb_event_record(r->dev, x->ev_rs, r->commst));
+  if (f > 1) FB_TRY(fsdp1_divide(r, i, x->ev_rs, "grad_postdivide", dst, x->sl.shard, f));
   x->rs_pending = true;
   x->acc_pending = !direct;
   x->acc_overwrite = first;
