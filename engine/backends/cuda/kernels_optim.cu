@@ -1,8 +1,8 @@
-/* The cuda fp32 vector kernels of the optimizer step: acc_f32, scale (fp32 or bf16), adamw, adamw_cast
- * (AdamW that also writes the updated parameters in the compute dtype: the working copy of a
- * mixed-precision run, with no separate cast pass) and sgd. Update formulas from
- * engine/ops/elementwise.h; 16-byte vectors with scalar heads and tails (vsplit). Helpers and
- * conventions: kernels.cuh. */
+/* The cuda vector kernels of the optimizer step and the gradients: acc_f32, scale (fp32, or a
+ * bf16 gradient: FSDP1's divides), adamw, adamw_cast (AdamW that also writes the updated
+ * parameters in the compute dtype: the working copy of a mixed-precision run, with no separate
+ * cast pass) and sgd. Update formulas from engine/ops/elementwise.h; 16-byte vectors with
+ * scalar heads and tails (vsplit). Helpers and conventions: kernels.cuh. */
 #include "kernels.cuh"
 
 /* ==== fp32 vectors as elementwise maps (ew_k) =============================================== */
