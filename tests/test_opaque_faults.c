@@ -1,5 +1,6 @@
 /* The opaque device fails where a GPU would: faults injected here, and only here, must fail.
- *  - the host reading device memory dies (a child process, killed by the fault);
+ *  - the host reading device memory dies (a child process, killed by the fault), a fresh block
+ *    or one on the mapping of a freed block of its size;
  *  - a kernel reading a buffer another stream wrote, without an event wait, is refused with
  *    both ops named; with the wait it runs (the control);
  *  - a free not ordered after a use on another stream fails the next sync; with the wait it
@@ -48,15 +49,27 @@ static void rig_close(rig *g) {
   fb_device_close(g->d);
 }
 
-/* The host dereferences device memory: the child must not survive the read. */
-static void test_host_read_faults(void) {
+/* The host dereferences device memory: the child must not survive the read. `recycled`: the
+ * block is the mapping of a freed one of its size, which a kernel wrote (the guard keeps freed
+ * mappings, as a caching allocator keeps memory; exit 4 if it handed out another). */
+static void test_host_read_faults(bool recycled) {
   fflush(NULL);
   pid_t pid = fork();
   if (pid == 0) {
     rig g;
     if (!rig_open(&g)) _exit(3);
-    fb_buf b;
-    if (fb_alloc(g.d, 4096, FB_MEM_ACT, "t", &b) != FB_OK) _exit(3);
+    fb_buf a, b;
+    if (recycled) {
+      if (fb_alloc(g.d, 3 * 4096 + 8, FB_MEM_ACT, "old", &a) != FB_OK) _exit(3);
+      void *old = a.ptr;
+      if (fb_memset0(g.d, g.compute, a.ptr, a.bytes) != FB_OK) _exit(3);
+      fb_free(g.d, &a, g.compute);
+      if (fb_stream_sync(g.d, g.compute) != FB_OK) _exit(3);
+      if (fb_alloc(g.d, 3 * 4096 + 100, FB_MEM_ACT, "t", &b) != FB_OK) _exit(3);
+      if (b.ptr != old) _exit(4);
+    } else if (fb_alloc(g.d, 4096, FB_MEM_ACT, "t", &b) != FB_OK) {
+      _exit(3);
+    }
     volatile float *p = b.ptr;
     float x = p[0]; /* the injected fault */
     (void)x;
@@ -67,8 +80,11 @@ static void test_host_read_faults(void) {
   CHECK(!(WIFEXITED(status) && WEXITSTATUS(status) == 0),
         "a host read of opaque device memory must fault (child exited 0)");
   CHECK(!(WIFEXITED(status) && WEXITSTATUS(status) == 3), "child could not set up");
-  printf("host read of device memory: child %s %d (as on a GPU)\n",
-         WIFSIGNALED(status) ? "killed by signal" : "exited", WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+  CHECK(!(WIFEXITED(status) && WEXITSTATUS(status) == 4),
+        "a freed block's mapping must serve the next allocation of its size");
+  printf("host read of %s device memory: child %s %d (as on a GPU)\n",
+         recycled ? "recycled" : "fresh", WIFSIGNALED(status) ? "killed by signal" : "exited",
+         WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
 }
 
 /* comm stream writes buf; compute reads it with (wait) or without an event in between. */
@@ -198,7 +214,8 @@ static void test_staged_collective(void) {
 }
 
 int main(void) {
-  test_host_read_faults();
+  test_host_read_faults(false);
+  test_host_read_faults(true);
   test_missing_wait();
   test_unsafe_free();
   test_host_pointer_to_kernel();

@@ -1,6 +1,7 @@
-/* The opaque device's guard (see opaque.h): protected mappings, per-block access records and
- * the vector clocks that decide whether two accesses are ordered. It runs no kernel and
- * counts no memory. One mutex guards everything: the guard is a test device, not a fast one. */
+/* The opaque device's guard (see opaque.h): protected mappings (and the released ones kept for
+ * reuse), per-block access records and the vector clocks that decide whether two accesses are
+ * ordered. It runs no kernel and counts no memory. One mutex guards everything: the guard is a
+ * test device, not a fast one. */
 #define _GNU_SOURCE
 #include "opaque.h"
 
@@ -43,6 +44,10 @@ struct fb_opq {
   fb_opq_clock vc[FB_OPQ_STREAMS + 1]; /* per stream, then the host */
   fb_status err;
   char msg[512];
+  /* mappings of released blocks, kept for the next allocation of their size (newest last) */
+  struct kept { char *base; size_t mapped; } *kept;
+  int64_t nkept, capkept;
+  size_t kept_bytes, live_bytes, peak_live;
 };
 
 static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
@@ -76,9 +81,22 @@ static void drop_block(block *b) {
   free(b);
 }
 
+/* Unmaps kept mappings, oldest first, until at most `limit` bytes are kept. */
+static void trim_kept(fb_opq *g, size_t limit) {
+  int64_t k = 0;
+  while (k < g->nkept && g->kept_bytes > limit) {
+    munmap(g->kept[k].base, g->kept[k].mapped);
+    g->kept_bytes -= g->kept[k++].mapped;
+  }
+  memmove(g->kept, g->kept + k, (size_t)(g->nkept - k) * sizeof *g->kept);
+  g->nkept -= k;
+}
+
 void fb_opq_destroy(fb_opq *g) {
   if (!g) return;
   for (int64_t i = 0; i < g->nblocks; i++) drop_block(g->blocks[i]);
+  trim_kept(g, 0);
+  free(g->kept);
   free(g->blocks);
   pthread_mutex_destroy(&g->mu);
   free(g);
@@ -105,13 +123,34 @@ static block *find(const fb_opq *g, const void *p, size_t bytes) {
   return off + bytes <= b->bytes ? b : NULL;
 }
 
+/* A mapping of `mapped` bytes, PROT_NONE: the newest kept one of that size, else a new one
+ * (after unmapping every kept one when the first try fails). Called with g->mu held. */
+static char *take_mapping(fb_opq *g, size_t mapped) {
+  for (int64_t k = g->nkept - 1; k >= 0; k--) {
+    if (g->kept[k].mapped != mapped) continue;
+    char *m = g->kept[k].base;
+    memmove(&g->kept[k], &g->kept[k + 1], (size_t)(g->nkept - k - 1) * sizeof *g->kept);
+    g->nkept--;
+    g->kept_bytes -= mapped;
+    return m;
+  }
+  for (int tries = 0; tries < 2; tries++) {
+    void *m = mmap(NULL, mapped, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m != MAP_FAILED) return m;
+    trim_kept(g, 0);
+  }
+  return NULL;
+}
+
 fb_status fb_opq_alloc(fb_opq *g, size_t bytes, fb_mem_cat cat, void **out) {
   *out = NULL;
   const size_t mapped = (bytes + g->page - 1) / g->page * g->page;
   block *b = calloc(1, sizeof *b);
   if (!b) return FB_ERR(FB_ENOMEM, "opaque device: out of host memory");
-  void *m = mmap(NULL, mapped, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (m == MAP_FAILED) {
+  pthread_mutex_lock(&g->mu);
+  char *m = take_mapping(g, mapped);
+  if (!m) {
+    pthread_mutex_unlock(&g->mu);
     free(b);
     return FB_ERR(FB_ENOMEM, "rank %d: opaque device: cannot map %zu bytes for %s", g->rank,
                   bytes, fb_mem_cat_name(cat));
@@ -120,7 +159,6 @@ fb_status fb_opq_alloc(fb_opq *g, size_t bytes, fb_mem_cat cat, void **out) {
   b->bytes = bytes;
   b->mapped = mapped;
   b->cat = cat;
-  pthread_mutex_lock(&g->mu);
   b->id = g->next_id++;
   if (!fb_grow((void **)&g->blocks, &g->capblocks, g->nblocks + 1, sizeof *g->blocks, 64)) {
     pthread_mutex_unlock(&g->mu);
@@ -131,6 +169,8 @@ fb_status fb_opq_alloc(fb_opq *g, size_t bytes, fb_mem_cat cat, void **out) {
   memmove(&g->blocks[i + 1], &g->blocks[i], (size_t)(g->nblocks - i) * sizeof *g->blocks);
   g->blocks[i] = b;
   g->nblocks++;
+  g->live_bytes += mapped;
+  if (g->live_bytes > g->peak_live) g->peak_live = g->live_bytes;
   pthread_mutex_unlock(&g->mu);
   *out = m;
   return FB_OK;
@@ -185,8 +225,18 @@ void fb_opq_release(fb_opq *g, void *p) {
   assert(b->open == 0 && "opaque device: block released while an op uses it");
   memmove(&g->blocks[i], &g->blocks[i + 1], (size_t)(g->nblocks - i - 1) * sizeof *g->blocks);
   g->nblocks--;
+  g->live_bytes -= b->mapped;
+  /* keep the mapping (PROT_NONE: no op has it open) unless the list cannot grow */
+  bool kept = fb_grow((void **)&g->kept, &g->capkept, g->nkept + 1, sizeof *g->kept, 64);
+  if (kept) {
+    g->kept[g->nkept++] = (struct kept){.base = b->base, .mapped = b->mapped};
+    g->kept_bytes += b->mapped;
+    trim_kept(g, g->peak_live);
+  }
   pthread_mutex_unlock(&g->mu);
-  drop_block(b);
+  if (!kept) munmap(b->base, b->mapped);
+  free(b->recs);
+  free(b);
 }
 
 fb_status fb_opq_stream_add(fb_opq *g, const char *name, int *idx) {
