@@ -11,8 +11,9 @@
  *    With `collectives: shared_memory` (the local communicator: ranks are threads of one
  *    machine) the collective is its own algorithm instead: every rank copies or reduces whole
  *    buffers through the one memory system, so the bytes all ranks move, over the machine's
- *    copy bandwidth, plus one latency per group barrier. A ring on a shared host (MPI
- *    processes on one machine) shares the machine's bandwidth among the W ranks.
+ *    copy bandwidth (or the kind's own in-step rate, coll_gbs), plus one latency per group
+ *    barrier. A ring on a shared host (MPI processes on one machine) shares the machine's
+ *    bandwidth among the W ranks.
  *  - world 1: a collective into another buffer is a device copy (NCCL copies); broadcast and
  *    barrier cost nothing. The local communicator (shared_memory) still hands the collective
  *    to its comm thread and runs its copy or reduce loop there: the shared-memory formula at
@@ -431,10 +432,12 @@ double fb_cost_collective(const fb_hardware *hw, fb_coll coll, double bytes, int
     if (coll == FB_COLL_BARRIER) coll = FB_COLL_ALL_REDUCE, bytes = 4;
     return hw->launch_s + hw->coll_overhead_s + fb_nccl_predict(hw, coll, bytes, world).seconds;
   }
-  if (hw->collectives == FB_COLLS_SHARED_MEMORY) /* intra_bw: the machine's copy bandwidth */
+  if (hw->collectives == FB_COLLS_SHARED_MEMORY) { /* the kind's in-step rate, else intra_bw */
+    const double own = fb_hardware_coll_bw(hw, fb_coll_name(coll));
     return hw->launch_s + (world > 1 ? fb_cost_shared_memory_barriers(coll) : 1) * hw->intra_lat +
            fb_cost_shared_memory_bytes(coll, bytes, world > 1 ? world : 1) /
-               (hw->intra_bw * hw->coll_eff);
+               (own > 0 ? own : hw->intra_bw * hw->coll_eff);
+  }
   if (world <= 1) return single_rank_seconds(hw, coll, bytes);
   int g = hw->devices_per_node < world ? hw->devices_per_node : world; /* ranks per node */
   int nodes = (world + g - 1) / g;

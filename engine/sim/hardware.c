@@ -17,6 +17,7 @@
 
 #include "../core/data_root.h"
 #include "../core/yaml_flat.h"
+#include "../device/device.h"
 
 typedef enum hw_type { HW_STR, HW_REAL, HW_INT, HW_I64, HW_BOOL, HW_ENUM } hw_type;
 
@@ -213,6 +214,8 @@ static const hw_key hw_keys[] = {
 #define EXTENDS_KEY "extends"
 #define KERNEL_DOC "optional: achieved GB/s (of the bytes its wrapper counts) per kernel name"
 #define SPLIT_KERNEL_DOC "optional: the same for one of split_ranks 1-thread ranks at once"
+#define COLL_KEY "coll_gbs"
+#define COLL_DOC "optional (collectives: shared_memory): in-step GB/s per collective kind"
 
 /* The profile's two kernel tables (mappings of kernel name -> GB/s). */
 typedef struct kernel_map {
@@ -223,6 +226,7 @@ static const kernel_map kernel_maps[] = {
     {.key = KERNEL_KEY, .doc = KERNEL_DOC, .n_off = OFF(nkernels), .v_off = OFF(kernels)},
     {.key = SPLIT_KERNEL_KEY, .doc = SPLIT_KERNEL_DOC, .n_off = OFF(nsplit_kernels),
      .v_off = OFF(split_kernels)},
+    {.key = COLL_KEY, .doc = COLL_DOC, .n_off = OFF(ncoll_rates), .v_off = OFF(coll_rates)},
 };
 enum { NMAPS = sizeof kernel_maps / sizeof kernel_maps[0] };
 
@@ -338,6 +342,24 @@ static double get_yaml_value(const hw_key *k, const fb_hardware *hw) {
   }
 }
 
+/* coll_gbs names collective kinds, and prices the local communicator's algorithm only. */
+static fb_status check_coll_rates(const fb_hardware *hw, const char *where) {
+  if (hw->ncoll_rates > 0 && hw->collectives != FB_COLLS_SHARED_MEMORY)
+    return FB_ERR(FB_EUSAGE, "%s: key '%s' needs 'collectives: shared_memory' (it prices the "
+                  "local communicator's algorithm; got collectives: %s)", where, COLL_KEY,
+                  collectives_names[hw->collectives]);
+  for (int i = 0; i < hw->ncoll_rates; i++) {
+    bool known = false;
+    for (int c = 0; c < FB_NCOLL && !known; c++) known = !strcmp(hw->coll_rates[i].name,
+                                                                  fb_coll_name((fb_coll)c));
+    if (!known)
+      return FB_ERR(FB_EUSAGE, "%s: key '%s.%s': not a collective (allowed: all_gather, "
+                    "reduce_scatter, all_reduce, broadcast, reduce, all_to_all, barrier)", where,
+                    COLL_KEY, hw->coll_rates[i].name);
+  }
+  return FB_OK;
+}
+
 /* The split figures come whole: split_ranks 0, or >= 2 with the curve and attention set. */
 static fb_status check_split(const fb_hardware *hw, const char *where) {
   if (hw->split_ranks == 1)
@@ -399,6 +421,7 @@ fb_status fb_hardware_validate(const fb_hardware *hw, const char *where) {
   }
   for (int m = 0; m < NMAPS; m++)
     FB_TRY(validate_map(&kernel_maps[m], hw, where));
+  FB_TRY(check_coll_rates(hw, where));
   return check_split(hw, where);
 }
 
@@ -415,6 +438,10 @@ double fb_hardware_kernel_bw(const fb_hardware *hw, const char *name) {
 
 double fb_hardware_split_kernel_bw(const fb_hardware *hw, const char *name) {
   return table_bw(hw->split_kernels, hw->nsplit_kernels, name);
+}
+
+double fb_hardware_coll_bw(const fb_hardware *hw, const char *name) {
+  return table_bw(hw->coll_rates, hw->ncoll_rates, name);
 }
 
 /* Loading runs the shared event-based YAML reader (config/yaml_flat.c) twice over the file:
@@ -547,6 +574,7 @@ static fb_status load_depth(const char *name_or_path, fb_hardware *out, int dept
 
 fb_status fb_hardware_load(const char *name_or_path, fb_hardware *out) {
   FB_TRY(load_depth(name_or_path, out, 0));
+  FB_TRY(check_coll_rates(out, name_or_path));
   return check_split(out, name_or_path);
 }
 

@@ -142,6 +142,15 @@ typedef struct fb_hardware {
   double split_attn_eff;    /* its attention kernels against its own curve */
   int nsplit_kernels;       /* its memory-bound kernels' rates (split_kernel_gbs) */
   fb_hw_kernel split_kernels[FB_HW_MAX_KERNELS];
+  /* ---- the local communicator's collectives as a step runs them (optional; collectives:
+   * shared_memory only) ----
+   * GB/s of the shared-memory algorithm's bytes (cost_model.c) per collective kind, measured
+   * in step by calibrate on a CPU device (calibrate_steps.c): on a shared host a rank's comm
+   * thread takes turns on the cores with the compute threads wherever the step overlaps them,
+   * and the kinds overlap differently (fsdp's prefetched gathers run beside matrix products, its
+   * reduce-scatters mostly where the host waits). A kind not listed runs at intra_bw. */
+  int ncoll_rates;          /* entries of coll_gbs */
+  fb_hw_kernel coll_rates[FB_HW_MAX_KERNELS];
   /* caching-allocator model (engine/sim/caching_allocator.h); 0 = the documented estimate */
   double cuda_malloc_s;     /* host time of one cudaMalloc of a new segment */
   double cuda_free_s;       /* host time of one cudaFree (after the device-wide sync) */
@@ -165,6 +174,8 @@ fb_status fb_hardware_write_to(FILE *f, const char *path, const fb_hardware *hw,
 double fb_hardware_kernel_bw(const fb_hardware *hw, const char *name);
 /* The same from the split table (split_kernel_gbs), or 0. */
 double fb_hardware_split_kernel_bw(const fb_hardware *hw, const char *name);
+/* The in-step rate (bytes/s) of a collective kind by its name (coll_gbs), or 0. */
+double fb_hardware_coll_bw(const fb_hardware *hw, const char *name);
 
 /* A run's own network (--nics-per-node, --nic-gbps) over the profile's: a value > 0 replaces
  * the profile's key, 0 keeps it. Range-checked as the profile keys are (FB_EUSAGE naming the
