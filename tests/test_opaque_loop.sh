@@ -4,7 +4,8 @@
 # timing goal, all ops within 10 %, is the acceptance's and the benchmark's: a unit test on a
 # shared 2-vCPU machine asserts no timing):
 #  - the profile holds what the device measured in step: a kernel table (kernel_gbs) of this
-#    device's own rates, tagged, the split figures and the local communicator's link figures;
+#    device's own rates, tagged, the split figures, the local communicator's link figures and
+#    each collective kind's own in-step rate (coll_gbs);
 #  - single and fsdp over 2 ranks against it: peak memory equal, no track diverged, every op
 #    family of the measured run priced (a positive prediction), the `all ops` line printed;
 #    the measured side the median of 3 executed runs by default, of --repeat N when given;
@@ -20,7 +21,8 @@ set -u
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
-bad() { echo "FAIL: $*" >&2; fail=1; }
+# a failure inside $(...) (check_loop) must fail the test too: it leaves a mark in the file
+bad() { echo "FAIL: $*" >&2; fail=1; echo x >>"$tmp/failed"; }
 
 o=$("$FSDPBENCH" calibrate --backend cpu-opaque --quick --out "$tmp/p.yaml" 2>&1); rc=$?
 [ $rc -eq 0 ] || { echo "FAIL: calibrate --backend cpu-opaque exited $rc: $(tail -3 <<<"$o")" >&2; exit 1; }
@@ -64,6 +66,15 @@ j=$(sed -nE 's/^rank_jitter: +([0-9.e+-]+) +# measured on cpu-opaque .*: in-step
 grep -q '^rank_jitter:' "$tmp/p.yaml" && { [ -n "$j" ] && awk -v j="$j" 'BEGIN { exit !(j > 0 && j <= 1) }' ||
   bad "rank_jitter not a fraction tagged as the in-step fit: $(grep '^rank_jitter' "$tmp/p.yaml")"; }
 
+# each collective kind the split runs spend their bytes in, at its own in-step rate (coll_gbs):
+# the gathers and the reduce-scatters of fsdp, tagged; nothing else in that table
+for k in all_gather reduce_scatter; do
+  sed -n '/^coll_gbs:/,/^[^ ]/p' "$tmp/p.yaml" | grep -qE "^  $k: +[0-9.e+-]+ +# measured on cpu-opaque" ||
+    bad "coll_gbs lacks $k: $(sed -n '/^coll_gbs:/,/^[^ ]/p' "$tmp/p.yaml")"
+done
+sed -n '/^coll_gbs:/,/^[^ ]/p' "$tmp/p.yaml" | grep -E '^  [a-z_]+:' | grep -vqE '^  (all_gather|reduce_scatter|all_reduce|broadcast|reduce|all_to_all):' &&
+  bad "coll_gbs: an entry that is no collective"
+
 # validate ARGS...: runs the loop, checks the structure of its table
 check_loop() {
   local what="$*" o rc
@@ -79,9 +90,17 @@ check_loop() {
   fam=$(grep -cE '^[a-z_.]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[-+]?[0-9.]+$' <<<"$o")
   zero=$(awk '/^[a-z_.]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[-+]?[0-9.]+$/ && ($2 == 0 || $4 + 0 <= 0) { print $1 }' <<<"$o")
   [ "$fam" -ge 10 ] || bad "validate $what: $fam op families matched: $o"
-  # the measured side's own noise: each family's largest / smallest time over the 3 runs, >= 1
-  grep -qE '^run to run \(largest / smallest of 3 executed runs, families of >= 1 ms\):( [a-z_.]+ [0-9]+\.[0-9]{2}(, [a-z_.]+ [0-9]+\.[0-9]{2})*)?$' <<<"$o" ||
-    bad "validate $what: no run-to-run line: $o"
+  # the measured side's own noise: each family's largest / smallest time over the N runs, >= 1
+  # (no such line after a single run)
+  local n
+  n=$(sed -nE '1s/^# validate: .*measured: the median of ([0-9]+) executed runs?\)$/\1/p' <<<"$o")
+  [ -n "$n" ] || bad "validate $what: no run count in the header: $(head -1 <<<"$o")"
+  if [ "${n:-1}" -ge 2 ]; then
+    grep -qE "^run to run \(largest / smallest of $n executed runs, families of >= 1 ms\):( [a-z_.]+ [0-9]+\.[0-9]{2}(, [a-z_.]+ [0-9]+\.[0-9]{2})*)?$" <<<"$o" ||
+      bad "validate $what: no run-to-run line: $o"
+  else
+    grep -q '^run to run' <<<"$o" && bad "validate $what: a run-to-run line after one run"
+  fi
   awk '/^run to run/ { sub(/^[^:]*: /, ""); n = split($0, f, ", "); for (i = 1; i <= n; i++) { split(f[i], g, " "); if (g[2] + 0 < 1) exit 1 } }' <<<"$o" ||
     bad "validate $what: a spread below 1: $(grep '^run to run' <<<"$o")"
   [ -z "$zero" ] || bad "validate $what: families without a prediction: $zero"
@@ -114,5 +133,6 @@ done
   bad "--base h100: sustained_compute / eager_mem_factor of PyTorch kept: $(grep -E '^(sustained|eager)' "$tmp/g.yaml")"
 grep -qE '^  rope_fwd: +[0-9.e+-]+ +# measured on' "$tmp/g.yaml" || bad "--base h100: no in-step rope rate"
 
+[ -e "$tmp/failed" ] && fail=1
 [ $fail -eq 0 ] && echo "test_opaque_loop: ok"
 exit $fail

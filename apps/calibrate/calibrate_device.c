@@ -385,11 +385,10 @@ static fb_status step_nccl(fb_devcal *c) {
 /* ---- the profile --------------------------------------------------------------------------- */
 
 /* A kernel table measured in step (replaces the base's: `extends` does not merge tables). */
-static void write_table(FILE *f, const fb_devcal *c, const char *key, const fb_hw_kernel *k,
-                        int n) {
+static void write_table(FILE *f, const fb_devcal *c, const char *key, const char *what,
+                        const fb_hw_kernel *k, int n) {
   if (n <= 0) return;
-  fprintf(f, "%s: # measured on %s: in-step rates, GB/s of the bytes each op's wrapper "
-          "counts\n", key, c->gpu);
+  fprintf(f, "%s: # measured on %s: in-step rates, %s\n", key, c->gpu, what);
   for (int i = 0; i < n; i++) {
     char name[48];
     snprintf(name, sizeof name, "%s:", k[i].name);
@@ -416,8 +415,11 @@ static fb_status write_tagged(FILE *f, const fb_devcal *c, double secs) {
             c->tags[i].how);
   }
   if (c->tables) {
-    write_table(f, c, "kernel_gbs", c->hw.kernels, c->hw.nkernels);
-    write_table(f, c, "split_kernel_gbs", c->hw.split_kernels, c->hw.nsplit_kernels);
+    const char *ops = "GB/s of the bytes each op's wrapper counts";
+    write_table(f, c, "kernel_gbs", ops, c->hw.kernels, c->hw.nkernels);
+    write_table(f, c, "split_kernel_gbs", ops, c->hw.split_kernels, c->hw.nsplit_kernels);
+    write_table(f, c, "coll_gbs", "GB/s of the local communicator's bytes per collective kind",
+                c->hw.coll_rates, c->hw.ncoll_rates);
   }
   return ferror(f) ? FB_ERR(FB_EIO, "cannot write %s", c->o->out) : FB_OK;
 }
