@@ -55,13 +55,16 @@ static const calib_run split_quick[] = {{"debug", 1, 96, 2}};
 /* Another CPU device (cpu-opaque: every op through its access guard; gpt2-124m's steps 10x the
  * debug models') takes the debug models only (gpt2-124m's kernels are debug's GPT-2 ones),
  * at sequences on both sides of its loop's default (debug 8 x 256, `validate --backend
- * cpu-opaque`): attention per FLOP is faster at 256 than at 128 keys. Its split runs straddle
+ * cpu-opaque`): attention per FLOP is faster at 256 than at 128 keys; and at tokens on both
+ * sides of its 2048 (1536, 2560): a kernel pays the guard's protection changes per call, so
+ * runs all below it priced its layernorm_fwd 25-52 % slow. Its split runs straddle
  * the loop's 1024 tokens a rank (192, 512, 768 and 1280): a rank's wait for its peer grows
  * with the compute between their meetings (fit_comm_drift), which runs all below the loop's
  * priced short, and the memory-bound kernels' rates move with it too (layernorm_fwd +24 to
- * +50 % with three runs below, -4 to +22 % with the fourth above). */
+ * +50 % with three runs below, -4 to +22 % with the fourth above). They trace 7 steps, the
+ * single-rank runs 4-5: a run's collectives count at the median of their 2-step times. */
 static const calib_run runs_device[] = {
-    {"debug", 12, 128, 6}, {"debug", 3, 256, 6}, {"debug-llama", 4, 128, 6}};
+    {"debug", 12, 128, 6}, {"debug", 10, 256, 5}, {"debug-llama", 4, 128, 6}};
 static const calib_run split_device[] = {
     {"debug", 6, 128, 8}, {"debug", 2, 256, 8}, {"debug", 5, 256, 8}, {"debug-llama", 3, 64, 8}};
 #define NRUNS(a) ((int)(sizeof(a) / sizeof *(a)))
@@ -184,19 +187,20 @@ static void add_coll(in_step *a, const fb_rec_op *o, double t) {
   if (o->step >= 0 && o->step < RUN_STEPS) c->step_t[o->step] += t;
 }
 
-/* A point's in-step time as its median step's times the steps: a staged collective on a
- * shared host now and then stalls for a time slice (a step's reduce-scatters at 2-5x the
- * others'), which a plain sum carries into the fit and the median of validate's repeats
- * does not. The plain sum where no step was recorded. */
+/* A point's in-step time as validate's measured side takes a family's (the median over 3
+ * executions of its time in 2 traced steps): the median of its steps' times summed in
+ * consecutive pairs, times the pairs the run's steps make. A staged collective on a shared
+ * host now and then stalls for a time slice (a step's reduce-scatters at 2-5x the others'),
+ * which a plain sum carries into the fit and that median does not. The plain sum where the
+ * run traced fewer than 4 steps. */
 static double robust_t(const coll_pt *c) {
-  double v[RUN_STEPS];
-  int n = 0;
+  double v[RUN_STEPS], pair[RUN_STEPS / 2];
+  int n = 0, np = 0;
   for (int s = 0; s < RUN_STEPS; s++)
     if (c->step_t[s] > 0) v[n++] = c->step_t[s];
-  if (n == 0) return c->t;
-  qsort(v, (size_t)n, sizeof *v, fb_cmp_double);
-  const double med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  return med * n;
+  if (n < 4) return c->t;
+  for (int i = 0; i + 1 < n; i += 2) pair[np++] = v[i] + v[i + 1];
+  return fb_median(pair, np) * n / 2.0;
 }
 
 /* Runs one calibration configuration (world 1: single; else ddp over `world` rank threads,
