@@ -217,7 +217,7 @@ static const hw_key hw_keys[] = {
 #define COLL_KEY "coll_gbs"
 #define COLL_DOC "optional (collectives: shared_memory): in-step GB/s per collective kind"
 
-/* The profile's two kernel tables (mappings of kernel name -> GB/s). */
+/* The profile's rate tables (mappings of a kernel's or a collective kind's name -> GB/s). */
 typedef struct kernel_map {
   const char *key, *doc;
   size_t n_off, v_off; /* offsets of the count and the array in fb_hardware */
@@ -350,12 +350,15 @@ static fb_status check_coll_rates(const fb_hardware *hw, const char *where) {
                   collectives_names[hw->collectives]);
   for (int i = 0; i < hw->ncoll_rates; i++) {
     bool known = false;
-    for (int c = 0; c < FB_NCOLL && !known; c++) known = !strcmp(hw->coll_rates[i].name,
-                                                                  fb_coll_name((fb_coll)c));
+    char names[160] = "";
+    for (int c = 0; c < FB_NCOLL; c++) {
+      known = known || !strcmp(hw->coll_rates[i].name, fb_coll_name((fb_coll)c));
+      size_t o = strlen(names);
+      snprintf(names + o, sizeof names - o, "%s%s", c ? ", " : "", fb_coll_name((fb_coll)c));
+    }
     if (!known)
-      return FB_ERR(FB_EUSAGE, "%s: key '%s.%s': not a collective (allowed: all_gather, "
-                    "reduce_scatter, all_reduce, broadcast, reduce, all_to_all, barrier)", where,
-                    COLL_KEY, hw->coll_rates[i].name);
+      return FB_ERR(FB_EUSAGE, "%s: key '%s.%s': not a collective (allowed: %s)", where,
+                    COLL_KEY, hw->coll_rates[i].name, names);
   }
   return FB_OK;
 }
@@ -497,7 +500,7 @@ static fb_status apply_key(void *vctx, const char *path, int line, const char *k
   return set_key(path, k, val, c->hw);
 }
 
-/* Pass 2: one entry of a kernel table (kernel_gbs, split_kernel_gbs), name -> GB/s (> 0). */
+/* Pass 2: one entry of a rate table (kernel_gbs, split_kernel_gbs, coll_gbs), name -> GB/s. */
 static fb_status apply_kernel(void *vctx, const char *path, int line, const char *key,
                               const char *name, const char *val) {
   fb_hardware *hw = ((hw_ctx *)vctx)->hw;
