@@ -479,22 +479,26 @@ static void print_comm_fit(const coll_sums *cs, const double *sim, const fb_hard
  * for all: on a shared host a kind runs at the share of the cores the step leaves it where it
  * runs (fsdp's prefetched gathers beside matrix products, its reduce-scatters mostly while the
  * host waits: one scale for both priced the reduce-scatters of the cpu-opaque loop 50-90 %
- * slow, 2026-11-29). A kind gets one where its bytes, not its barriers, take most of its time
- * (at the fit); the others keep intra_bw. `bw0`: the rate cs->bytes was priced at. */
+ * slow, 2026-11-29). A kind gets one where its calls move at least MIN_KIND_BYTES each and
+ * took longer than their barriers; the others (the gradient norm's 8-byte all-reduce) keep
+ * intra_bw. `bw0`: the rate cs->bytes was priced at. */
+enum { MIN_KIND_BYTES = 64 << 10 };
 static void kind_rates(const coll_sums *cs, const double *w, fb_hardware *hw, double bw0) {
   hw->ncoll_rates = 0;
   for (int c = 0; c < FB_NCOLL; c++) {
-    double t = 0, x = 0, lat = 0;
+    double t = 0, x = 0, lat = 0, calls = 0;
     for (int k = c; k < NCELL; k += FB_NCOLL) {
       t += cs->t[k] - hw->rank_jitter * w[k];
       lat += hw->intra_lat * cs->barriers[k];
-      x += cs->bytes[k]; /* its bytes' time at bw0 */
+      x += cs->bytes[k] - cs->n[k] * hw->launch_s; /* its bytes' time at bw0 */
+      calls += (double)cs->n[k];
     }
-    if (!(x * bw0 / hw->intra_bw > lat && t > lat) || hw->ncoll_rates >= FB_HW_MAX_KERNELS)
+    if (!(calls > 0 && x * bw0 >= MIN_KIND_BYTES * calls && t > lat + calls * hw->launch_s) ||
+        hw->ncoll_rates >= FB_HW_MAX_KERNELS)
       continue;
     fb_hw_kernel *e = &hw->coll_rates[hw->ncoll_rates++];
     snprintf(e->name, sizeof e->name, "%s", fb_coll_name((fb_coll)c));
-    e->bw = fb_calib_sig4(bw0 * x / (t - lat));
+    e->bw = fb_calib_sig4(bw0 * x / (t - lat - calls * hw->launch_s));
   }
 }
 

@@ -88,6 +88,7 @@ static void trim_kept(fb_opq *g, size_t limit) {
     munmap(g->kept[k].base, g->kept[k].mapped);
     g->kept_bytes -= g->kept[k++].mapped;
   }
+  if (k == 0) return;
   memmove(g->kept, g->kept + k, (size_t)(g->nkept - k) * sizeof *g->kept);
   g->nkept -= k;
 }
