@@ -267,10 +267,31 @@ static void set_kernel(fb_hw_kernel *v, int *n, const char *name, double bw) {
 /* What one pass of in-step runs fits: a GEMM curve on the profile's peak, attention against
  * it, and a kernel table (written into the table it is given). */
 typedef struct in_step_fit {
+  bool robust; /* kernel rates at the median of step pairs (pair_rate), not pooled */
   double E, h, attn, attn_raw, gemm_rms, kernel_rms;
   fb_hw_kernel *kernels;
   int *nkernels;
 } in_step_fit;
+
+/* A kernel's in-step rate as validate's measured side takes a family's time (the median over 3
+ * executions of its time in 2 traced steps): the median over consecutive pairs of the steps
+ * that ran it of their bytes over their busy time. On a CPU device a kernel on a side stream
+ * (fsdp's post-backward divides) takes turns with the compute threads and now and then loses
+ * a time slice; pooled, those steps set its rate (grad_postdivide -47 to +80 % in the loop).
+ * The pooled rate where fewer than 4 steps ran it. */
+static double pair_rate(const mem_pt *m, const fb_hardware *hw, double pooled) {
+  double r[MAX_STEPS / 2], b = 0, t = 0;
+  int np = 0, have = 0;
+  for (int j = 0; j < MAX_STEPS; j++) {
+    if (m->step_n[j] == 0 || !(m->step_bytes[j] > 0)) continue;
+    b += m->step_bytes[j];
+    t += m->step_t[j] - m->step_n[j] * hw->launch_s;
+    if (++have % 2) continue;
+    if (t > 0) r[np++] = b / t;
+    b = t = 0;
+  }
+  return have >= 4 && np >= 2 ? fb_median(r, np) : pooled;
+}
 
 /* One memory-bound kernel's in-step rate into the table (its bytes over its time less the
  * launches), and its steps' share of the table's residual (*wsq, *wsum). */
@@ -284,6 +305,7 @@ static void fit_kernel(const mem_pt *m, const fb_hardware *hw, bool quiet, in_st
   const double streams_in = m->n > 0 ? m->bytes / m->n / (hw->mem_bw * hw->mem_eff) : 0;
   if (!(m->bytes > 0) || !(busy > 20e-6) || !(streams_in >= hw->launch_s)) return;
   double bw = m->bytes / busy;
+  if (f->robust) bw = pair_rate(m, hw, bw);
   set_kernel(f->kernels, f->nkernels, m->name, bw);
   for (int j = 0; j < MAX_STEPS; j++) {
     double sb = m->step_t[j] - m->step_n[j] * hw->launch_s;
@@ -571,7 +593,7 @@ fb_status fb_calibrate_in_step(fb_hardware *hw, const char *backend, const char 
                      "thread(s)), ops of the steps after the first\n", backend, threads);
   fb_status st = run_pass(runs, nruns, backend, NULL, split, threads, 1, quiet, a);
   if (st != FB_OK) goto out;
-  in_step_fit f = {.kernels = hw->kernels, .nkernels = &hw->nkernels};
+  in_step_fit f = {.robust = !cpu, .kernels = hw->kernels, .nkernels = &hw->nkernels};
   fit_pass(a, hw, quiet, &f);
   hw->gemm_max_eff = f.E;
   hw->gemm_half_size = f.h;
@@ -593,7 +615,8 @@ fb_status fb_calibrate_in_step(fb_hardware *hw, const char *backend, const char 
                      "every rank's ops of the steps after the first\n", threads, split);
   if ((st = run_pass(sruns, nsruns, backend, NULL, split, threads, threads, quiet, a)) != FB_OK)
     goto out;
-  in_step_fit g = {.kernels = hw->split_kernels, .nkernels = &hw->nsplit_kernels};
+  in_step_fit g = {.robust = !cpu, .kernels = hw->split_kernels,
+                   .nkernels = &hw->nsplit_kernels};
   fit_pass(a, hw, quiet, &g);
   hw->split_ranks = threads;
   hw->split_gemm_max_eff = g.E;
