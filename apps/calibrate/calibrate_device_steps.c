@@ -15,7 +15,9 @@
  *    calibration's own in-step refit (calibrate_steps.c) on this device, split figures
  *    included (on fsdp runs of 1-thread ranks: its gathers' and flat copies' kernels too),
  *    and the local communicator measured between two ranks of this device (its collectives
- *    staged through host memory, as a step's are).
+ *    staged through host memory, as a step's are; each collective kind at its own in-step
+ *    rate, coll_gbs); kernels and collectives at the median of their step pairs, the
+ *    statistic validate's measured side takes.
  * It writes nothing (calibrate_device.c writes the profile). */
 #define _GNU_SOURCE
 #include <math.h>
