@@ -187,6 +187,14 @@ static void add_coll(in_step *a, const fb_rec_op *o, double t) {
   if (o->step >= 0 && o->step < RUN_STEPS) c->step_t[o->step] += t;
 }
 
+/* The sums of consecutive pairs of v[0..n) (an odd last value is left out) into out; their
+ * count. The step pairs that robust_t and pair_rate take medians over. */
+static int pair_sums(const double *v, int n, double *out) {
+  int np = 0;
+  for (int i = 0; i + 1 < n; i += 2) out[np++] = v[i] + v[i + 1];
+  return np;
+}
+
 /* A point's in-step time as validate's measured side takes a family's (the median over 3
  * executions of its time in 2 traced steps): the median of its steps' times summed in
  * consecutive pairs, times the pairs the run's steps make. A staged collective on a shared
@@ -195,12 +203,11 @@ static void add_coll(in_step *a, const fb_rec_op *o, double t) {
  * run traced fewer than 4 steps. */
 static double robust_t(const coll_pt *c) {
   double v[RUN_STEPS], pair[RUN_STEPS / 2];
-  int n = 0, np = 0;
+  int n = 0;
   for (int s = 0; s < RUN_STEPS; s++)
     if (c->step_t[s] > 0) v[n++] = c->step_t[s];
   if (n < 4) return c->t;
-  for (int i = 0; i + 1 < n; i += 2) pair[np++] = v[i] + v[i + 1];
-  return fb_median(pair, np) * n / 2.0;
+  return fb_median(pair, pair_sums(v, n, pair)) * n / 2.0;
 }
 
 /* Runs one calibration configuration (world 1: single; else ddp over `world` rank threads,
@@ -280,17 +287,19 @@ typedef struct in_step_fit {
  * a time slice; pooled, those steps set its rate (grad_postdivide -47 to +80 % in the loop).
  * The pooled rate where fewer than 4 steps ran it. */
 static double pair_rate(const mem_pt *m, const fb_hardware *hw, double pooled) {
-  double r[MAX_STEPS / 2], b = 0, t = 0;
-  int np = 0, have = 0;
+  double b[MAX_STEPS], t[MAX_STEPS], pb[MAX_STEPS / 2], pt[MAX_STEPS / 2], r[MAX_STEPS / 2];
+  int have = 0, np = 0;
   for (int j = 0; j < MAX_STEPS; j++) {
     if (m->step_n[j] == 0 || !(m->step_bytes[j] > 0)) continue;
-    b += m->step_bytes[j];
-    t += m->step_t[j] - m->step_n[j] * hw->launch_s;
-    if (++have % 2) continue;
-    if (t > 0) r[np++] = b / t;
-    b = t = 0;
+    b[have] = m->step_bytes[j];
+    t[have++] = m->step_t[j] - m->step_n[j] * hw->launch_s;
   }
-  return have >= 4 && np >= 2 ? fb_median(r, np) : pooled;
+  if (have < 4) return pooled;
+  const int pairs = pair_sums(b, have, pb);
+  pair_sums(t, have, pt);
+  for (int i = 0; i < pairs; i++)
+    if (pt[i] > 0) r[np++] = pb[i] / pt[i];
+  return np >= 2 ? fb_median(r, np) : pooled;
 }
 
 /* One memory-bound kernel's in-step rate into the table (its bytes over its time less the

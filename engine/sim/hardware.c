@@ -350,15 +350,16 @@ static fb_status check_coll_rates(const fb_hardware *hw, const char *where) {
                   collectives_names[hw->collectives]);
   for (int i = 0; i < hw->ncoll_rates; i++) {
     bool known = false;
-    char names[160] = "";
+    for (int c = 0; c < FB_NCOLL && !known; c++)
+      known = !strcmp(hw->coll_rates[i].name, fb_coll_name((fb_coll)c));
+    if (known) continue;
+    char names[160] = ""; /* the registry's names, for the message */
     for (int c = 0; c < FB_NCOLL; c++) {
-      known = known || !strcmp(hw->coll_rates[i].name, fb_coll_name((fb_coll)c));
       size_t o = strlen(names);
       snprintf(names + o, sizeof names - o, "%s%s", c ? ", " : "", fb_coll_name((fb_coll)c));
     }
-    if (!known)
-      return FB_ERR(FB_EUSAGE, "%s: key '%s.%s': not a collective (allowed: %s)", where,
-                    COLL_KEY, hw->coll_rates[i].name, names);
+    return FB_ERR(FB_EUSAGE, "%s: key '%s.%s': not a collective (allowed: %s)", where, COLL_KEY,
+                  hw->coll_rates[i].name, names);
   }
   return FB_OK;
 }
