@@ -66,12 +66,16 @@ j=$(sed -nE 's/^rank_jitter: +([0-9.e+-]+) +# measured on cpu-opaque .*: in-step
 grep -q '^rank_jitter:' "$tmp/p.yaml" && { [ -n "$j" ] && awk -v j="$j" 'BEGIN { exit !(j > 0 && j <= 1) }' ||
   bad "rank_jitter not a fraction tagged as the in-step fit: $(grep '^rank_jitter' "$tmp/p.yaml")"; }
 
-# the collective kinds the split runs spend their bytes in, each at its own in-step rate
-# (coll_gbs): fsdp's gathers or reduce-scatters, tagged (a kind whose time the fitted barriers
-# and drift already explain keeps intra_bw: under a sanitizer's quick run one of the two may);
-# nothing else in that table
-sed -n '/^coll_gbs:/,/^[^ ]/p' "$tmp/p.yaml" | grep -qE "^  (all_gather|reduce_scatter): +[0-9.e+-]+ +# measured on cpu-opaque" ||
-  bad "coll_gbs has neither all_gather nor reduce_scatter: $(sed -n '/^coll_gbs:/,/^[^ ]/p' "$tmp/p.yaml")"
+# each collective kind's own in-step rate (coll_gbs): calibrate says which kinds got one (which
+# do depends on the machine's load: a kind whose time the fitted barriers and drift explain
+# keeps intra_bw), and the profile's table holds exactly those, tagged, and nothing that is no
+# collective
+rates=$(grep -E '^  own rates \(coll_gbs\):.* every other kind at the bandwidth above$' <<<"$o")
+[ -n "$rates" ] || bad "calibrate printed no 'own rates (coll_gbs)' line"
+for k in $(grep -oE '[a-z_]+ [0-9.e+-]+ GB/s' <<<"$rates" | awk '{ print $1 }'); do
+  sed -n '/^coll_gbs:/,/^[^ ]/p' "$tmp/p.yaml" | grep -qE "^  $k: +[0-9.e+-]+ +# measured on cpu-opaque" ||
+    bad "coll_gbs lacks $k, which calibrate rated: $rates"
+done
 sed -n '/^coll_gbs:/,/^[^ ]/p' "$tmp/p.yaml" | grep -E '^  [a-z_]+:' | grep -vqE '^  (all_gather|reduce_scatter|all_reduce|broadcast|reduce|all_to_all):' &&
   bad "coll_gbs: an entry that is no collective"
 

@@ -588,6 +588,10 @@ static fb_status fit_comm_drift(const in_step *a, fb_hardware *hw, const calib_r
   if (quiet) return FB_OK;
   FB_TRY(sim_colls(hw, runs, nruns, split, world, s));
   print_comm_fit(&cs, s, &old, hw, world);
+  printf("  own rates (coll_gbs):");
+  for (int i = 0; i < hw->ncoll_rates; i++)
+    printf(" %s %.3g GB/s,", hw->coll_rates[i].name, hw->coll_rates[i].bw * 1e-9);
+  printf(" every other kind at the bandwidth above\n");
   return FB_OK;
 }
 
