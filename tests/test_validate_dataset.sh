@@ -77,7 +77,17 @@ grep -qE "row 4: not stated, fastest that fits: micro-batch [0-9]+, recompute (o
 grep -qE "row 6: (.*; )?not stated, fastest that fits: micro-batch 8, recompute (off|op|full)" \
   <<<"$out" || bad "searched checkpointing of the ZeRO-3 row: $out"
 grep -q "model family of 'Mamba-2.8B' not modelled" <<<"$out" || bad "unknown family: $out"
+grep -qE "row 6: (.*; )?DeepSpeed's schedule not executed: it gathers per leaf module and reduces per parameter" \
+  <<<"$out" || bad "the ZeRO-3 row does not say DeepSpeed's schedule is not executed: $out"
 grep -q "NON-DP: FSDP2(32) x CP(2): tensor/pipeline/context parallel" <<<"$out" || bad "CP row: $out"
+# a source's network fact is said whole (the ZeRO++ tutorial's is the longest)
+{
+  echo "$hdr"
+  row "zeropp-tutorial,V100,32,32,16,not stated,GPT-2 (test 350M),,24,1024,16,16,4096,50304,512,1,32,,1,fp16 (--fp16),full,False,DeepSpeed ZeRO-3,Megatron-DeepSpeed,1000,,,,,,,,v,n"
+} >"$tmp/tut.csv"
+out=$("$FSDPBENCH" validate --dataset "$tmp/tut.csv" 2>&1) || bad "tut.csv: $(tail -2 <<<"$out")"
+grep -qE "row 1: .*fabric not stated .*~11 GB/s per node either way($|;)" <<<"$out" ||
+  bad "the tutorial's network fact is cut: $(grep 'row 1:' <<<"$out")"
 # float8 linears make the same run faster than bf16 (row 5, and the same row in bf16)
 { echo "$hdr"; sed -n 6p "$tmp/llama.csv"; } >"$tmp/fp8.csv"
 sed -E 's/float8 tensorwise linears \(torchao\) \+ float8 FSDP2 all-gather/bf16 (FSDP2)/' \

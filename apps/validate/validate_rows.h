@@ -18,7 +18,7 @@ typedef struct ds_result {
   char source[48];       /* the row's source_id ("" where the file has no such column) */
   double published, predicted;
   char skip[200];        /* non-empty: not expressible, with this reason */
-  char assumed[1000];    /* what the row leaves unstated and the run assumed or searched */
+  char assumed[2000];    /* what the row leaves unstated and the run assumed or searched */
   char figures[400];     /* training rows: every figure the source printed, as tok/s/GPU */
   long long ooms;        /* training rows: out-of-memory errors the allocator model predicts
                             (the published run had none) */

@@ -59,8 +59,8 @@ typedef struct train_plan {
   int world, shard;     /* shard: the node-scope mesh's shard group (ranks per node) */
   int gpn;              /* GPUs per node the run prices (the row's, else the profile's) */
   ds_network net;       /* the network the run prices (validate_network.c) */
-  char net_why[300];    /* what the network assumed (said last) */
-  char assumed[1000];
+  char net_why[512];    /* what the network assumed (said last) */
+  char assumed[2000];
 } train_plan;
 
 static void assume(train_plan *p, const char *what) {
@@ -77,7 +77,15 @@ typedef struct shard_rule {
   bool no_reshard;       /* SHARD_GRAD_OP: parameters stay gathered after forward (ZeRO-2) */
   bool node_mesh;        /* shard inside the node, replicate across nodes: --mesh (n/g)xg */
   bool zeropp;           /* ZeRO++: its switches from the text (qwZ, hpZ, qgZ) */
+  const char *note;      /* what the run schedules differently from the source, said */
 } shard_rule;
+
+/* DeepSpeed's stage 3 hooks every leaf module and reduces every parameter's gradient as it is
+ * ready, in buckets of reduce_bucket_size; the executor's hooks are per block. */
+#define DS_SCHEDULE                                                                            \
+  "DeepSpeed's schedule not executed: it gathers per leaf module and reduces per parameter "  \
+  "(reduce_bucket_size buckets), zeropp gathers and reduces a block "                          \
+  "(scripts/deepspeed_zero3_events.py estimates the difference)"
 
 /* First match wins: "FSDP2 FULL_SHARD" is fsdp2 (per-parameter dim-0 shards); "ZeRO++ ... on
  * top of ZeRO-3" is ZeRO++; DeepSpeed's ZeRO-3 is zeropp with its switches off, ZeRO-3 as
@@ -92,8 +100,8 @@ static const shard_rule shard_rules[] = {
     {.has = "SHARD_GRAD_OP", .strategy = "fsdp", .no_reshard = true},
     {.has = "FSDP2", .strategy = "fsdp2"},
     {.has = "FULL_SHARD", .strategy = "fsdp"},
-    {.has = "ZeRO++", .strategy = "zeropp", .zeropp = true},
-    {.has = "DeepSpeed ZeRO-3", .strategy = "zeropp", .label = "zero3"},
+    {.has = "ZeRO++", .strategy = "zeropp", .zeropp = true, .note = DS_SCHEDULE},
+    {.has = "DeepSpeed ZeRO-3", .strategy = "zeropp", .label = "zero3", .note = DS_SCHEDULE},
     {.has = "ZeRO-3", .strategy = "zero3"},
     {.has = "ZeRO-1 sharded within each", .strategy = "zero1", .label = "zero1-node",
      .node_mesh = true},
@@ -124,6 +132,7 @@ static bool plan_sharding(const train_in *t, train_plan *p, ds_result *o) {
     p->no_reshard = r->no_reshard;
     p->node_mesh = r->node_mesh;
     if (r->zeropp) plan_zeropp(t, p);
+    if (r->note) assume(p, r->note);
     const fb_strategy *st = fb_strategy_lookup(p->strategy);
     if (!st)
       return ds_skip(o, "strategy %s is not in this build (branch zeropp adds ZeRO++)",
