@@ -2,6 +2,7 @@
  * as the two profile keys the simulator prices it by (nics_per_node, nic_gbps; see
  * validate_rows.h, ds_row_network). It reads text and assumes what the text leaves out, saying
  * so; it runs nothing and prints nothing. */
+#include <assert.h>
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
@@ -77,7 +78,8 @@ static bool total_speed(const char *text, double *gbps) {
 
 static void note(char *why, size_t n, const char *what) {
   size_t len = strlen(why);
-  snprintf(why + len, n - len, "%s%s", len ? "; " : "", what);
+  int w = snprintf(why + len, n - len, "%s%s", len ? "; " : "", what);
+  assert(w >= 0 && (size_t)w < n - len); /* the caller's buffer holds every fact whole */
 }
 
 bool ds_row_network(const char *text, const char *src, const fb_hardware *hw, int gpn,
