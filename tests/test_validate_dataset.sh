@@ -80,6 +80,13 @@ grep -q "model family of 'Mamba-2.8B' not modelled" <<<"$out" || bad "unknown fa
 grep -qE "row 6: (.*; )?DeepSpeed's schedule not executed: it gathers per leaf module and reduces per parameter" \
   <<<"$out" || bad "the ZeRO-3 row does not say DeepSpeed's schedule is not executed: $out"
 grep -q "NON-DP: FSDP2(32) x CP(2): tensor/pipeline/context parallel" <<<"$out" || bad "CP row: $out"
+# a long non-data-parallel sharding text keeps its reason: its first clause, then why
+long="NON-DP: TP=2 x DP=8, PP=1; over the DP ranks: $(printf 'optimizer states partitioned per bucket %.0s' 1 2 3 4 5 6)"
+{ echo "$hdr"; row "t,A100,80,16,8,x,Llama-2-7B,,32,4096,32,32,11008,32000,4096,2,32,,1,bf16,none,False,\"$long\",x,1,,,,,,,,v,n"; } >"$tmp/tp.csv"
+out=$("$FSDPBENCH" validate --dataset "$tmp/tp.csv" 2>&1) || bad "tp.csv: $(tail -2 <<<"$out")"
+grep -qF "NON-DP: TP=2 x DP=8, PP=1 ...: tensor/pipeline/context parallel, not pure data parallel" \
+  <<<"$out" || bad "a long NON-DP text loses its reason: $(grep -F 'NON-DP' <<<"$out")"
+
 # a source's network fact is said whole (the ZeRO++ tutorial's is the longest)
 {
   echo "$hdr"

@@ -122,9 +122,20 @@ static void plan_zeropp(const train_in *t, train_plan *p) {
   if (!p->zpp_hpz && ds_has(t->sharding, "hpZ")) p->zpp_hpz = -1; /* the node: set with gpn */
 }
 
+/* The source's text up to its first ';' or 100 characters ("..." where cut), so that the
+ * reason after it fits the row's skip line. */
+static const char *first_clause(const char *text, char *buf, size_t n) {
+  size_t len = strcspn(text, ";");
+  const bool cut = len > 100 || text[len];
+  snprintf(buf, n, "%.*s%s", (int)(len > 100 ? 100 : len), text, cut ? " ..." : "");
+  return buf;
+}
+
 static bool plan_sharding(const train_in *t, train_plan *p, ds_result *o) {
+  char clause[128];
   if (!strncasecmp(t->sharding, "NON-DP", 6)) {
-    ds_skip(o, "%s: tensor/pipeline/context parallel, not pure data parallel", t->sharding);
+    ds_skip(o, "%s: tensor/pipeline/context parallel, not pure data parallel",
+            first_clause(t->sharding, clause, sizeof clause));
     return false;
   }
   for (size_t i = 0; i < sizeof shard_rules / sizeof shard_rules[0]; i++) {
@@ -158,7 +169,7 @@ static bool plan_sharding(const train_in *t, train_plan *p, ds_result *o) {
                      p->strategy), false;
     return true;
   }
-  ds_skip(o, "sharding '%s' not modelled", t->sharding);
+  ds_skip(o, "sharding '%s' not modelled", first_clause(t->sharding, clause, sizeof clause));
   return false;
 }
 
