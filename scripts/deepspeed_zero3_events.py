@@ -15,6 +15,7 @@ stream), DeepSpeed 0.9 (June 2023, the ZeRO++ release), runtime/zero/:
     live limit (stage3_max_live_parameters 1e9), one coalesced call;
   - release after a module unless the trace reuses the parameter within 1e9 elements
     (stage3_max_reuse_distance): the recompute's parameters stay for the block's backward;
+  - parameters under 1e5 elements (stage3_param_persistence_threshold) are never gathered;
   - stage3.__add_grad_to_ipg_bucket / __reduce_and_partition_ipg_grads: gradients join a
     bucket of reduce_bucket_size elements (1e7, the ZeRO++ tutorial's config); a gradient that
     would overflow it sends the bucket first (a reduce-scatter that waits for the compute
@@ -28,8 +29,8 @@ latency + bytes / rate, from the same traces' all-gathers (384 ranks: 1.6 ms and
 39.6, 75.1 GB/s of gathered bytes at 1, 2, 4 and 8 adapters of 100 Gb/s a node; 64 ranks:
 0.4 ms and 11.9 GB/s at one adapter); the published and fsdpbench step times of
 `fsdpbench validate --dataset strategy-runs.csv`.
-Not modelled: the host's hook costs beyond a flat --hook ms a module, parameter persistence
-(stage3_param_persistence_threshold), the optimizer step, the first and last layers' extra
+Not modelled: the host's hook costs beyond a flat --hook ms a module, the optimizer step and
+the persistent parameters' gather after it, the first and last layers' extra
 fetches, NCCL kernels slowing compute (the traces' times include the simulator's contention).
 """
 import argparse
@@ -69,7 +70,10 @@ class Rank:
     def __init__(self, o, fwd_ms, latency, rate):
         self.o, self.fwd_ms, self.latency, self.rate = o, fwd_ms, latency, rate
         self.tr = trace()
-        self.queue = [(k, (l, m, j)) for k, (l, m, _) in enumerate(self.tr) for j in range(2)]
+        # parameters under stage3_param_persistence_threshold are never partitioned: they are
+        # not in the fetch queue and never gathered (their gradients are still reduced)
+        self.queue = [(k, (l, m, j)) for k, (l, m, _) in enumerate(self.tr) for j in range(2)
+                      if not self.persistent((l, m, j))]
         self.qi = 0
         self.status, self.ag_end = {}, {}
         self.navail = 0.0
@@ -81,6 +85,9 @@ class Rank:
     @staticmethod
     def numel(p):
         return MODULES[p[1]][1][p[2]]
+
+    def persistent(self, p):
+        return self.numel(p) < self.o.persist
 
     def coll(self, numel, after):
         """One call on the group's NCCL stream: it starts when the stream and `after` allow."""
@@ -133,7 +140,7 @@ class Rank:
 
     def module(self, k, l, m, phase):
         self.host += self.o.hook
-        own = [(l, m, 0), (l, m, 1)]
+        own = [p for p in ((l, m, 0), (l, m, 1)) if not self.persistent(p)]
         self.gather([p for p in own if p not in self.status])
         for p in own:
             if self.status.get(p) == "inflight":
@@ -171,6 +178,8 @@ def main():
     a.add_argument("--bucket", type=float, default=1e7, help="reduce_bucket_size, elements")
     a.add_argument("--max-live", type=float, default=1e9, help="stage3_max_live_parameters")
     a.add_argument("--reuse", type=float, default=1e9, help="stage3_max_reuse_distance")
+    a.add_argument("--persist", type=float, default=1e5,
+                   help="stage3_param_persistence_threshold (0: every parameter partitioned)")
     a.add_argument("--events", type=int, default=2, help="outstanding events before a host sync")
     a.add_argument("--hook", type=float, default=0.15, help="host ms a module's hooks take")
     o = a.parse_args()
