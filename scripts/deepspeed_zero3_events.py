@@ -184,7 +184,7 @@ def main():
     a.add_argument("--hook", type=float, default=0.15, help="host ms a module's hooks take")
     o = a.parse_args()
     print("# DeepSpeed 0.9 ZeRO-3 schedule, event model (scripts/deepspeed_zero3_events.py); "
-          "step ms, one rank of 384")
+          "step ms, one rank")
     print("#  row  ranks  tokens  100Gb  published  fsdpbench   (err %)   events  (err %)  compute"
           "    comm")
     for row, ranks, tokens, nics, fwd_ms, lat, rate, pub, block in ROWS:
