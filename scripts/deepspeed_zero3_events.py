@@ -21,8 +21,8 @@ stream), DeepSpeed 0.9 (June 2023, the ZeRO++ release), runtime/zero/:
     would overflow it sends the bucket first (a reduce-scatter that waits for the compute
     issued so far); the host syncs on the oldest reduce when more than 2 are outstanding;
   - ProcessGroupNCCL runs every collective of one process group on one stream, in issue order.
-Inputs (not fitted), copied from the simulator at commit 3956115 (rerun the traces after a
-cost-model change): each row's per-module forward times of the 18B GPT from its
+Inputs (not fitted), copied from the simulator at commit 3956115 (tests/test_ds_events.sh
+fails when the simulator no longer prices the rows so; then take them again): each row's per-module forward times of the 18B GPT from its
 `fsdpbench --backend sim` trace (the run the validator makes for the row, with --trace; the
 v100 profile, contention included; backward = 2 x forward); the ring's time per call =
 latency + bytes / rate, from the same traces' all-gathers (384 ranks: 1.6 ms and 9.9, 19.8,
