@@ -2,7 +2,6 @@
  * as the two profile keys the simulator prices it by (nics_per_node, nic_gbps; see
  * validate_rows.h, ds_row_network). It reads text and assumes what the text leaves out, saying
  * so; it runs nothing and prints nothing. */
-#include <assert.h>
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
@@ -76,12 +75,6 @@ static bool total_speed(const char *text, double *gbps) {
   return false;
 }
 
-static void note(char *why, size_t n, const char *what) {
-  size_t len = strlen(why);
-  int w = snprintf(why + len, n - len, "%s%s", len ? "; " : "", what);
-  assert(w >= 0 && (size_t)w < n - len); /* the caller's buffer holds every fact whole */
-}
-
 bool ds_row_network(const char *text, const char *src, const fb_hardware *hw, int gpn,
                     int world, ds_network *net, char *why, size_t n) {
   const double nic = hw->nic_bw * 8e-9; /* the profile's adapter, Gb/s */
@@ -99,14 +92,14 @@ bool ds_row_network(const char *text, const char *src, const fb_hardware *hw, in
     }
     snprintf(buf, sizeof buf, "adapter count not stated: %d x %.0f Gb/s per node (the stated "
              "%.0f Gb/s in adapters of the profile's speed)", net->nics, net->gbps, total);
-    note(why, n, buf);
+    ds_append(why, n, buf);
     return true;
   }
   for (size_t i = 0; i < sizeof net_facts / sizeof net_facts[0]; i++)
     if (!strcmp(src, net_facts[i].source_id)) {
       net->nics = net_facts[i].nics;
       net->gbps = net_facts[i].gbps;
-      note(why, n, net_facts[i].why);
+      ds_append(why, n, net_facts[i].why);
       return false;
     }
   /* the profile's adapters per GPU, on this row's node */
@@ -116,7 +109,7 @@ bool ds_row_network(const char *text, const char *src, const fb_hardware *hw, in
   if (world > gpn) {
     snprintf(buf, sizeof buf, "network bandwidth not stated: %d x %.0f Gb/s per node (the "
              "profile's adapters per GPU, %d GPUs per node)", net->nics, net->gbps, gpn);
-    note(why, n, buf);
+    ds_append(why, n, buf);
   }
   return false;
 }

@@ -2,6 +2,7 @@
  * rows priced op by op by the cost model of the row's profile, and the helpers every reader
  * shares (columns, numbers, the GPU name -> profile table). It runs no training step
  * (validate_train.c does) and prints nothing (validate_dataset.c does). */
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,14 @@ const char *ds_col(const ds_ctx *x, int r, const char *name) {
 
 void ds_skip(ds_result *o, const char *fmt, const char *arg) {
   snprintf(o->skip, sizeof o->skip, fmt, arg);
+}
+
+void ds_append(char *buf, size_t n, const char *what) {
+  size_t len = strlen(buf);
+  assert(n > 4 && len < n);
+  int w = snprintf(buf + len, n - len, "%s%s", len ? "; " : "", what);
+  if (w >= 0 && (size_t)w < n - len) return;
+  memcpy(buf + n - 4, "...", 4);
 }
 
 fb_status ds_write_profile(const ds_ctx *x, const char *name, const char *base,

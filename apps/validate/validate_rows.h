@@ -115,6 +115,9 @@ double ds_num(const char *s);
 const char *ds_col(const ds_ctx *x, int r, const char *name);
 /* Marks the row not expressible: printf-style reason with one string argument. */
 void ds_skip(ds_result *o, const char *fmt, const char *arg);
+/* Appends "; what" to the list in buf (n bytes; no separator when empty). A list that would
+ * not fit ends in "..." instead of being cut silently (a row's numbers make its length). */
+void ds_append(char *buf, size_t n, const char *what);
 /* The distinct non-empty groups (by `of`, e.g. ds_source_of) of the expressed rows, in row
  * order, at most cap (validate_dataset.c). */
 int ds_groups(const ds_ctx *x, const char *(*of)(const ds_result *), const char **g, int cap);

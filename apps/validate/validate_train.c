@@ -8,7 +8,6 @@
  * fits; other unstated settings are assumed from the source's own neighbours. What a row leaves
  * unstated and the run assumed is printed beside it; the published figure, whatever its unit,
  * is read by validate_figures.c. It prints nothing itself (validate_dataset.c does). */
-#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,11 +63,8 @@ typedef struct train_plan {
   char assumed[2000];
 } train_plan;
 
-/* Appends one assumption; the buffer holds every row's whole list (a cut one is a bug). */
 static void assume(train_plan *p, const char *what) {
-  size_t n = strlen(p->assumed);
-  int w = snprintf(p->assumed + n, sizeof p->assumed - n, "%s%s", n ? "; " : "", what);
-  assert(w >= 0 && (size_t)w < sizeof p->assumed - n);
+  ds_append(p->assumed, sizeof p->assumed, what);
 }
 
 /* ---- sharding ---------------------------------------------------------------------------- */
