@@ -87,6 +87,13 @@ out=$("$FSDPBENCH" validate --dataset "$tmp/tp.csv" 2>&1) || bad "tp.csv: $(tail
 grep -qF "NON-DP: TP=2 x DP=8, PP=1 ...: tensor/pipeline/context parallel, not pure data parallel" \
   <<<"$out" || bad "a long NON-DP text loses its reason: $(grep -F 'NON-DP' <<<"$out")"
 
+# any reason survives a long text of the source's: an unknown family's 300-character name
+name="Mamba$(printf 'x%.0s' $(seq 300))"
+{ echo "$hdr"; row "t,H100,80,8,8,x,$name,,64,2560,1,1,1,50280,2048,1,8,,1,bf16,none,False,FSDP FULL_SHARD,x,1,,,,,,,,v,n"; } >"$tmp/fam.csv"
+out=$("$FSDPBENCH" validate --dataset "$tmp/fam.csv" 2>&1) || bad "fam.csv: $(tail -2 <<<"$out")"
+grep -qE "model family of 'Mambax+ \.\.\.' not modelled" <<<"$out" ||
+  bad "a long model name cuts the reason: $(grep -F 'Mamba' <<<"$out" | tail -1 | cut -c1-120)"
+
 # a source's network fact is said whole (the ZeRO++ tutorial's is the longest)
 {
   echo "$hdr"

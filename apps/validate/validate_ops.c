@@ -33,8 +33,16 @@ const char *ds_col(const ds_ctx *x, int r, const char *name) {
   return fb_csv_get(x->t, r, fb_csv_col(x->t, name));
 }
 
+/* The reason around `arg` always fits: an argument too long for the line (a source's own
+ * text) is clipped, " ..." marking where. */
 void ds_skip(ds_result *o, const char *fmt, const char *arg) {
-  snprintf(o->skip, sizeof o->skip, fmt, arg);
+  const int room = (int)sizeof o->skip - 1 - snprintf(NULL, 0, fmt, "");
+  char clip[sizeof o->skip];
+  if (room > 4 && strlen(arg) > (size_t)room) {
+    snprintf(clip, sizeof clip, "%.*s ...", room - 4, arg);
+    arg = clip;
+  }
+  if (snprintf(o->skip, sizeof o->skip, fmt, arg) < 0) o->skip[0] = 0;
 }
 
 void ds_append(char *buf, size_t n, const char *what) {

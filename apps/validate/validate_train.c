@@ -118,8 +118,8 @@ static void plan_zeropp(const train_in *t, train_plan *p) {
   if (!p->zpp_hpz && ds_has(t->sharding, "hpZ")) p->zpp_hpz = -1; /* the node: set with gpn */
 }
 
-/* The source's text up to its first ';' or 100 characters ("..." where cut), so that the
- * reason after it fits the row's skip line. */
+/* The source's text up to its first ';' or 100 characters ("..." where cut): the clause that
+ * names the sharding, before the reason (ds_skip keeps any reason whole; this keeps it short). */
 static const char *first_clause(const char *text, char *buf, size_t n) {
   size_t len = strcspn(text, ";");
   const bool cut = len > 100 || text[len];
