@@ -4,7 +4,9 @@
  * send buffer, the backend's own collective on the host buffers (a host task, as before), and
  * an asynchronous pinned host -> device copy into the receive buffer. Nothing waits on the
  * host. The pinned buffers are kept per stream and reused: the next call on the same stream
- * runs after this one's copy-back in stream order; growing them first waits for the stream.
+ * runs after this one's copy-back in stream order; growing them first waits for the stream,
+ * and grows to a power of two, so calls of alternating sizes (zeropp's int8 gathers and int4
+ * all-to-alls) reuse what the device's host_alloc keeps instead of asking for new blocks.
  * It does not record or check arguments (comm.c does), and calls nothing of comm.c: the
  * backend's own issue runs the call. */
 #include <stdlib.h>
@@ -23,7 +25,14 @@ struct fb_comm_stage {
   stage_buf b[NSTAGE];
 };
 
-/* The staging buffers of stream s, grown to the sizes asked. */
+/* The least power of two >= n (n > 0). */
+static size_t pow2_at_least(size_t n) {
+  size_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+/* The staging buffers of stream s, grown to the sizes asked (to powers of two). */
 static fb_status stage_of(fb_comm *c, fb_stream *s, size_t sb, size_t rb, stage_buf **out) {
   fb_device *d = c->dev;
   if (!c->stage && !(c->stage = calloc(1, sizeof *c->stage)))
@@ -40,14 +49,16 @@ static fb_status stage_of(fb_comm *c, fb_stream *s, size_t sb, size_t rb, stage_
     if (sb > b->send_cap) {
       d->ops->host_free(d, b->send);
       b->send = NULL, b->send_cap = 0;
-      FB_TRY(d->ops->host_alloc(d, sb, &b->send));
-      b->send_cap = sb;
+      const size_t cap = pow2_at_least(sb);
+      FB_TRY(d->ops->host_alloc(d, cap, &b->send));
+      b->send_cap = cap;
     }
     if (rb > b->recv_cap) {
       d->ops->host_free(d, b->recv);
       b->recv = NULL, b->recv_cap = 0;
-      FB_TRY(d->ops->host_alloc(d, rb, &b->recv));
-      b->recv_cap = rb;
+      const size_t cap = pow2_at_least(rb);
+      FB_TRY(d->ops->host_alloc(d, cap, &b->recv));
+      b->recv_cap = cap;
     }
   }
   *out = b;

@@ -416,9 +416,11 @@ static fb_status cuda_copy_d2h(fb_device *d, fb_stream *s, void *dst, const void
 
 /* Pinned host memory for callers that stage themselves (comm_staged.c). Freed blocks are kept
  * and handed out again (a block of the same size or up to twice as large), so a steady step
- * loop calls cudaMallocHost only while warming up. host_free makes no CUDA call. */
-#define FB_CUDA_HOST_CACHE_BYTES ((size_t)256 << 20)
-
+ * loop calls cudaMallocHost only while warming up. Neither host_free nor a later host_alloc
+ * calls cudaFreeHost: it waits for the whole device, and where rank threads share one GPU
+ * (--comm local) the other rank's stream may hold a gate kernel (host_gate.cu) that opens only
+ * once this thread issues its part of a collective - a wait that never ends. The blocks go
+ * back when the device closes; comm_staged.c grows by powers of two, which bounds them. */
 static fb_status cuda_host_alloc(fb_device *d, size_t bytes, void **out) {
   fb_cuda_dev *c = fb_cuda_of(d);
   *out = NULL;
@@ -426,11 +428,10 @@ static fb_status cuda_host_alloc(fb_device *d, size_t bytes, void **out) {
   FB_TRY(fb_cuda_bind(d));
   fb_status st = FB_OK;
   pthread_mutex_lock(&c->host_mu);
-  size_t best = SIZE_MAX, cached = 0;
+  size_t best = SIZE_MAX;
   for (size_t i = 0; i < c->nhost; i++) {
     const fb_cuda_hostblk *b = &c->host[i];
     if (b->in_use) continue;
-    cached += b->bytes;
     if (b->bytes >= bytes && b->bytes / 2 <= bytes &&
         (best == SIZE_MAX || b->bytes < c->host[best].bytes))
       best = i;
@@ -439,15 +440,6 @@ static fb_status cuda_host_alloc(fb_device *d, size_t bytes, void **out) {
     c->host[best].in_use = true;
     *out = c->host[best].p;
     goto out;
-  }
-  /* bound the cache: free blocks no request fits any more go back before growing */
-  if (cached > FB_CUDA_HOST_CACHE_BYTES) {
-    size_t w = 0;
-    for (size_t i = 0; i < c->nhost; i++) {
-      if (!c->host[i].in_use) cudaFreeHost(c->host[i].p);
-      else c->host[w++] = c->host[i];
-    }
-    c->nhost = w;
   }
   if (c->nhost == c->cap_host) {
     size_t cap = c->cap_host ? 2 * c->cap_host : 16;
