@@ -82,6 +82,8 @@ static fb_status cuda_init(fb_device *d) {
     free(c);
     return st;
   }
+  /* ranks as threads of this process, more of them than GPUs: they share the primary context */
+  c->shared = !fb_cuda_launched() && d->world > count;
   d->impl = c;
   d->simulated = false;
   bool blas_mu = pthread_mutex_init(&c->blas_mu, NULL) == 0;

@@ -10,6 +10,17 @@
  * then stores the sequence number. Tasks of one stream run in issue order; tasks of different
  * streams run independently. A failing fn poisons the stream (read by stream_sync) and still
  * opens the gate, so the stream never waits forever on a failed task.
+ *
+ * Not where rank threads share one GPU (--comm local, world above the GPU count: one CUDA
+ * context). There a gate kernel of one rank waits for a task that waits for the other rank's
+ * thread to issue its part, and that thread can block first in a driver call that waits for the
+ * whole context: the first launch of a kernel (lazy loading), cuBLASLt loading a kernel library
+ * during its heuristic, a pinned allocation. Seen on an H200 (2026-11-29, cuda-gdb): zeropp's
+ * quantised paths at world 2 hung with one rank in cuLaunchKernel or cuLibraryLoadData, the other
+ * in cuMemHostAlloc, and one gate kernel running; CUDA_MODULE_LOADING=EAGER did not help. So a
+ * shared device runs each task on the issuing thread after its stream drained: no gate ever
+ * waits on a thread, and the ranks meet in the task itself. Their steps do not overlap
+ * communication, which one GPU shared by two ranks cannot show anyway.
  * It does not decide what runs in a task (comm_staged.c, the strategies). */
 #include <stdint.h>
 #include <stdio.h>
@@ -137,8 +148,20 @@ static fb_status take_item(fb_cuda_hostq *q, hostq_item **out) {
   return FB_OK;
 }
 
+/* The shared device's host task: fn on this thread once s drained; a failure poisons s. */
+static fb_status run_inline(fb_device *d, fb_stream *s, fb_status (*fn)(void *arg), void *arg) {
+  cudaError_t e = cudaStreamSynchronize(s->s);
+  if (e != cudaSuccess)
+    return FB_ERR(FB_EDEVICE, "rank %d: cudaStreamSynchronize(host task) failed: %s (%s)",
+                  d->rank, cudaGetErrorString(e), cudaGetErrorName(e));
+  fb_status st = fn(arg);
+  if (st != FB_OK) poison(s, st);
+  return FB_OK;
+}
+
 fb_status fb_cuda_host_task(fb_device *d, fb_stream *s, fb_status (*fn)(void *arg), void *arg) {
   FB_TRY(fb_cuda_bind(d));
+  if (fb_cuda_of(d)->shared) return run_inline(d, s, fn, arg);
   if (!s->hostq) FB_TRY(hostq_start(d, s, &s->hostq));
   fb_cuda_hostq *q = s->hostq;
   hostq_item *it = NULL;
