@@ -59,8 +59,8 @@ typedef struct fb_cuda_hostblk {
 typedef struct fb_cuda_dev {
   int ordinal;                        /* CUDA device index this rank uses */
   char ordinal_src[96];               /* what chose it: "LOCAL_RANK=3", "rank 1 of this process" */
-  bool shared;                        /* other rank threads of this process use the same GPU (one
-                                         CUDA context): host tasks run on the issuing thread */
+  bool shared;                        /* other ranks are threads of this process (one driver, and
+                                         on one GPU one context): host tasks run inline */
   char gpu_name[256];
   cudaStream_t alloc_stream;          /* where pool allocations are made */
   cudaEvent_t alloc_done;             /* recorded after each allocation; every stream waits */
@@ -105,8 +105,8 @@ fb_status fb_cuda_pick_ordinal(int rank, int count, int *ordinal, char *src, siz
 /* Whether a launcher started this process (one rank per process). */
 bool fb_cuda_launched(void);
 /* The device's host_task (host_tasks.c): fn(arg) on this stream's worker thread once the
- * stream reached this point; the stream's later work waits for it. Where rank threads share
- * the GPU, fn runs on the calling thread once the stream drained (host_tasks.c says why). */
+ * stream reached this point; the stream's later work waits for it. Where ranks are threads of
+ * one process, fn runs on the calling thread once the stream drained (host_tasks.c says why). */
 fb_status fb_cuda_host_task(fb_device *d, fb_stream *s, fb_status (*fn)(void *arg), void *arg);
 /* Stops the stream's worker after running what was issued (call after the stream synced). */
 void fb_cuda_host_tasks_stop(fb_stream *s);

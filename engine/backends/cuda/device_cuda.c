@@ -82,8 +82,8 @@ static fb_status cuda_init(fb_device *d) {
     free(c);
     return st;
   }
-  /* ranks as threads of this process, more of them than GPUs: they share the primary context */
-  c->shared = !fb_cuda_launched() && d->world > count;
+  /* ranks as threads of this process: one driver (its locks), on one GPU one context */
+  c->shared = !fb_cuda_launched() && d->world > 1;
   d->impl = c;
   d->simulated = false;
   bool blas_mu = pthread_mutex_init(&c->blas_mu, NULL) == 0;
@@ -419,10 +419,8 @@ static fb_status cuda_copy_d2h(fb_device *d, fb_stream *s, void *dst, const void
 /* Pinned host memory for callers that stage themselves (comm_staged.c). Freed blocks are kept
  * and handed out again (a block of the same size or up to twice as large), so a steady step
  * loop calls cudaMallocHost only while warming up. Neither host_free nor a later host_alloc
- * calls cudaFreeHost: it waits for the whole device, and where rank threads share one GPU
- * (--comm local) the other rank's stream may hold a gate kernel (host_gate.cu) that opens only
- * once this thread issues its part of a collective - a wait that never ends. The blocks go
- * back when the device closes; comm_staged.c grows by powers of two, which bounds them. */
+ * calls cudaFreeHost, which waits for the whole device (a stall inside a step); the blocks go
+ * back when the device closes, and comm_staged.c grows by powers of two, which bounds them. */
 static fb_status cuda_host_alloc(fb_device *d, size_t bytes, void **out) {
   fb_cuda_dev *c = fb_cuda_of(d);
   *out = NULL;

@@ -11,16 +11,17 @@
  * streams run independently. A failing fn poisons the stream (read by stream_sync) and still
  * opens the gate, so the stream never waits forever on a failed task.
  *
- * Not where rank threads share one GPU (--comm local, world above the GPU count: one CUDA
- * context). There a gate kernel of one rank waits for a task that waits for the other rank's
- * thread to issue its part, and that thread can block first in a driver call that waits for the
- * whole context: the first launch of a kernel (lazy loading), cuBLASLt loading a kernel library
- * during its heuristic, a pinned allocation. Seen on an H200 (2026-11-29, cuda-gdb): zeropp's
- * quantised paths at world 2 hung with one rank in cuLaunchKernel or cuLibraryLoadData, the other
- * in cuMemHostAlloc, and one gate kernel running; CUDA_MODULE_LOADING=EAGER did not help. So a
- * shared device runs each task on the issuing thread after its stream drained: no gate ever
- * waits on a thread, and the ranks meet in the task itself. Their steps do not overlap
- * communication, which one GPU shared by two ranks cannot show anyway.
+ * Not where ranks are threads of one process (--comm local, no launcher). There a
+ * gate kernel of one rank waits for a task that waits for another rank's thread to issue its
+ * part, and that thread can block first in a driver call that waits for the context while
+ * holding the driver's lock: the first launch of a kernel (lazy loading), cuBLASLt loading a
+ * kernel library during its heuristic; pinned allocations wait for that lock. Seen on an H200
+ * (2026-11-29, cuda-gdb, docs/h200/2026-11-29/): zeropp's quantised paths at world 2 on one GPU
+ * hung with one rank in cuLaunchKernel or cuLibraryLoadData, the other in cuMemHostAlloc, and
+ * one gate kernel running; CUDA_MODULE_LOADING=EAGER did not help. So there each task runs on
+ * the issuing thread after its stream drained: no gate ever waits on a thread, and the ranks
+ * meet in the task itself. Their collectives do not overlap compute, which rank threads on one
+ * GPU cannot show anyway; ranks of their own processes (a launcher) keep the gates.
  * It does not decide what runs in a task (comm_staged.c, the strategies). */
 #include <stdint.h>
 #include <stdio.h>
