@@ -20,7 +20,8 @@
 #   7. the GPU calibrated into a profile (`calibrate --backend cuda`), our own attention kernels
 #      timed as attention.csv rows and scored like SDPA's, and `validate --backend cuda` (op by
 #      op, measured beside predicted with that profile) on the same two configurations, each
-#      op family's measured time split into CUPTI kernel time and GPU idle (gpu_op_gaps.py);
+#      op family's measured time split into CUPTI kernel time and GPU idle (gpu_op_gaps.py),
+#      also at the calibration's in-step sizes (half the batch);
 #   8. the GPU-speed issue's goal table (scripts/gpu_goals.py): each figure of ours beside the
 #      best peer measured in this same call (PyTorch eager and torch.compile from
 #      bench/torch_gpu.py --compile, SDPA, llm.c when LLMC_CMD is set: a command that runs
@@ -133,10 +134,16 @@ if [ -f "$out/gpu.yaml" ]; then
     --world 1 --strategy single --model gpt2-124m --batch 8 --seq 1024 --steps 4 --out "$out/vgpt2"
   TAIL=30 step validate-cuda-llama1b 90 "$FB" validate --backend cuda --hardware "$out/gpu.yaml" \
     --world 1 --strategy fsdp --model 1B --batch 4 --seq 2048 --steps 4 --out "$out/v1b"
+  # the calibration's own in-step sizes, traced: each family's kernel time at two sizes (how
+  # its time grows with its bytes, what a rate per byte fitted at one size misses)
+  TAIL=2 step half-gpt2 60 "$FB" --backend cuda --world 1 --strategy single --model gpt2-124m \
+    --batch 4 --seq 1024 --steps 4 --out "$out/half-gpt2" --trace
+  TAIL=2 step half-1b 60 "$FB" --backend cuda --world 1 --strategy fsdp --model 1B --batch 2 \
+    --seq 2048 --steps 4 --out "$out/half-1b" --trace
   # what each measured family's time is made of: CUPTI kernels inside its marks, GPU idle left
-  for v in vgpt2 v1b; do
+  for v in vgpt2 v1b half-gpt2 half-1b; do
     [ -f "$out/$v/trace.json" ] &&
-      TAIL=24 step "gaps-$v" 30 python3 scripts/gpu_op_gaps.py "$out/$v/trace.json" --min-ms 0.5
+      TAIL=24 step "gaps-$v" 30 python3 scripts/gpu_op_gaps.py "$out/$v/trace.json" --min-ms 0.2
   done
 fi
 
