@@ -12,9 +12,10 @@ It measures nothing itself. Usage: scripts/gpu_kernel_profile.py TRACE.json [--t
 Exit 2 on a missing or unreadable trace, 1 when it holds no CUPTI kernels inside a step."""
 import argparse
 import bisect
-import json
 import re
 import sys
+
+from trace_file import load_events, process_names
 
 
 def stem(name):
@@ -59,15 +60,10 @@ def main():
     ap.add_argument("trace")
     ap.add_argument("--top", type=int, default=15)
     a = ap.parse_args()
-    try:
-        with open(a.trace) as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as e:
-        print(f"gpu_kernel_profile: {a.trace}: {e}", file=sys.stderr)
+    events = load_events(a.trace, "gpu_kernel_profile")
+    if events is None:
         return 2
-    events = doc["traceEvents"] if isinstance(doc, dict) else doc
-    pnames = {e["pid"]: e["args"]["name"] for e in events
-              if e.get("ph") == "M" and e.get("name") == "process_name"}
+    pnames = process_names(events)
     gpu = {p for p, n in pnames.items() if "(CUPTI)" in n}
     windows, nsteps = step_windows(events, pnames)
     per = {}

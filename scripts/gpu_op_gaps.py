@@ -14,15 +14,10 @@ It measures nothing itself. Usage: scripts/gpu_op_gaps.py TRACE.json [--rank N] 
 Exit 2 on a missing or unreadable trace, 1 when no op holds a CUPTI record."""
 import argparse
 import bisect
-import json
 import statistics
 import sys
 
-
-def processes(events):
-    """pid -> process name, from the metadata events."""
-    return {e.get("pid"): e.get("args", {}).get("name", "")
-            for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
+from trace_file import load_events, process_names
 
 
 def rank_pids(names, rank):
@@ -122,14 +117,10 @@ def main():
     ap.add_argument("--min-ms", type=float, default=0.0,
                     help="leave out families whose ops take less in all (ms)")
     a = ap.parse_args()
-    try:
-        with open(a.trace) as f:
-            t = json.load(f)
-    except (OSError, ValueError) as e:
-        print(f"gpu_op_gaps: cannot read '{a.trace}': {e}", file=sys.stderr)
+    events = load_events(a.trace, "gpu_op_gaps")
+    if events is None:
         return 2
-    events = t.get("traceEvents", []) if isinstance(t, dict) else t
-    host, gpu = rank_pids(processes(events), a.rank)
+    host, gpu = rank_pids(process_names(events), a.rank)
     ops = compute_ops(events, host) if host is not None else []
     by = gpu_records(events, gpu) if gpu is not None else {}
     if not ops or not by:
