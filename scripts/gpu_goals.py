@@ -3,7 +3,8 @@
 figure of ours beside the best peer measured in the same call and the goal. It measures
 nothing itself; it reads the call's OUTDIR:
 
-  gpt2/, llama1b/          our runs (summary.csv: median step, peak allocated; report.json:
+  gpt2/, llama1b/          our runs (steps.csv: the median step after the first; summary.csv:
+                           peak allocated; report.json:
                            the parameter count; trace.json: the CUPTI kernels per step)
   torch.log                bench/torch_gpu.py: PyTorch eager's and (with --compile)
                            torch.compile's step and peak allocated, same models and shapes
@@ -27,6 +28,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gpu_kernel_profile import host_of, in_steps, step_windows  # noqa: E402
+from trace_file import load_events, process_names  # noqa: E402
 
 # (key, figure, unit direction, H100 goal, H200 goal or None = the H100 one)
 GOALS = [
@@ -47,17 +49,26 @@ def read(path):
         return None
 
 
-def summary(out, name):
-    """(median step ms, peak GiB) of our run `name`, or None."""
+def rows(path):
     try:
-        with open(os.path.join(out, name, "summary.csv")) as f:
-            rows = list(csv.DictReader(f))
+        with open(path) as f:
+            return list(csv.DictReader(f))
     except OSError:
-        return None
-    row = next((r for r in rows if r.get("rank") == "mean"), rows[0] if rows else None)
+        return []
+
+
+def summary(out, name):
+    """(median step ms, peak GiB) of our run `name`, or None: the median of rank 0's steps after
+    the first (steps.csv), as the peers' figures are medians; summary.csv's mean (which one slow
+    step moves) only where steps.csv is missing."""
+    srows = rows(os.path.join(out, name, "summary.csv"))
+    row = next((r for r in srows if r.get("rank") == "mean"), srows[0] if srows else None)
     if not row or not row.get("step_ms"):
         return None
-    return float(row["step_ms"]), float(row["peak_bytes"]) / 2**30
+    ms = [float(r["wall_ms"]) for r in rows(os.path.join(out, name, "steps.csv"))
+          if r.get("rank") == "0" and r.get("wall_ms")]
+    step = statistics.median(ms[1:]) if len(ms) > 1 else float(row["step_ms"])
+    return step, float(row["peak_bytes"]) / 2**30
 
 
 TORCH = re.compile(r"^(torch|torch\.compile) step: (\S+) batch (\d+) x seq (\d+): ([\d.]+) "
@@ -100,14 +111,11 @@ OPTIM = re.compile(r"adamw|sumsq|cast_k<\s*(__nv_bfloat16|bf16)\b")
 def optim_ms(out):
     """GPU ms per traced step of the optimizer's kernels in our 1B run: AdamW (with the bf16
     copy it writes), the fp32 -> bf16 casts and the exact norm's bins."""
-    try:
-        with open(os.path.join(out, "llama1b", "trace.json")) as f:
-            doc = json.load(f)
-    except (OSError, ValueError):
+    path = os.path.join(out, "llama1b", "trace.json")
+    ev = load_events(path, "gpu_goals") if os.path.exists(path) else None
+    if ev is None:
         return None
-    ev = doc["traceEvents"] if isinstance(doc, dict) else doc
-    pn = {e["pid"]: e["args"]["name"] for e in ev
-          if e.get("ph") == "M" and e.get("name") == "process_name"}
+    pn = process_names(ev)
     windows, nsteps = step_windows(ev, pn)
     tot = 0.0
     for e in ev:
