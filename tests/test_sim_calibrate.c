@@ -13,7 +13,46 @@
 #include "engine/sim/cost_model.h"
 #include "engine/sim/hardware.h"
 
+/* fb_calib_line_fit: a kernel's calls as a line in their bytes (the GPU calibration's kernel_us):
+ * an exact line comes back; a flat one takes the ceiling rate and the rest as fixed time; calls
+ * of one size, too few calls, or a line below zero at no bytes give the plain rate. */
+static void line_of(fb_calib_line *l, const double *b, const double *t, int n) {
+  memset(l, 0, sizeof *l);
+  for (int i = 0; i < n; i++) fb_calib_line_add(l, b[i], t[i]);
+}
+
+static void test_line_fit(void) {
+  fb_calib_line l;
+  double bw, fx;
+  const double b[6] = {1e7, 1e7, 1e7, 4e7, 4e7, 4e7};
+  double t[6];
+  for (int i = 0; i < 6; i++) t[i] = 20e-6 + b[i] / 2e12; /* 20 us + 2 TB/s */
+  line_of(&l, b, t, 6);
+  fb_calib_line_fit(&l, 4e12, &bw, &fx);
+  CHECK_CLOSE(bw, 2e12, 1e-9, 0);
+  CHECK_CLOSE(fx, 20e-6, 1e-9, 0);
+  for (int i = 0; i < 6; i++) t[i] = 50e-6; /* flat: faster than any copy */
+  line_of(&l, b, t, 6);
+  fb_calib_line_fit(&l, 4e12, &bw, &fx);
+  CHECK_CLOSE(bw, 4e12, 1e-12, 0);
+  CHECK_CLOSE(fx, 50e-6 - 2.5e7 / 4e12, 1e-9, 0);
+  for (int i = 0; i < 6; i++) t[i] = b[i] / 1e12 - 5e-6; /* below zero at no bytes */
+  line_of(&l, b, t, 6);
+  fb_calib_line_fit(&l, 4e12, &bw, &fx);
+  CHECK_CLOSE(bw, 15e7 / 0.00012, 1e-9, 0);
+  CHECK(fx == 0, "fixed %g for a line below zero", fx);
+  const double one[4] = {1e7, 1.2e7, 1e7, 1.2e7}, t1[4] = {30e-6, 31e-6, 30e-6, 31e-6};
+  line_of(&l, one, t1, 4); /* bytes within 1.5x: no line */
+  fb_calib_line_fit(&l, 4e12, &bw, &fx);
+  CHECK_CLOSE(bw, 4.4e7 / 122e-6, 1e-9, 0);
+  CHECK(fx == 0, "fixed %g without a span", fx);
+  line_of(&l, b + 2, t + 2, 3); /* three calls: no line */
+  fb_calib_line_fit(&l, 4e12, &bw, &fx);
+  CHECK(fx == 0, "fixed %g from three calls", fx);
+}
+
 int main(void) {
+  test_line_fit();
   fb_calib_opts o = {.threads = 2, .quick = true};
   fb_hardware hw;
   fb_calib_diag diag;

@@ -1,4 +1,5 @@
-/* The hardware profile's optional per-kernel table (kernel_gbs): a profile without it loads
+/* The hardware profile's optional per-kernel tables (kernel_gbs, and kernel_us: a kernel's
+ * fixed time a call, added to launch + bytes / rate): a profile without them loads
  * and costs memory-bound ops on the bandwidth roofline; with it the profile round-trips through
  * fb_hardware_write, a listed kernel costs launch + bytes / its rate (world-shared on a shared
  * host) while an unlisted one keeps the roofline (or its raw kernel's rate); a profile that
@@ -105,6 +106,30 @@ int main(void) {
   expect_bad("kernel_gbs:\n  gelu_fwd: 1\n  gelu_fwd: 2\n", "gelu_fwd");
   expect_bad("kernel_gbs: 3\n", "kernel_gbs");
   expect_bad("kernel_gbs:\n  gelu_fwd: [1, 2]\n", "kernel_gbs");
+  /* kernel_us: a listed kernel also takes its fixed time a call (on the table rate or the
+   * roofline), written and read back in microseconds; a bad entry names its key */
+  fb_hardware fx;
+  CHECK_OK(load_text("kernel_gbs:\n  gelu_fwd: 2\nkernel_us:\n  gelu_fwd: 12.5\n"
+                     "  residual_add: 3\n", &fx));
+  CHECK(fx.nkernel_fixed == 2, "%d fixed times", fx.nkernel_fixed);
+  CHECK_CLOSE(fb_hardware_kernel_fixed_s(&fx, "gelu_fwd"), 12.5e-6, 1e-12, 0);
+  CHECK(fb_hardware_kernel_fixed_s(&fx, "adamw") == 0, "fixed time of an unlisted kernel");
+  CHECK_CLOSE(fb_cost_seconds(&fx, &gelu, 1), launch + 12.5e-6 + bytes / 2e9, 1e-12, 0);
+  CHECK_CLOSE(fb_cost_seconds(&fx, &add, 1), launch + 3e-6 + bytes / 20e9, 1e-12, 0);
+  char fpath[] = "/tmp/fb_test_ktab_f_XXXXXX.yaml";
+  int ffd = mkstemps(fpath, 5);
+  CHECK(ffd >= 0, "mkstemps");
+  if (ffd >= 0) {
+    close(ffd);
+    CHECK_OK(fb_hardware_write(fpath, &fx, "fixed times"));
+    fb_hardware back;
+    CHECK_OK(fb_hardware_load(fpath, &back));
+    CHECK(back.nkernel_fixed == 2, "read back %d fixed times", back.nkernel_fixed);
+    CHECK_CLOSE(fb_hardware_kernel_fixed_s(&back, "residual_add"), 3e-6, 1e-12, 0);
+    unlink(fpath);
+  }
+  expect_bad("kernel_us:\n  gelu_fwd: -1\n", "kernel_us.gelu_fwd");
+  expect_bad("kernel_us: 4\n", "kernel_us");
   /* validate rejects what load would */
   fb_hardware neg = tab;
   neg.kernels[0].bw = -1;

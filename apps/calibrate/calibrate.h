@@ -195,4 +195,17 @@ double fb_calibrate_fit_gemm(const double *s, const double *rate, const double *
 /* x rounded to 4 significant digits (0 stays 0): what a measured figure is written with. */
 double fb_calib_sig4(double x);
 
+/* Sums of one kernel's in-step calls, time = fixed + bytes * per_byte (launch taken off). */
+typedef struct fb_calib_line {
+  double n, sb, st, sbb, sbt; /* calls, and the sums of bytes, seconds, bytes², bytes·seconds */
+  double bmin, bmax;          /* the smallest and largest call's bytes */
+} fb_calib_line;
+void fb_calib_line_add(fb_calib_line *l, double bytes, double seconds);
+/* The kernel's rate (bytes/s) and fixed seconds a call: the least-squares line through its
+ * calls where their bytes span at least 1.5x (else, or where the line would run below zero
+ * at no bytes, the plain rate: all bytes over all seconds, no fixed time), its rate at most
+ * `ceiling` (the device's measured copy bandwidth: a steeper line is noise, and takes the
+ * ceiling with the mean of what is left as the fixed time). */
+void fb_calib_line_fit(const fb_calib_line *l, double ceiling, double *bw, double *fixed_s);
+
 #endif

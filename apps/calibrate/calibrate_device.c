@@ -403,6 +403,18 @@ static void write_table(FILE *f, const fb_devcal *c, const char *key, const char
   }
 }
 
+/* The kernel_us table: each kernel's fixed time a call, in microseconds. */
+static void write_fixed(FILE *f, const fb_devcal *c, const fb_hw_kernel *k, int n) {
+  if (n <= 0) return;
+  fprintf(f, "kernel_us: # measured on %s: in-step, the line through each kernel's calls (two "
+          "run sizes): us a call beyond launch_us and its bytes over kernel_gbs\n", c->gpu);
+  for (int i = 0; i < n; i++) {
+    char name[48];
+    snprintf(name, sizeof name, "%s:", k[i].name);
+    fprintf(f, "  %-25s %-12.5g # measured on %s\n", name, k[i].bw * 1e6, c->gpu);
+  }
+}
+
 static fb_status write_tagged(FILE *f, const fb_devcal *c, double secs) {
   char when[64], name[64];
   time_t now = time(NULL);
@@ -427,6 +439,7 @@ static fb_status write_tagged(FILE *f, const fb_devcal *c, double secs) {
     write_table(f, c, "split_kernel_gbs", ops, c->hw.split_kernels, c->hw.nsplit_kernels);
     write_table(f, c, "coll_gbs", "GB/s of the local communicator's bytes per collective kind",
                 c->hw.coll_rates, c->hw.ncoll_rates);
+    write_fixed(f, c, c->hw.kernel_fixed, c->hw.nkernel_fixed);
   }
   return ferror(f) ? FB_ERR(FB_EIO, "cannot write %s", c->o->out) : FB_OK;
 }

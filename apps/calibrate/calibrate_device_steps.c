@@ -40,7 +40,7 @@ static fb_status cpu_device_in_step(fb_devcal *c) {
   const char *be = c->o->backend;
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   const int threads = cores > 0 ? (int)cores : 1;
-  h->nkernels = h->nsplit_kernels = 0; /* every rate in the tables is measured on this device */
+  h->nkernels = h->nsplit_kernels = h->nkernel_fixed = 0; /* every table measured here */
   printf("\n  local communicator between 2 ranks of %s\n", be);
   FB_TRY(fb_calibrate_local_comm(h, be, c->o->quick, false, NULL));
   const char *how = "the local communicator, 2 rank threads of this device, idle and beside GEMMs";
@@ -94,14 +94,18 @@ typedef struct gpu_run {
   int batch, seq, steps;
 } gpu_run;
 
-/* A GPT-2 and a Llama at half the token counts scripts/gpu_check.sh validates (gpt2-124m 8 x
- * 1024 single, 1B 4 x 2048 fsdp): the validation stays a prediction, at the kernels' sizes;
- * the Llama under fsdp on one rank, so its gathers' copies and flat-gradient kernels are
- * measured too. */
-static const gpu_run gpu_runs[] = {{"gpt2-124m", "single", 4, 1024, 3}, {"1B", "fsdp", 2, 2048, 3}};
+/* A GPT-2 and a Llama at a half and a quarter of the token counts scripts/gpu_check.sh
+ * validates (gpt2-124m 8 x 1024 single, 1B 4 x 2048 fsdp): the validation stays a prediction,
+ * and each activation-sized kernel is timed at two sizes (its time per call is a line in its
+ * bytes: a small kernel's fixed part does not scale, the H200 of 2026-11-29 showed); the Llama
+ * under fsdp on one rank, so its gathers' copies and flat-gradient kernels are measured too. */
+static const gpu_run gpu_runs[] = {{"gpt2-124m", "single", 4, 1024, 3},
+                                   {"gpt2-124m", "single", 2, 1024, 3},
+                                   {"1B", "fsdp", 2, 2048, 3},
+                                   {"1B", "fsdp", 1, 2048, 3}};
 static const gpu_run gpu_runs_quick[] = {{"debug", "single", 2, 64, 2},
                                          {"debug-llama", "fsdp", 2, 64, 2}};
-enum { MAX_RUNS = 2, ITERATIONS = 3, MAX_ROWS = 64 };
+enum { MAX_RUNS = 4, ITERATIONS = 3, MAX_ROWS = 64 };
 
 /* One measured run on the device: single rank, the steps after the first traced. */
 static fb_status measure_run(const fb_devcal *c, const gpu_run *r, fb_run_result *m) {
@@ -123,14 +127,16 @@ static fb_status measure_run(const fb_devcal *c, const gpu_run *r, fb_run_result
   return fb_run(&cfg, m);
 }
 
-/* Sums of the memory-bound ops of one name over the measured runs. */
+/* Sums of the memory-bound ops of one name over the measured runs: in all, and as a line in
+ * the bytes of each call (its time less the launch overhead). */
 typedef struct mem_sum {
   const char *name;
   double bytes, t;
   int64_t n;
+  fb_calib_line line;
 } mem_sum;
 
-static void add_mem_ops(const fb_run_result *m, mem_sum *ms, int *nms) {
+static void add_mem_ops(const fb_devcal *c, const fb_run_result *m, mem_sum *ms, int *nms) {
   for (int r = 0; r < m->nranks; r++) {
     int64_t n = 0;
     const fb_rec_op *ops = fb_recorder_ops(m->ranks[r].rec, &n);
@@ -146,25 +152,39 @@ static void add_mem_ops(const fb_run_result *m, mem_sum *ms, int *nms) {
       ms[k].bytes += o->bytes;
       ms[k].t += o->t1 - o->t0;
       ms[k].n++;
+      fb_calib_line_add(&ms[k].line, (double)o->bytes, o->t1 - o->t0 - c->hw.launch_s);
     }
   }
 }
 
-/* Each memory-bound op's in-step rate into the profile's kernel table; an op that is all
- * launch overhead (busy under 20 us in all) keeps the roofline. */
+/* Each memory-bound op's in-step rate into the profile's kernel table, and where its calls'
+ * bytes span enough (two run sizes, tensors of several sizes) the fixed time a call takes
+ * into kernel_us (fb_calib_line_fit: the line through its calls, its rate at most the measured
+ * copy bandwidth); an op that is all launch overhead (busy under 20 us in all) keeps the
+ * roofline. */
 static void set_kernel_rates(fb_devcal *c, const mem_sum *ms, int nms) {
   fb_hardware *h = &c->hw;
-  h->nkernels = 0;
-  printf("  %-28s %10s %12s %12s\n", "memory-bound ops in step", "ops", "MB/op", "GB/s");
+  h->nkernels = h->nkernel_fixed = 0;
+  const double copy = h->mem_bw * h->mem_eff;
+  printf("  %-28s %10s %12s %12s %10s\n", "memory-bound ops in step", "ops", "MB/op", "GB/s",
+         "us/call");
   for (int i = 0; i < nms; i++) {
     double busy = ms[i].t - ms[i].n * h->launch_s;
     if (!(ms[i].bytes > 0) || !(busy > 20e-6) || strlen(ms[i].name) >= sizeof h->kernels[0].name)
       continue;
+    double bw, fixed;
+    fb_calib_line_fit(&ms[i].line, copy, &bw, &fixed);
+    if (!(bw > 0)) bw = ms[i].bytes / busy;
     fb_hw_kernel *k = &h->kernels[h->nkernels++];
     snprintf(k->name, sizeof k->name, "%s", ms[i].name);
-    k->bw = fb_calib_sig4(ms[i].bytes / busy);
-    printf("  %-28s %10lld %12.3f %12.2f\n", ms[i].name, (long long)ms[i].n,
-           ms[i].bytes / ms[i].n * 1e-6, k->bw * 1e-9);
+    k->bw = fb_calib_sig4(bw);
+    if (fixed >= 0.05e-6) {
+      fb_hw_kernel *f = &h->kernel_fixed[h->nkernel_fixed++];
+      snprintf(f->name, sizeof f->name, "%s", ms[i].name);
+      f->bw = fb_calib_sig4(fixed);
+    }
+    printf("  %-28s %10lld %12.3f %12.2f %10.2f\n", ms[i].name, (long long)ms[i].n,
+           ms[i].bytes / ms[i].n * 1e-6, k->bw * 1e-9, fixed >= 0.05e-6 ? fixed * 1e6 : 0.0);
   }
   c->tables = true;
 }
@@ -260,7 +280,7 @@ static fb_status gpu_in_step(fb_devcal *c) {
     if ((st = measure_run(c, &runs[done], &m[done])) != FB_OK) break;
     printf("  %-12s %-6s batch %d x seq %d, %d steps\n", runs[done].model, runs[done].strategy,
            runs[done].batch, runs[done].seq, runs[done].steps);
-    add_mem_ops(&m[done], ms, &nms);
+    add_mem_ops(c, &m[done], ms, &nms);
   }
   if (st == FB_OK) {
     set_kernel_rates(c, ms, nms);

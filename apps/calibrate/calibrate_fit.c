@@ -1,6 +1,7 @@
 /* The fits calibration shares (calibrate_cpu.c, calibrate_steps.c, calibrate_device.c): the
- * GEMM size curve, a coordinate search over a profile's figures through the cost model, and
- * the rounding a measured figure is written with. Pure functions: nothing is measured here. */
+ * GEMM size curve, a coordinate search over a profile's figures through the cost model, a
+ * kernel's time per call as a line in its bytes, and the rounding a measured figure is
+ * written with. Pure functions: nothing is measured here. */
 #include <math.h>
 
 #include "calibrate.h"
@@ -79,4 +80,27 @@ double fb_calib_fit_figures(fb_calib_param *params, int np, const double *measur
     if (!improved) step = sqrt(step);
   }
   return best;
+}
+
+void fb_calib_line_add(fb_calib_line *l, double bytes, double seconds) {
+  if (l->n == 0 || bytes < l->bmin) l->bmin = bytes;
+  if (l->n == 0 || bytes > l->bmax) l->bmax = bytes;
+  l->n += 1;
+  l->sb += bytes;
+  l->st += seconds;
+  l->sbb += bytes * bytes;
+  l->sbt += bytes * seconds;
+}
+
+void fb_calib_line_fit(const fb_calib_line *l, double ceiling, double *bw, double *fixed_s) {
+  *bw = l->st > 0 ? l->sb / l->st : 0;
+  *fixed_s = 0;
+  const double den = l->n * l->sbb - l->sb * l->sb;
+  if (l->n < 4 || !(l->bmax >= 1.5 * l->bmin) || !(den > 0)) return;
+  double slope = (l->n * l->sbt - l->sb * l->st) / den;
+  if (ceiling > 0 && !(slope >= 1 / ceiling)) slope = 1 / ceiling;
+  const double fixed = (l->st - slope * l->sb) / l->n;
+  if (!(fixed > 0)) return;
+  *bw = 1 / slope;
+  *fixed_s = fixed;
 }

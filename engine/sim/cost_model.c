@@ -340,11 +340,13 @@ static double framework_factor(const fb_hardware *hw, const fb_op_cost *c) {
 }
 
 /* A kernel the profile measured (kernel_gbs, split_kernel_gbs) runs at its own rate; others on
- * the roofline. */
+ * the roofline. A kernel in kernel_us also takes that time a call (a calibrated GPU's small
+ * kernels: a row per warp, a reduction's tail, that bytes alone do not carry). */
 static double memory_seconds(const fb_hardware *hw, const fb_op_cost *c, int world) {
   const rank_figures rf = rank_figs(hw, world);
   const double bw = rank_kernel_bw(hw, &rf, c, world);
-  return hw->launch_s + framework_factor(hw, c) * c->bytes / bw;
+  return hw->launch_s + fb_hardware_kernel_fixed_s(hw, c->name) +
+         framework_factor(hw, c) * c->bytes / bw;
 }
 
 /* Bandwidth factor and latency hop count of one ring stage over n ranks. */

@@ -216,17 +216,26 @@ static const hw_key hw_keys[] = {
 #define SPLIT_KERNEL_DOC "optional: the same for one of split_ranks 1-thread ranks at once"
 #define COLL_KEY "coll_gbs"
 #define COLL_DOC "optional (collectives: shared_memory): in-step GB/s per collective kind"
+#define FIXED_KEY "kernel_us"
+#define FIXED_DOC "optional: us a call of the kernel takes beyond launch_us and its bytes over its " \
+                  "rate (calibrate --backend cuda: the line through two in-step sizes)"
 
-/* The profile's rate tables (mappings of a kernel's or a collective kind's name -> GB/s). */
+/* The profile's tables (mappings of a kernel's or a collective kind's name -> a number): the
+ * rate tables in GB/s, kernel_us in microseconds; `scale` turns the YAML number into SI. */
 typedef struct kernel_map {
-  const char *key, *doc;
+  const char *key, *doc, *unit;
+  double scale;
   size_t n_off, v_off; /* offsets of the count and the array in fb_hardware */
 } kernel_map;
 static const kernel_map kernel_maps[] = {
-    {.key = KERNEL_KEY, .doc = KERNEL_DOC, .n_off = OFF(nkernels), .v_off = OFF(kernels)},
-    {.key = SPLIT_KERNEL_KEY, .doc = SPLIT_KERNEL_DOC, .n_off = OFF(nsplit_kernels),
-     .v_off = OFF(split_kernels)},
-    {.key = COLL_KEY, .doc = COLL_DOC, .n_off = OFF(ncoll_rates), .v_off = OFF(coll_rates)},
+    {.key = KERNEL_KEY, .doc = KERNEL_DOC, .unit = "GB/s", .scale = 1e9, .n_off = OFF(nkernels),
+     .v_off = OFF(kernels)},
+    {.key = SPLIT_KERNEL_KEY, .doc = SPLIT_KERNEL_DOC, .unit = "GB/s", .scale = 1e9,
+     .n_off = OFF(nsplit_kernels), .v_off = OFF(split_kernels)},
+    {.key = COLL_KEY, .doc = COLL_DOC, .unit = "GB/s", .scale = 1e9, .n_off = OFF(ncoll_rates),
+     .v_off = OFF(coll_rates)},
+    {.key = FIXED_KEY, .doc = FIXED_DOC, .unit = "us", .scale = 1e-6,
+     .n_off = OFF(nkernel_fixed), .v_off = OFF(kernel_fixed)},
 };
 enum { NMAPS = sizeof kernel_maps / sizeof kernel_maps[0] };
 
@@ -390,7 +399,7 @@ static fb_status validate_map(const kernel_map *m, const fb_hardware *hw, const 
                     i);
     if (!(isfinite(e->bw) && e->bw > 0))
       return FB_ERR(FB_EUSAGE, "%s: key '%s.%s' = '%g': allowed a number > 0 (%s)", where,
-                    m->key, e->name, e->bw * 1e-9, m->doc);
+                    m->key, e->name, e->bw / m->scale, m->doc);
     for (int j = 0; j < i; j++)
       if (!strcmp(v[j].name, e->name))
         return FB_ERR(FB_EUSAGE, "%s: key '%s.%s' given twice", where, m->key, e->name);
@@ -448,6 +457,10 @@ double fb_hardware_coll_bw(const fb_hardware *hw, const char *name) {
   return table_bw(hw->coll_rates, hw->ncoll_rates, name);
 }
 
+double fb_hardware_kernel_fixed_s(const fb_hardware *hw, const char *name) {
+  return table_bw(hw->kernel_fixed, hw->nkernel_fixed, name);
+}
+
 /* Loading runs the shared event-based YAML reader (config/yaml_flat.c) twice over the file:
  * the first pass finds `extends`, whose base profile is loaded first; the second applies every
  * key over it. Both refuse anything deeper than `kernel_gbs`'s one-level mapping. */
@@ -493,15 +506,16 @@ static fb_status apply_key(void *vctx, const char *path, int line, const char *k
   if (!strcmp(key, EXTENDS_KEY)) return FB_OK; /* applied first */
   const kernel_map *m = find_map(key);
   if (m)
-    return FB_ERR(FB_EUSAGE, "%s:%d: key '%s' must be a mapping of kernel name to GB/s, e.g. "
-                  "'%s: {gelu_fwd: 3.5}' (%s)", path, line, m->key, m->key, m->doc);
+    return FB_ERR(FB_EUSAGE, "%s:%d: key '%s' must be a mapping of kernel name to %s, e.g. "
+                  "'%s: {gelu_fwd: 3.5}' (%s)", path, line, m->key, m->unit, m->key, m->doc);
   const hw_key *k = find_key(key);
   if (!k) return unknown_key(path, line, key);
   c->seen[k - hw_keys] = true;
   return set_key(path, k, val, c->hw);
 }
 
-/* Pass 2: one entry of a rate table (kernel_gbs, split_kernel_gbs, coll_gbs), name -> GB/s. */
+/* Pass 2: one entry of a table (kernel_gbs, split_kernel_gbs, coll_gbs: name -> GB/s;
+ * kernel_us: name -> us). */
 static fb_status apply_kernel(void *vctx, const char *path, int line, const char *key,
                               const char *name, const char *val) {
   fb_hardware *hw = ((hw_ctx *)vctx)->hw;
@@ -533,7 +547,7 @@ static fb_status apply_kernel(void *vctx, const char *path, int line, const char
       return FB_ERR(FB_EUSAGE, "%s:%d: key '%s.%s' given twice", path, line, m->key, name);
   fb_hw_kernel *e = &v[(*n)++];
   memcpy(e->name, name, len + 1);
-  e->bw = x * 1e9;
+  e->bw = x * m->scale;
   return FB_OK;
 }
 
@@ -649,7 +663,7 @@ fb_status fb_hardware_write_to(FILE *f, const char *path, const fb_hardware *hw,
     fprintf(f, "%s:%*s # %s\n", km->key, 38 - (int)strlen(km->key) - 1, "", km->doc);
     for (int i = 0; i < n; i++) {
       char val[64], key[40];
-      fmt_real(val, sizeof val, v[i].bw, 1e9);
+      fmt_real(val, sizeof val, v[i].bw, km->scale);
       snprintf(key, sizeof key, "%s:", v[i].name);
       fprintf(f, "  %-21s %s\n", key, val);
     }

@@ -20,7 +20,8 @@
 #define FB_HW_MAX_KERNELS 64
 typedef struct fb_hw_kernel {
   char name[32];  /* the op name the kernel wrapper records ("gelu_fwd", "adamw", ...) */
-  double bw;      /* achieved bytes/s of the wrapper's byte count, on one whole device */
+  double bw;      /* achieved bytes/s of the wrapper's byte count, on one whole device; in the
+                     kernel_us table: seconds a call takes beyond launch_us and its bytes */
 } fb_hw_kernel;
 
 /* How collectives move data (the `collectives` key). */
@@ -131,6 +132,9 @@ typedef struct fb_hardware {
                                stated) */
   int nkernels;             /* optional per-kernel table, see fb_hw_kernel */
   fb_hw_kernel kernels[FB_HW_MAX_KERNELS];
+  int nkernel_fixed;        /* optional kernel_us table: a kernel's time per call beyond
+                               launch_us and bytes / its rate (seconds in .bw) */
+  fb_hw_kernel kernel_fixed[FB_HW_MAX_KERNELS];
   /* ---- a shared host split into 1-thread ranks (cpu executor; optional, 0 = none) ----
    * calibrate runs split_ranks 1-thread ranks at once (its --threads) and fits each rank's own
    * rates: a core of its own rather than a share of the whole machine's thread team (on some
@@ -176,6 +180,8 @@ double fb_hardware_kernel_bw(const fb_hardware *hw, const char *name);
 double fb_hardware_split_kernel_bw(const fb_hardware *hw, const char *name);
 /* The in-step rate (bytes/s) of a collective kind by its name (coll_gbs), or 0. */
 double fb_hardware_coll_bw(const fb_hardware *hw, const char *name);
+/* The kernel_us table's seconds per call for `name` (0 where it has none). */
+double fb_hardware_kernel_fixed_s(const fb_hardware *hw, const char *name);
 
 /* A run's own network (--nics-per-node, --nic-gbps) over the profile's: a value > 0 replaces
  * the profile's key, 0 keeps it. Range-checked as the profile keys are (FB_EUSAGE naming the
