@@ -1,7 +1,8 @@
 /* Test helper: a hardware profile from YAML text. fb_test_hw_text loads base + extra through a
  * temporary file (removed after); fb_test_hw_bad checks that such a profile is refused with
- * FB_EUSAGE and one line naming `must_name`; FB_TEST_HW_SHARED_HOST is a base profile's
- * body. Include check.h first. */
+ * FB_EUSAGE and one line naming `must_name`; fb_test_hw_roundtrip writes a profile with
+ * fb_hardware_write and loads it back; FB_TEST_HW_SHARED_HOST is a base profile's body.
+ * Include check.h first. */
 #ifndef FB_TEST_HW_TEXT_H
 #define FB_TEST_HW_TEXT_H
 #include <stdio.h>
@@ -33,6 +34,17 @@ static inline fb_status fb_test_hw_text(const char *base, const char *extra, fb_
   fputs(extra, f);
   fclose(f);
   fb_status st = fb_hardware_load(path, hw);
+  unlink(path);
+  return st;
+}
+
+static inline fb_status fb_test_hw_roundtrip(const fb_hardware *in, fb_hardware *out) {
+  char path[] = "/tmp/fb_test_hw_rt_XXXXXX.yaml";
+  int fd = mkstemps(path, 5);
+  if (fd < 0) return FB_ERR(FB_EIO, "mkstemps");
+  close(fd);
+  fb_status st = fb_hardware_write(path, in, "round trip");
+  if (st == FB_OK) st = fb_hardware_load(path, out);
   unlink(path);
   return st;
 }

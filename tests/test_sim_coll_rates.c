@@ -53,18 +53,10 @@ int main(void) {
   CHECK_CLOSE(fb_cost_collective(&plain, FB_COLL_REDUCE_SCATTER, 1 << 20, 2),
               expect(FB_COLL_REDUCE_SCATTER, 1 << 20, 2, 4e9), 1e-12, 0);
 
-  char path[] = "/tmp/fb_test_coll_rates_XXXXXX.yaml";
-  int fd = mkstemps(path, 5);
-  CHECK(fd >= 0, "mkstemps");
-  if (fd >= 0) {
-    close(fd);
-    CHECK_OK(fb_hardware_write(path, &hw, "per-kind rates"));
-    fb_hardware back;
-    CHECK_OK(fb_hardware_load(path, &back));
-    CHECK(back.ncoll_rates == 2, "read back: %d entries", back.ncoll_rates);
-    check_costs(&back, "read back");
-    unlink(path);
-  }
+  fb_hardware back;
+  CHECK_OK(fb_test_hw_roundtrip(&hw, &back));
+  CHECK(back.ncoll_rates == 2, "read back: %d entries", back.ncoll_rates);
+  check_costs(&back, "read back");
 
   /* refusals, each naming the key */
   fb_test_hw_bad(base_yaml, "coll_gbs:\n  reduce_scatter: 0\n", "coll_gbs.reduce_scatter");

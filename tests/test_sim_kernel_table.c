@@ -116,18 +116,10 @@ int main(void) {
   CHECK(fb_hardware_kernel_fixed_s(&fx, "adamw") == 0, "fixed time of an unlisted kernel");
   CHECK_CLOSE(fb_cost_seconds(&fx, &gelu, 1), launch + 12.5e-6 + bytes / 2e9, 1e-12, 0);
   CHECK_CLOSE(fb_cost_seconds(&fx, &add, 1), launch + 3e-6 + bytes / 20e9, 1e-12, 0);
-  char fpath[] = "/tmp/fb_test_ktab_f_XXXXXX.yaml";
-  int ffd = mkstemps(fpath, 5);
-  CHECK(ffd >= 0, "mkstemps");
-  if (ffd >= 0) {
-    close(ffd);
-    CHECK_OK(fb_hardware_write(fpath, &fx, "fixed times"));
-    fb_hardware back;
-    CHECK_OK(fb_hardware_load(fpath, &back));
-    CHECK(back.nkernel_fixed == 2, "read back %d fixed times", back.nkernel_fixed);
-    CHECK_CLOSE(fb_hardware_kernel_fixed_s(&back, "residual_add"), 3e-6, 1e-12, 0);
-    unlink(fpath);
-  }
+  fb_hardware fback;
+  CHECK_OK(fb_test_hw_roundtrip(&fx, &fback));
+  CHECK(fback.nkernel_fixed == 2, "read back %d fixed times", fback.nkernel_fixed);
+  CHECK_CLOSE(fb_hardware_kernel_fixed_s(&fback, "residual_add"), 3e-6, 1e-12, 0);
   expect_bad("kernel_us:\n  gelu_fwd: -1\n", "kernel_us.gelu_fwd");
   expect_bad("kernel_us: 4\n", "kernel_us");
   /* validate rejects what load would */

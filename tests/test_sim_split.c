@@ -97,26 +97,17 @@ int main(void) {
   CHECK_CLOSE(fb_cost_seconds(&own, &g, 4), gemm_time(&g, 0.8, 100, 1.0, 1), 1e-12, 0);
 
   /* a profile with split figures writes and reads back the same */
-  char path[] = "/tmp/fb_test_split_w_XXXXXX.yaml";
-  int fd = mkstemps(path, 5);
-  CHECK(fd >= 0, "mkstemps");
-  if (fd >= 0) {
-    close(fd);
-    CHECK_OK(fb_hardware_write(path, &split, "split figures"));
-    fb_hardware back;
-    CHECK_OK(fb_hardware_load(path, &back));
-    CHECK(back.split_ranks == 2 && back.nsplit_kernels == 1 && back.nkernels == 2,
-          "read back: %d ranks, %d split kernels, %d kernels", back.split_ranks,
-          back.nsplit_kernels, back.nkernels);
-    CHECK_CLOSE(back.split_gemm_max_eff, 0.3, 1e-12, 0);
-    CHECK_CLOSE(back.split_gemm_half_size, 50, 1e-12, 0);
-    CHECK_CLOSE(back.split_attn_eff, 0.4, 1e-12, 0);
-    CHECK_CLOSE(fb_hardware_split_kernel_bw(&back, "gelu_fwd"), 6e9, 1e-12, 0);
-    CHECK_OK(fb_hardware_write(path, &whole, NULL));
-    CHECK_OK(fb_hardware_load(path, &back));
-    CHECK(back.split_ranks == 0 && back.nsplit_kernels == 0, "whole profile gained a split");
-    unlink(path);
-  }
+  fb_hardware back;
+  CHECK_OK(fb_test_hw_roundtrip(&split, &back));
+  CHECK(back.split_ranks == 2 && back.nsplit_kernels == 1 && back.nkernels == 2,
+        "read back: %d ranks, %d split kernels, %d kernels", back.split_ranks,
+        back.nsplit_kernels, back.nkernels);
+  CHECK_CLOSE(back.split_gemm_max_eff, 0.3, 1e-12, 0);
+  CHECK_CLOSE(back.split_gemm_half_size, 50, 1e-12, 0);
+  CHECK_CLOSE(back.split_attn_eff, 0.4, 1e-12, 0);
+  CHECK_CLOSE(fb_hardware_split_kernel_bw(&back, "gelu_fwd"), 6e9, 1e-12, 0);
+  CHECK_OK(fb_test_hw_roundtrip(&whole, &back));
+  CHECK(back.split_ranks == 0 && back.nsplit_kernels == 0, "whole profile gained a split");
 
   /* refusals */
   expect_bad("split_ranks: 1\nsplit_gemm_max_efficiency: 0.3\nsplit_gemm_half_size: 50\n"
