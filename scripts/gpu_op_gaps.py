@@ -80,6 +80,12 @@ def busy(recs):
     return t
 
 
+def hits(ops, recs):
+    """How many of the records start inside (5 us around) one of the ops."""
+    starts = [r[0] for r in recs]
+    return sum(len(inside(recs, starts, a - 5.0, b + 5.0)) for a, b, _ in ops)
+
+
 def offset(ops, recs, starts):
     """CUPTI minus mark clock: the median of (kernel end - op end mark) over the ops of 20 us or
     more that one record fills at least half of. The end mark is queued right behind the
@@ -127,8 +133,7 @@ def main():
         print(f"gpu_op_gaps: '{a.trace}': no ops of rank {a.rank} with CUPTI records "
               "(a cuda run with --trace)", file=sys.stderr)
         return 1
-    best = max(by, key=lambda s: len([1 for r in by[s] for o in ops[:200]
-                                      if o[0] - 5 <= r[0] < o[1] + 5]))
+    best = max(by, key=lambda s: hits(ops[:200], by[s]))
     off, fam = table(ops, by[best])
     print(f"# {a.trace}: rank {a.rank}, compute stream {best}, CUPTI clock {off:+.2f} us from "
           "the marks; per op family: ops, time between marks, kernels inside, idle inside")

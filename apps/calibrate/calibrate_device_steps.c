@@ -127,12 +127,10 @@ static fb_status measure_run(const fb_devcal *c, const gpu_run *r, fb_run_result
   return fb_run(&cfg, m);
 }
 
-/* Sums of the memory-bound ops of one name over the measured runs: in all, and as a line in
- * the bytes of each call (its time less the launch overhead). */
+/* The memory-bound ops of one name over the measured runs: the sums of a line in the bytes of
+ * each call (its time less the launch overhead), which also hold the totals. */
 typedef struct mem_sum {
   const char *name;
-  double bytes, t;
-  int64_t n;
   fb_calib_line line;
 } mem_sum;
 
@@ -149,9 +147,6 @@ static void add_mem_ops(const fb_devcal *c, const fb_run_result *m, mem_sum *ms,
         if (*nms >= FB_HW_MAX_KERNELS) continue;
         ms[(*nms)++] = (mem_sum){.name = o->name};
       }
-      ms[k].bytes += o->bytes;
-      ms[k].t += o->t1 - o->t0;
-      ms[k].n++;
       fb_calib_line_add(&ms[k].line, (double)o->bytes, o->t1 - o->t0 - c->hw.launch_s);
     }
   }
@@ -169,12 +164,11 @@ static void set_kernel_rates(fb_devcal *c, const mem_sum *ms, int nms) {
   printf("  %-28s %10s %12s %12s %10s\n", "memory-bound ops in step", "ops", "MB/op", "GB/s",
          "us/call");
   for (int i = 0; i < nms; i++) {
-    double busy = ms[i].t - ms[i].n * h->launch_s;
-    if (!(ms[i].bytes > 0) || !(busy > 20e-6) || strlen(ms[i].name) >= sizeof h->kernels[0].name)
+    const fb_calib_line *l = &ms[i].line; /* l->st: busy time, launch overheads taken off */
+    if (!(l->sb > 0) || !(l->st > 20e-6) || strlen(ms[i].name) >= sizeof h->kernels[0].name)
       continue;
     double bw, fixed;
-    fb_calib_line_fit(&ms[i].line, copy, &bw, &fixed);
-    if (!(bw > 0)) bw = ms[i].bytes / busy;
+    fb_calib_line_fit(l, copy, &bw, &fixed);
     fb_hw_kernel *k = &h->kernels[h->nkernels++];
     snprintf(k->name, sizeof k->name, "%s", ms[i].name);
     k->bw = fb_calib_sig4(bw);
@@ -183,8 +177,8 @@ static void set_kernel_rates(fb_devcal *c, const mem_sum *ms, int nms) {
       snprintf(f->name, sizeof f->name, "%s", ms[i].name);
       f->bw = fb_calib_sig4(fixed);
     }
-    printf("  %-28s %10lld %12.3f %12.2f %10.2f\n", ms[i].name, (long long)ms[i].n,
-           ms[i].bytes / ms[i].n * 1e-6, k->bw * 1e-9, fixed >= 0.05e-6 ? fixed * 1e6 : 0.0);
+    printf("  %-28s %10.0f %12.3f %12.2f %10.2f\n", ms[i].name, l->n, l->sb / l->n * 1e-6,
+           k->bw * 1e-9, fixed >= 0.05e-6 ? fixed * 1e6 : 0.0);
   }
   c->tables = true;
 }

@@ -59,7 +59,7 @@ typedef struct fb_cuda_hostblk {
 typedef struct fb_cuda_dev {
   int ordinal;                        /* CUDA device index this rank uses */
   char ordinal_src[96];               /* what chose it: "LOCAL_RANK=3", "rank 1 of this process" */
-  bool shared;                        /* other ranks are threads of this process (one driver, and
+  bool tasks_inline;                  /* other ranks are threads of this process (one driver, and
                                          on one GPU one context): host tasks run inline */
   char gpu_name[256];
   cudaStream_t alloc_stream;          /* where pool allocations are made */

@@ -83,7 +83,7 @@ static fb_status cuda_init(fb_device *d) {
     return st;
   }
   /* ranks as threads of this process: one driver (its locks), on one GPU one context */
-  c->shared = !fb_cuda_launched() && d->world > 1;
+  c->tasks_inline = !fb_cuda_launched() && d->world > 1;
   d->impl = c;
   d->simulated = false;
   bool blas_mu = pthread_mutex_init(&c->blas_mu, NULL) == 0;

@@ -149,7 +149,8 @@ static fb_status take_item(fb_cuda_hostq *q, hostq_item **out) {
   return FB_OK;
 }
 
-/* The shared device's host task: fn on this thread once s drained; a failure poisons s. */
+/* A host task where ranks are threads of this process: fn on this thread once s drained; a
+ * failure poisons s. */
 static fb_status run_inline(fb_device *d, fb_stream *s, fb_status (*fn)(void *arg), void *arg) {
   cudaError_t e = cudaStreamSynchronize(s->s);
   if (e != cudaSuccess)
@@ -162,7 +163,7 @@ static fb_status run_inline(fb_device *d, fb_stream *s, fb_status (*fn)(void *ar
 
 fb_status fb_cuda_host_task(fb_device *d, fb_stream *s, fb_status (*fn)(void *arg), void *arg) {
   FB_TRY(fb_cuda_bind(d));
-  if (fb_cuda_of(d)->shared) return run_inline(d, s, fn, arg);
+  if (fb_cuda_of(d)->tasks_inline) return run_inline(d, s, fn, arg);
   if (!s->hostq) FB_TRY(hostq_start(d, s, &s->hostq));
   fb_cuda_hostq *q = s->hostq;
   hostq_item *it = NULL;
