@@ -12,7 +12,8 @@ Two measurements, each the median of several steps:
      cuts every gradient of a bucket into world-size views, and interleaves them with one
      torch.cat when the bucket holds more than one tensor or needs padding. The host work of
      one block's backward of the blog's 18B GPT (d 6144) under the tutorial's reduce_bucket_size
-     of 1e7 elements: nine buckets, twelve tensors, two of the buckets with three small tensors.
+     of 1e7 elements: eight buckets, twelve tensors, two of the buckets with three small tensors
+     (the last one closed by the next block's first bias).
      The views cost the same whatever the numel, so the tensors are scaled down 16x.
   2. hooks (only when `deepspeed` imports): a Megatron-shaped GPT (six leaf modules a block,
      full recompute) of tiny width, forward and backward through deepspeed.initialize with
@@ -42,14 +43,14 @@ def median_time(fn, steps):
     return t[len(t) // 2]
 
 
-def rank_views(torch, t, world):
+def rank_views(t, world):
     """What reduce_scatter_coalesced builds for one tensor: one view per rank."""
     flat, chunk = t.view(-1), math.ceil(t.numel() / world)
     return [flat[r * chunk:r * chunk + chunk] for r in range(world)]
 
 
 def one_bucket(torch, tensors, world):
-    views = [rank_views(torch, t, world) for t in tensors]
+    views = [rank_views(t, world) for t in tensors]
     padded = [math.ceil(t.numel() / world) for t in tensors]
     if len(tensors) == 1 and tensors[0].numel() % world == 0:
         buf = tensors[0].view(-1)
@@ -65,12 +66,13 @@ def one_bucket(torch, tensors, world):
 
 
 def block_buckets(torch, d, scale=16):
-    """One block's backward in gradient order under a 1e7-element bucket (weights above it go
-    alone; the biases and norms between them group): sizes / scale for the weights."""
+    """One block's backward in gradient order under a 1e7-element bucket, weights above it
+    alone, the biases and norms between them grouped: fc2 weight | fc1 bias | fc1 weight |
+    ln2 bias, ln2 weight, proj bias | proj weight | qkv bias | qkv weight | ln1 bias, ln1
+    weight and the next block's fc2 bias. The weights' sizes over `scale`."""
     t = lambda n: torch.empty(n)  # noqa: E731
-    return [[t(d)], [t(4 * d * d // scale)], [t(4 * d)], [t(4 * d * d // scale)],
-            [t(d), t(d), t(d)], [t(d * d // scale)], [t(3 * d)], [t(3 * d * d // scale)],
-            [t(d), t(d), t(d)]]
+    return [[t(4 * d * d // scale)], [t(4 * d)], [t(4 * d * d // scale)], [t(d), t(d), t(d)],
+            [t(d * d // scale)], [t(3 * d)], [t(3 * d * d // scale)], [t(d), t(d), t(d)]]
 
 
 def hooks(torch, width, layers, steps):

@@ -18,7 +18,6 @@ fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 
 chk=$("$py" - "$S" 2>&1 <<'PY'
-
 import importlib.util, math, sys, torch
 spec = importlib.util.spec_from_file_location("dhc", sys.argv[1])
 m = importlib.util.module_from_spec(spec)
