@@ -391,27 +391,16 @@ static fb_status step_nccl(fb_devcal *c) {
 
 /* ---- the profile --------------------------------------------------------------------------- */
 
-/* A kernel table measured in step (replaces the base's: `extends` does not merge tables). */
+/* A table measured in step (replaces the base's: `extends` does not merge tables), its values
+ * written in the table's unit: `per_si` of them to one SI unit (1e-9 for GB/s, 1e6 for us). */
 static void write_table(FILE *f, const fb_devcal *c, const char *key, const char *what,
-                        const fb_hw_kernel *k, int n) {
+                        double per_si, const fb_hw_kernel *k, int n) {
   if (n <= 0) return;
-  fprintf(f, "%s: # measured on %s: in-step rates, %s\n", key, c->gpu, what);
+  fprintf(f, "%s: # measured on %s: in-step %s\n", key, c->gpu, what);
   for (int i = 0; i < n; i++) {
     char name[48];
     snprintf(name, sizeof name, "%s:", k[i].name);
-    fprintf(f, "  %-25s %-12.5g # measured on %s\n", name, k[i].bw * 1e-9, c->gpu);
-  }
-}
-
-/* The kernel_us table: each kernel's fixed time a call, in microseconds. */
-static void write_fixed(FILE *f, const fb_devcal *c, const fb_hw_kernel *k, int n) {
-  if (n <= 0) return;
-  fprintf(f, "kernel_us: # measured on %s: in-step, the line through each kernel's calls (two "
-          "run sizes): us a call beyond launch_us and its bytes over kernel_gbs\n", c->gpu);
-  for (int i = 0; i < n; i++) {
-    char name[48];
-    snprintf(name, sizeof name, "%s:", k[i].name);
-    fprintf(f, "  %-25s %-12.5g # measured on %s\n", name, k[i].bw * 1e6, c->gpu);
+    fprintf(f, "  %-25s %-12.5g # measured on %s\n", name, k[i].bw * per_si, c->gpu);
   }
 }
 
@@ -434,12 +423,14 @@ static fb_status write_tagged(FILE *f, const fb_devcal *c, double secs) {
             c->tags[i].how);
   }
   if (c->tables) {
-    const char *ops = "GB/s of the bytes each op's wrapper counts";
-    write_table(f, c, "kernel_gbs", ops, c->hw.kernels, c->hw.nkernels);
-    write_table(f, c, "split_kernel_gbs", ops, c->hw.split_kernels, c->hw.nsplit_kernels);
-    write_table(f, c, "coll_gbs", "GB/s of the local communicator's bytes per collective kind",
-                c->hw.coll_rates, c->hw.ncoll_rates);
-    write_fixed(f, c, c->hw.kernel_fixed, c->hw.nkernel_fixed);
+    const char *ops = "rates, GB/s of the bytes each op's wrapper counts";
+    write_table(f, c, "kernel_gbs", ops, 1e-9, c->hw.kernels, c->hw.nkernels);
+    write_table(f, c, "split_kernel_gbs", ops, 1e-9, c->hw.split_kernels, c->hw.nsplit_kernels);
+    write_table(f, c, "coll_gbs", "rates, GB/s of the local communicator's bytes per collective "
+                "kind", 1e-9, c->hw.coll_rates, c->hw.ncoll_rates);
+    write_table(f, c, "kernel_us", "lines through each kernel's calls (two run sizes): us a call "
+                "beyond launch_us and its bytes over kernel_gbs", 1e6, c->hw.kernel_fixed,
+                c->hw.nkernel_fixed);
   }
   return ferror(f) ? FB_ERR(FB_EIO, "cannot write %s", c->o->out) : FB_OK;
 }
