@@ -6,7 +6,7 @@ model (scripts/deepspeed_zero3_events.py) needs about 6 ms of host time per modu
 that; this measures what the code costs. An analysis tool, not part of the simulator;
 docs/simulator.md reports what it printed.
 
-Two measurements, each the median of several steps:
+Three measurements, each the median of several steps:
   1. rank loops (torch only): DeepSpeed 0.9's gradient reduce (runtime/comm/
      coalesced_collectives.py, reduce_scatter_coalesced, the June 2023 release the blog ran)
      cuts every gradient of a bucket into world-size views, and interleaves them with one
@@ -15,7 +15,16 @@ Two measurements, each the median of several steps:
      of 1e7 elements: eight buckets, twelve tensors, two of the buckets with three small tensors
      (the last one closed by the next block's first bias).
      The views cost the same whatever the numel, so the tensors are scaled down 16x.
-  2. hooks (only when `deepspeed` imports): a Megatron-shaped GPT (six leaf modules a block,
+  2. gather waits (torch only): a fetch of several parameters in one call (a prefetch that
+     takes a weight under stage3_prefetch_bucket_size and the next one) goes through
+     partition_parameters.py's all_gather_coalesced, one view per rank of the flat buffer, and
+     AllGatherCoalescedHandle.wait, which for every parameter takes one view per rank and cats
+     them (0.9.5 and 0.10.0 alike). One such call of two weights; at most two a block pass,
+     since the four weights a block gathers are the only parameters above the persistence
+     threshold. Each rank's piece is a few elements: the cat's copy is GPU work in the run,
+     and the per-view record_stream the code also calls needs CUDA and is left out, so this is
+     a lower bound per call and the two a pass an upper bound on the calls.
+  3. hooks (only when `deepspeed` imports): a Megatron-shaped GPT (six leaf modules a block,
      full recompute) of tiny width, forward and backward through deepspeed.initialize with
      ZeRO-3 on the CPU accelerator (gloo, one rank), against the same model without DeepSpeed;
      the difference over the module uses (6 a block, forward, recompute and backward) is the
@@ -63,6 +72,21 @@ def one_bucket(torch, tensors, world):
                     parts.append(torch.empty(padded[i] - views[i][r].numel()))
         buf = torch.cat(parts)
     return torch.chunk(buf, world)
+
+
+def coalesced_fetch(torch, numels, world, flat=None):
+    """What all_gather_coalesced and its handle's wait build on the host for one fetch: the
+    parameters out of the gathered buffer `flat` (rank r's shards of every parameter, each
+    padded to ceil(numel / world), at r * their sum)."""
+    shard = [math.ceil(n / world) for n in numels]
+    flat = torch.empty(sum(shard) * world) if flat is None else flat
+    parts = [flat.narrow(0, sum(shard) * r, sum(shard)) for r in range(world)]
+    out, off = [], 0
+    for n, p in zip(numels, shard):  # per parameter: the ranks' pieces, cut to its numel
+        pieces = [parts[r].narrow(0, off, min(n - r * p, p)) for r in range(world) if r * p < n]
+        out.append(torch.cat(pieces))
+        off += p
+    return out
 
 
 def block_buckets(torch, d, scale=16):
@@ -150,6 +174,11 @@ def main():
     print(f"# torch {torch.__version__}, {os.cpu_count()} CPUs")
     print(f"rank loops: one block's backward at {o.world} ranks: {t * 1e3:.2f} ms; "
           f"{o.layers} blocks: {t * o.layers * 1e3:.0f} ms a step")
+    pair = [2 * o.world + 1, 3 * o.world]
+    t = median_time(lambda: coalesced_fetch(torch, pair, o.world), o.steps)
+    passes = o.layers * 3
+    print(f"gather waits: one coalesced fetch of 2 weights at {o.world} ranks: {t * 1e3:.2f} ms; "
+          f"at most 2 a block pass, {passes} passes: {2 * t * passes * 1e3:.0f} ms a step")
     try:
         import deepspeed  # noqa: F401
     except ImportError:

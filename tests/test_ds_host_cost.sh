@@ -3,9 +3,10 @@
 # ZeRO++ blog's ZeRO-3 rows: the buffer its rank loops build is the one DeepSpeed 0.9's
 # reduce_scatter_coalesced hands the collective (chunk r of the interleaved buffer holds every
 # tensor's rank-r slice, each padded to the same ceil(numel / world); a lone tensor that divides
-# is its own buffer), at world sizes that do and do not divide the tensors; a run prints its
-# 'rank loops:' line and exits 0; bad flags exit 2. No timing is asserted (figures belong in
-# the script's output, not in a test).
+# is its own buffer), and its gather loops cut each parameter whole and in order out of the
+# buffer all_gather_coalesced fills, at world sizes that do and do not divide the tensors; a
+# run prints its 'gather waits:' and 'rank loops:' lines and exits 0; bad flags exit 2. No
+# timing is asserted (figures belong in the script's output, not in a test).
 # The Python with torch: $FB_VENV if set, else the venv tests/test_mem_snapshot_torch.sh caches;
 # skips (77) when neither has torch (this test installs nothing).
 set -u
@@ -38,6 +39,16 @@ for world in (2, 3, 7, 16):
                 off += p
         if len(sizes) == 1 and sizes[0] % world == 0:
             assert chunks[0].data_ptr() == ts[0].data_ptr(), "a lone dividing tensor is copied"
+for world in (2, 3, 7, 16):  # the gather's handle: each parameter back out of the buffer
+    for sizes in ([world * 2 + 1, world * 3], [world, world * 5 - 1, world + 2]):
+        ps = [torch.arange(n, dtype=torch.float32) + 1000 * i for i, n in enumerate(sizes)]
+        pad = [math.ceil(n / world) for n in sizes]
+        shards = [torch.nn.functional.pad(p, (0, q * world - p.numel())).view(world, q)
+                  for p, q in zip(ps, pad)]
+        flat = torch.cat([torch.cat([s[r] for s in shards]) for r in range(world)])
+        got = m.coalesced_fetch(torch, sizes, world, flat)
+        assert len(got) == len(ps) and all(torch.equal(g, p) for g, p in zip(got, ps)), \
+            ("gather", world, sizes)
 print("ok")
 PY
 )
@@ -45,6 +56,8 @@ PY
 
 out=$("$py" "$S" --world 16 --steps 1 2>&1)
 [ $? -eq 0 ] || bad "--world 16 --steps 1 failed: $(echo "$out" | tail -1)"
+echo "$out" | grep -q '^gather waits: one coalesced fetch of 2 weights at 16 ranks: [0-9.]* ms; at most 2' ||
+  bad "no gather waits line: $(echo "$out" | tail -2)"
 echo "$out" | grep -q '^rank loops: one block.s backward at 16 ranks: [0-9.]* ms; 40 blocks' ||
   bad "no rank loops line: $(echo "$out" | tail -2)"
 "$py" "$S" --world 1 >/dev/null 2>&1
