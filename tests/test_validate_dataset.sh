@@ -234,8 +234,22 @@ ol=$(grep -E '^overlap: ' <<<"$out")
   bad "overlap line: '$ol'"
 awk -v a="${BASH_REMATCH[1]:-x}" -v b="${BASH_REMATCH[2]:-x}" -v c="${mp:-y}" -v d="${mq:-y}" \
   'BEGIN { exit !((a - c) ^ 2 <= 1 && (b - d) ^ 2 <= 1) }' || bad "overlap medians $ol vs dataset.csv's $chk"
-grep -qE "^#   source test +overlap +2 rows, exposed: published median ${BASH_REMATCH[1]:-x}%, predicted median ${BASH_REMATCH[2]:-x}%$" <<<"$out" ||
+grep -qE "^#   source test +overlap +2 rows, exposed: published median ${BASH_REMATCH[1]:-x}%, predicted median ${BASH_REMATCH[2]:-x}%; in the range 1 of 2$" <<<"$out" ||
   bad "no per-source overlap line matching the closing one: $(grep -E 'overlap' <<<"$out")"
+# the range a prediction gives (predicted step .. compute + collectives, 5 % slack): the row in
+# between is in it, the one slower than every collective is not; dataset.csv says the same
+inr=$(awk -F, 'NR > 1 { ps = $(NF-5); st = $(NF-4); c = $(NF-3); m = $(NF-2);
+  if (m >= 0.25 * c) { n++; k += ps >= 0.95 * st && ps <= 1.05 * (c + m) } } END { print k " of " n }' "$tmp/ov/dataset.csv")
+[ "$inr" = "1 of 2" ] || bad "dataset.csv puts $inr rows in the range, not 1 of 2"
+[[ "$ol" =~ collectives\ \(5%\ slack\):\ 1\ of\ 2$ ]] || bad "overlap line's range count: '$ol'"
+# its edges: rows published at 1.10 and 1.03 x compute + collectives, 0.97 and 0.90 x the
+# predicted step (tok/s from the first row's prediction): the middle two in, the outer two out
+edges=$(awk -F, 'NR == 2 { t = $5 * $(NF-4); b = $(NF-3) + $(NF-2); st = $(NF-4);
+  printf "%.1f %.1f %.1f %.1f", t / (1.10 * b), t / (1.03 * b), t / (0.97 * st), t / (0.90 * st) }' "$tmp/ov/dataset.csv")
+{ echo "$hdr"; for e in $edges; do echo "$rn,$e,,,,,,,,v,n"; done; } >"$tmp/edge.csv"
+out2=$("$FSDPBENCH" validate --dataset "$tmp/edge.csv" 2>&1) || bad "edge.csv: $(tail -2 <<<"$out2")"
+grep -qE '^overlap: .*collectives \(5% slack\): 2 of 4$' <<<"$out2" ||
+  bad "the range's edges (1.10 / 1.03 x the bound, 0.97 / 0.90 x the prediction): $(grep -E '^overlap' <<<"$out2")"
 [[ "$(tail -1 <<<"$out")" =~ ^pairs: ]] || bad "the pairs line is no longer the last: $(tail -1 <<<"$out")"
 # a row whose published step is compute + 97 % of the collectives, when that is over 25 % slow:
 # its line says 97 % exposed and the prediction's share

@@ -144,6 +144,23 @@ static void print_time_row(FILE *f, const char *label, const fb_rank_summary *s)
   fputc('\n', f);
 }
 
+/* A predicted step where collectives weigh is a range: from the prediction to compute + comm,
+ * the step if no collective overlapped compute. validate --dataset counts the published steps
+ * of communication-heavy rows that fall in it on its 'overlap:' line (docs/simulator.md,
+ * "Exposed communication against the sources"). */
+static void print_range(FILE *f, const fb_rank_summary *m) {
+  const double bound = m->compute_s + m->comm_s;
+  if (!(m->comm_s > 0) || !(m->step_s > 0) || !isfinite(bound)) return;
+  fprintf(f, "# no overlap (pred): compute + comm = %.3f ms a step, %.1f tokens/s (global), %.2fx "
+             "the predicted step: the step if no collective overlapped compute%s\n", bound * 1e3,
+          m->tokens_per_s * m->step_s / bound, bound / m->step_s,
+          m->comm_s >= 0.25 * m->compute_s
+              ? "; comm is at least a quarter of compute: read the prediction as the low end "
+                "of a range up to this (README, 'How far to trust the simulator', says how often "
+                "published steps fell in it)"
+              : "");
+}
+
 static void print_time_table(FILE *f, const fb_run_result *r, const char *pred) {
   fprintf(f, "#\n# Time per step%s: step, compute, comm and exposed are means over "
              "steps %d..%d\n", pred, fb_step_number(r->first_step + first_measured(r->nsteps)),
@@ -162,6 +179,7 @@ static void print_time_table(FILE *f, const fb_run_result *r, const char *pred) 
   fb_rank_summary m;
   fb_report_summary(r, -1, &m);
   print_time_row(f, "mean", &m);
+  if (r->predicted) print_range(f, &m);
 }
 
 static void print_mem_table(FILE *f, const fb_run_result *r, const char *pred) {
