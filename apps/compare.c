@@ -4,7 +4,9 @@
  * run and writes the records below. A run that cannot be configured, does not fit or fails is
  * a row with its reason, not the end of the comparison. It computes no figure of its own: the
  * numbers are the report's summary of the run (apps/report.h conventions: step time is
- * the median over the measured steps, the rest means; the "mean" row over ranks).
+ * the median over the measured steps, the rest means; the "mean" row over ranks); the table's
+ * "no overlap" is the step if no collective overlapped compute, the step plus the comm compute
+ * hid (fb_report_no_overlap: the top of a prediction's range where collectives weigh).
  *
  * Files under --out DIR (header line first, comma-separated, C locale, empty field when a
  * value does not exist, e.g. loss and param sum of predicted runs):
@@ -565,8 +567,8 @@ static void print_head(FILE *f, const cmp_plan *p) {
     fprintf(f, "%4s %-8s %6s", u ? "" : "run", u ? "" : "strategy", u ? "ranks" : "world");
     for (int a = 0; a < p->naxes; a++)
       if (shown_axis(&p->axes[a])) fprintf(f, " %-*s", axis_width(&p->axes[a]), u ? "" : p->axes[a].key);
-    fprintf(f, " %4s %10s %12s %10s", u ? "" : "src", u ? "ms" : "step", u ? "tokens/s" : "tok/s",
-            u ? "ms" : "exposed");
+    fprintf(f, " %4s %10s %12s %10s %10s", u ? "" : "src", u ? "ms" : "step",
+            u ? "tokens/s" : "tok/s", u ? "ms" : "exposed", u ? "ms" : "no overlap");
     for (int c = 0; c < FB_MEM_NCAT; c++) fprintf(f, " %8s", u ? "MiB" : MEM_HEAD[c]);
     fprintf(f, " %9s %10s %24s %s\n", u ? "MiB" : "peak", u ? "MiB/step" : "moved",
             u ? "" : "param sum", u ? "" : "same");
@@ -602,8 +604,9 @@ static void print_row(FILE *f, const cmp_plan *p, const cmp_row *row) {
     fprintf(f, " %4s does not fit: %s\n", "pred", row->error);
     return;
   }
-  fprintf(f, " %4s %10.3f %12.1f %10.3f", row->predicted ? "pred" : "meas", row->sum.step_s * 1e3,
-          row->sum.tokens_per_s, row->sum.exposed_s * 1e3);
+  fprintf(f, " %4s %10.3f %12.1f %10.3f %10.3f", row->predicted ? "pred" : "meas",
+          row->sum.step_s * 1e3, row->sum.tokens_per_s, row->sum.exposed_s * 1e3,
+          fb_report_no_overlap(&row->sum) * 1e3);
   for (int c = 0; c < FB_MEM_NCAT; c++) fprintf(f, " %8.1f", mib((double)row->at_peak[c]));
   fprintf(f, " %9.1f %10.2f", mib((double)row->peak), mib(row->coll_bytes));
   if (isfinite(row->param_sum))

@@ -3,7 +3,8 @@
 # with the same parameter sum marked "=", and write compare.csv with the documented header,
 # compare_steps.csv and memory_timeline.csv; a predicted sweep over world gives a row per point;
 # a bad sweep key and a bad sweep value are each refused with one line naming them, exit 2,
-# before anything runs. It does not check the figures' values (the report and sim tests do).
+# before anything runs; the predicted rows' 'no overlap' column is their step + hidden comm. It does
+# not check the figures' values (the report and sim tests do).
 set -u
 BIN=${FSDPBENCH:?FSDPBENCH must point at the fsdpbench binary}
 TMP=$(mktemp -d)
@@ -54,6 +55,14 @@ grep -q '^2,fsdp,2,0,start,' "$OUT/memory_timeline.csv" || fail "memory_timeline
 cat "$TMP/sim.txt"
 [ "$(wc -l <"$TMP/sim/compare.csv")" -eq 5 ] || fail "sim sweep: want 4 rows"
 grep -qE "^ +[0-9]+ +fsdp +16 +pred " "$TMP/sim.txt" || fail "sim sweep: no predicted fsdp W=16 row"
+# the table's 'no overlap' column (after step, tok/s, exposed) is the run's step plus the comm
+# compute hid: step_ms + comm_ms - exposed_ms of its compare.csv row
+nov=$(awk '/^ +[0-9]+ +fsdp +[0-9]+ +pred +[0-9]/ { print $1, $8 }' "$TMP/sim.txt")
+[ "$(wc -l <<<"$nov")" -eq 2 ] || fail "sim sweep: want 2 fsdp rows with figures: $nov"
+while read -r run no; do
+  awk -F, -v r="$run" -v no="$no" 'NR > 1 && $1 == r { d = $23 + $28 - $29 - no; ok = d * d < 1e-4 && no >= $23 }
+    END { exit !ok }' "$TMP/sim/compare.csv" || fail "run $run: 'no overlap' $no is not step_ms + comm_ms - exposed_ms"
+done <<<"$nov"
 awk -F, '$4 == "ddp" && ($21 != "no_fit" || $23 <= 0) { bad = 1 } END { exit bad }' "$TMP/sim/compare.csv" ||
   fail "sim sweep: ddp rows should be no_fit with their predicted figures kept"
 grep -qE "^ +[0-9]+ +ddp +8 +pred +does not fit: " "$TMP/sim.txt" ||

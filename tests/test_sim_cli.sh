@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The simulator from the command line: `plan` ranks strategies and names what does not fit;
-# a 70B x 1024 simulated run finishes in under 10 s and labels its figures as predicted; bad
+# a 70B x 1024 simulated run finishes in under 10 s, labels its figures as predicted and prints
+# its 'no overlap' top (its mean row's step + comm - exposed); bad
 # hardware profiles (missing key, unknown key, negative bandwidth) and bad calibrate flags are
 # one-line errors with exit code 2.
 set -u
@@ -44,6 +45,15 @@ end=$(date +%s.%N)
 [ $rc -eq 0 ] || bad "70B x 1024 sim exited $rc: $out"
 awk -v a="$start" -v b="$end" 'BEGIN { exit !(b - a < 10) }' || bad "70B x 1024 took $(awk -v a="$start" -v b="$end" 'BEGIN{print b-a}') s"
 grep -qi "pred" <<<"$out" || bad "sim output does not say predicted: $out"
+# under the time table, the range's top: the mean row's step plus its comm less the exposed
+# part (what compute hid), and its ratio to the step
+mean=$(grep -E '^ +mean +[0-9]' <<<"$out" | head -1)
+nov=$(grep -E '^# no overlap \(pred\): step \+ the comm compute hid = [0-9.]+ ms a step' <<<"$out")
+awk -v m="$mean" -v n="$nov" 'BEGIN { split(m, a, " "); step = a[2]; k = a[8]; ex = a[9]
+  if (!match(n, /= [0-9.]+ ms/)) exit 1; t = substr(n, RSTART + 2, RLENGTH - 5) + 0
+  if (!match(n, /, [0-9.]+x the predicted/)) exit 1; x = substr(n, RSTART + 2) + 0
+  d = t - (step + k - ex); e = x - t / step; exit !(d * d < 1e-4 && e * e < 1e-4) }' ||
+  bad "no overlap line '$nov' is not step + comm - exposed of '$mean'"
 
 # bad profiles: one line, exit 2, the key named
 check_bad() { # file key

@@ -219,13 +219,17 @@ grep -qE '^#        row 3: published step .*shorter than the predicted compute a
 rn="test,A100,80,16,8,1 x 50 Gb/s Ethernet,MPT-125m,1,12,768,12,12,3072,50368,2048,8,128,1,1,amp_bf16,none,False,FSDP FULL_SHARD,Composer/llm-foundry"
 printf '%s\n' "$hdr" "$rn,30000,,,,,,,,v,n" "$rn,60000,,,,,,,,v,n" >"$tmp/ov.csv"
 out=$("$FSDPBENCH" validate --dataset "$tmp/ov.csv" --out "$tmp/ov" 2>&1) || bad "ov.csv: $(tail -2 <<<"$out")"
-head -1 "$tmp/ov/dataset.csv" | grep -q ',published_step_ms,predicted_step_ms,compute_ms,collectives_ms,published_exposed_pct,predicted_exposed_pct$' ||
+head -1 "$tmp/ov/dataset.csv" | grep -q ',published_step_ms,predicted_step_ms,compute_ms,collectives_ms,published_exposed_pct,predicted_exposed_pct,no_overlap_step_ms$' ||
   bad "dataset.csv header: $(head -1 "$tmp/ov/dataset.csv")"
-# columns from the end: published, predicted (4, 5), then the six new ones
-chk=$(awk -F, 'NR > 1 { pub = $4; pr = $5; ps = $(NF-5); st = $(NF-4); c = $(NF-3); m = $(NF-2);
-  pe = $(NF-1); qe = $NF; w = st * pr / pub; x = 100 * (ps - c) / m; y = 100 * (st - c) / m;
+# the columns by name (awk: col["name"] = its index, from the header)
+cols='NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+  { pub = $col["published"]; pr = $col["predicted"]; ps = $col["published_step_ms"];
+    st = $col["predicted_step_ms"]; c = $col["compute_ms"]; m = $col["collectives_ms"];
+    pe = $col["published_exposed_pct"]; qe = $col["predicted_exposed_pct"]; no = $col["no_overlap_step_ms"] }'
+chk=$(awk -F, "$cols"' { w = st * pr / pub; x = 100 * (ps - c) / m; y = 100 * (st - c) / m;
   ok = m > 0.25 * c && (ps - w < 0.01 * w && w - ps < 0.01 * w) && (pe - x < 0.06 && x - pe < 0.06) &&
-  (qe - y < 0.06 && y - qe < 0.06); n += ok; if (ok && ps >= c) { p[n] = pe; q[n] = qe } }
+  (qe - y < 0.06 && y - qe < 0.06) && no >= st && no <= c + m + st; n += ok
+  if (ok && ps >= c) { p[n] = pe; q[n] = qe } }
   END { if (n != 2) exit 1; printf "%.0f %.0f", (p[1] + p[2]) / 2, (q[1] + q[2]) / 2 }' "$tmp/ov/dataset.csv") ||
   bad "dataset.csv: the steps and exposed shares do not follow from each other: $(cat "$tmp/ov/dataset.csv")"
 read -r mp mq <<<"$chk"
@@ -236,25 +240,26 @@ awk -v a="${BASH_REMATCH[1]:-x}" -v b="${BASH_REMATCH[2]:-x}" -v c="${mp:-y}" -v
   'BEGIN { exit !((a - c) ^ 2 <= 1 && (b - d) ^ 2 <= 1) }' || bad "overlap medians $ol vs dataset.csv's $chk"
 grep -qE "^#   source test +overlap +2 rows, exposed: published median ${BASH_REMATCH[1]:-x}%, predicted median ${BASH_REMATCH[2]:-x}%; in the range 1 of 2$" <<<"$out" ||
   bad "no per-source overlap line matching the closing one: $(grep -E 'overlap' <<<"$out")"
-# the range a prediction gives (predicted step .. compute + collectives, 5 % slack): the row in
-# between is in it, the one slower than every collective is not; dataset.csv says the same
-inr=$(awk -F, 'NR > 1 { ps = $(NF-5); st = $(NF-4); c = $(NF-3); m = $(NF-2);
-  if (m >= 0.25 * c) { n++; k += ps >= 0.95 * st && ps <= 1.05 * (c + m) } } END { print k " of " n }' "$tmp/ov/dataset.csv")
+# the range a prediction gives (the predicted step .. no_overlap_step_ms, the step with no
+# collective hidden, 5 % slack): the row in between is in it, the one slower than every
+# collective is not; dataset.csv says the same
+inr=$(awk -F, "$cols"' { if (m >= 0.25 * c) { n++; k += ps >= 0.95 * st && ps <= 1.05 * no } }
+  END { print k " of " n }' "$tmp/ov/dataset.csv")
 [ "$inr" = "1 of 2" ] || bad "dataset.csv puts $inr rows in the range, not 1 of 2"
-[[ "$ol" =~ collectives\ \(5%\ slack\):\ 1\ of\ 2$ ]] || bad "overlap line's range count: '$ol'"
-# its edges: rows published at 1.10 and 1.03 x compute + collectives, 0.97 and 0.90 x the
+[[ "$ol" =~ no\ overlap\ \(5%\ slack\):\ 1\ of\ 2$ ]] || bad "overlap line's range count: '$ol'"
+# its edges: rows published at 1.10 and 1.03 x the no-overlap step, 0.97 and 0.90 x the
 # predicted step (tok/s from the first row's prediction): the middle two in, the outer two out
-edges=$(awk -F, 'NR == 2 { t = $5 * $(NF-4); b = $(NF-3) + $(NF-2); st = $(NF-4);
-  printf "%.1f %.1f %.1f %.1f", t / (1.10 * b), t / (1.03 * b), t / (0.97 * st), t / (0.90 * st) }' "$tmp/ov/dataset.csv")
+edges=$(awk -F, "$cols"' NR == 2 { t = pr * st
+  printf "%.1f %.1f %.1f %.1f", t / (1.10 * no), t / (1.03 * no), t / (0.97 * st), t / (0.90 * st) }' "$tmp/ov/dataset.csv")
 { echo "$hdr"; for e in $edges; do echo "$rn,$e,,,,,,,,v,n"; done; } >"$tmp/edge.csv"
 out2=$("$FSDPBENCH" validate --dataset "$tmp/edge.csv" 2>&1) || bad "edge.csv: $(tail -2 <<<"$out2")"
-grep -qE '^overlap: .*collectives \(5% slack\): 2 of 4$' <<<"$out2" ||
-  bad "the range's edges (1.10 / 1.03 x the bound, 0.97 / 0.90 x the prediction): $(grep -E '^overlap' <<<"$out2")"
+grep -qE '^overlap: .*no overlap \(5% slack\): 2 of 4$' <<<"$out2" ||
+  bad "the range's edges (1.10 / 1.03 x the top, 0.97 / 0.90 x the prediction): $(grep -E '^overlap' <<<"$out2")"
 [[ "$(tail -1 <<<"$out")" =~ ^pairs: ]] || bad "the pairs line is no longer the last: $(tail -1 <<<"$out")"
 # a row whose published step is compute + 97 % of the collectives, when that is over 25 % slow:
 # its line says 97 % exposed and the prediction's share
-tps=$(awk -F, 'NR == 2 { c = $(NF-3); m = $(NF-2); st = $(NF-4); ps = c + 0.97 * m;
-  if (ps > 1.25 * st) printf "%.1f", $5 * st / ps }' "$tmp/ov/dataset.csv")
+tps=$(awk -F, "$cols"' NR == 2 { ps = c + 0.97 * m; if (ps > 1.25 * st) printf "%.1f", pr * st / ps }' \
+  "$tmp/ov/dataset.csv")
 if [ -z "$tps" ]; then
   bad "row 1 of ov.csv: compute + 97 % of the collectives is not 25 % over the predicted step: $(cat "$tmp/ov/dataset.csv")"
 else

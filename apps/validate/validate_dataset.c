@@ -208,7 +208,7 @@ static fb_status write_csv(const ds_ctx *x, const char *dir) {
   fprintf(f, "row,profile,configuration,published,predicted,err_pct,unit,not_expressible,"
              "published_peak_gib,predicted_peak_gib,peak_err_pct,published_step_ms,"
              "predicted_step_ms,compute_ms,collectives_ms,published_exposed_pct,"
-             "predicted_exposed_pct\n");
+             "predicted_exposed_pct,no_overlap_step_ms\n");
   for (int i = 0; i < x->n; i++) {
     const ds_result *o = &x->res[i];
     char what[sizeof o->what], why[sizeof o->skip];
@@ -220,11 +220,11 @@ static fb_status write_csv(const ds_ctx *x, const char *dir) {
     ds_mem_figures(o, &pub, &pred, &merr);
     /* training rows: the step and its parts in ms, the exposed shares (NAN elsewhere) */
     const double ps = ds_published_step(o), ms = ps > 0 ? 1e3 : NAN;
-    fprintf(f, "%d,%s,%s,%.6g,%.6g,%.3f,%s,%s,%.4g,%.4g,%.2f,%.6g,%.6g,%.6g,%.6g,%.1f,%.1f\n",
+    fprintf(f, "%d,%s,%s,%.6g,%.6g,%.3f,%s,%s,%.4g,%.4g,%.2f,%.6g,%.6g,%.6g,%.6g,%.1f,%.1f,%.6g\n",
             o->row, o->gpu, what, o->published, o->skip[0] ? NAN : o->predicted,
             o->skip[0] ? NAN : err_pct(o), x->unit, why, pub, pred, merr, ps * ms,
             o->step_s * ms, o->compute_s * ms, o->comm_s * ms, 100 * ds_exposed_share(o, ps),
-            ps > 0 ? 100 * ds_exposed_share(o, o->step_s) : NAN);
+            ps > 0 ? 100 * ds_exposed_share(o, o->step_s) : NAN, ds_no_overlap_step(o) * ms);
   }
   return fb_out_commit(&out);
 }

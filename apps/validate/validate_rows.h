@@ -24,6 +24,7 @@ typedef struct ds_result {
                             (the published run had none) */
   double step_s, compute_s, comm_s; /* training rows: the predicted step, its compute and its
                             collectives (unions over the last step, rank 0); 0 elsewhere */
+  double hidden_s;       /* training rows: the collectives' time under compute in that step */
   /* training rows, peak memory (validate_memory.c): the published figure in bytes (0: none
    * compared), what it is (or why it is not compared; "" when the row prints none), and rank
    * 0's predicted peaks: allocated, allocated before the first step, reserved; and, for a row
@@ -128,6 +129,9 @@ const char *ds_source_of(const ds_result *o);
  * compute), and the closing 'overlap:' line over the file. */
 double ds_published_step(const ds_result *o);
 double ds_exposed_share(const ds_result *o, double step);
+/* The predicted step with no collective hidden under compute (the top of the prediction's
+ * range where collectives weigh): step_s + hidden_s. */
+double ds_no_overlap_step(const ds_result *o);
 void ds_print_overlap_summary(const ds_ctx *x);
 
 /* The row's profile: --hardware when given, else the one for its GPU name and memory; NULL

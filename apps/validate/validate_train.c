@@ -519,7 +519,7 @@ static bool configure(const train_in *t, const train_plan *p, const char *model,
 /* One candidate's prediction: tokens/s per GPU, the allocator model's OOM count, and the
  * last step's time, compute and collectives (rank 0). */
 typedef struct candidate {
-  double tps, step_s, compute_s, comm_s;
+  double tps, step_s, compute_s, comm_s, hidden_s;
   long long ooms;
   double mem_alloc, mem_state, mem_reserved; /* rank 0's peaks (validate_rows.h) */
   double mem_fp32_state; /* what rank 0's weights, gradients and optimizer state hold beyond 8
@@ -536,6 +536,7 @@ static fb_status run_one(const fb_run_config *c, candidate *k) {
   k->step_s = last->wall;
   k->compute_s = last->compute;
   k->comm_s = last->comm;
+  k->hidden_s = fmax(0, last->comm - last->exposed_comm);
   k->tps = (double)res.tokens_per_step / last->wall / res.world;
   int64_t reserved = 0;
   k->ooms = (long long)fb_report_ooms(&res, &reserved);
@@ -584,6 +585,7 @@ static fb_status search(const train_in *t, train_plan *p, const char *model, con
   o->step_s = best.step_s;
   o->compute_s = best.compute_s;
   o->comm_s = best.comm_s;
+  o->hidden_s = best.hidden_s;
   o->mem_alloc = best.mem_alloc;
   o->mem_state = best.mem_state;
   o->mem_reserved = best.mem_reserved;
