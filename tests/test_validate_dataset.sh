@@ -162,7 +162,7 @@ p1="MPT-125m,1,12,768,12,12,3072,50368,2048,8"
   row "pp,A100,80,16,8,8 x 200 Gb/s per node,$p1,128,1,1,amp_bf16,none,False,FSDP HYBRID_SHARD,x,100000,,,,,,,,v,n"
   row "pp,A100,80,16,8,8 x 200 Gb/s per node,$p1,128,1,1,bf16,selective,False,NON-DP: TP=2 x DP=8,x,1,,,,,,,,v,n"
 } >"$tmp/pairs.csv"
-out=$("$FSDPBENCH" validate --dataset "$tmp/pairs.csv" 2>&1) || bad "pairs.csv: $(tail -2 <<<"$out")"
+out=$("$FSDPBENCH" validate --dataset "$tmp/pairs.csv" --out "$tmp/pairs" 2>&1) || bad "pairs.csv: $(tail -2 <<<"$out")"
 grep -qE '^ +1  MPT.* 105000\.0 ' <<<"$out" || bad "range 100000-110000 not read at its midpoint: $out"
 grep -q "row 1: published tok/s/GPU range 100000-110000: its midpoint 105000" <<<"$out" ||
   bad "range not said: $out"
@@ -170,13 +170,14 @@ grep -qE '^ +2  MPT.* 93747\.2 ' <<<"$out" || bad "732.4 samples/s x 2048 / 16 n
 grep -qE '^#    4 .*NON-DP: TP=2 x DP=8: tensor/pipeline/context parallel, not pure data parallel' \
   <<<"$out" || bad "TP row not left out with its reason: $out"
 last=$(tail -1 <<<"$out")
-[[ "$last" =~ ^pairs:\ 2,\ within\ 5\ points:\ [0-2],\ worst\ [0-9]+\.[0-9]\ points$ ]] ||
+[[ "$last" =~ ^pairs:\ 2,\ within\ 5\ points:\ [0-2],\ worst\ [0-9]+\.[0-9]\ points\;\ published\ ratio\ in\ the\ range\ from\ the\ predicted\ to\ the\ no-overlap\ ratio\ \(5\ points\ slack\):\ ([0-2])$ ]] ||
   bad "closing pairs line: '$last'"
+inr=${BASH_REMATCH[1]:-x}
 # each source's own line: its 3 expressed rows, and its 2 pairs with the closing line's count
 grep -qE '^#   source pp +3 rows, median \|err\| [0-9.]+%, worst [0-9.]+%, within 15%: [0-3]/3$' \
   <<<"$out" || bad "no per-source rows line: $(grep source <<<"$out")"
 within=$(sed -E 's/^pairs: 2, within 5 points: ([0-2]),.*/\1/' <<<"$last")
-grep -qE "^#   source pp +pairs +2, within 5 points: +$within, worst [0-9.]+ points$" <<<"$out" ||
+grep -qE "^#   source pp +pairs +2, within 5 points: +$within, worst [0-9.]+ points; in the range +$inr$" <<<"$out" ||
   bad "no per-source pairs line matching the closing one: $(grep 'source pp' <<<"$out")"
 pub() { awk -v r="$1" '$1 == r && /MPT/ {print $(NF-2)}' <<<"$out"; }
 pre() { awk -v r="$1" '$1 == r && /MPT/ {print $(NF-1)}' <<<"$out"; }
@@ -187,7 +188,48 @@ awk -v a="$(pub 1)" -v b="$(pub 2)" -v c="$(pre 1)" -v d="$(pre 2)" -v P="${BASH
   k = (x - y) * 100; if (k < 0) k = -k; exit !(x - P < 0.001 && P - x < 0.001 && y - Q < 0.001 &&
   Q - y < 0.001 && k - K < 0.06 && K - k < 0.06) }' || bad "pair 1/2 ratios do not follow the rows: $pl"
 grep -qE '^# pair rows 2/3: strategy +hsdp x16 / fsdp x16: ' <<<"$out" || bad "no strategy pair 2/3: $out"
+# each pair's ratio with no overlap follows its rows' no-overlap steps (dataset.csv: tok/s/GPU x
+# predicted step / no-overlap step), and it is 'outside the range' exactly when the published
+# ratio is more than 5 points beyond both ratios; the closing count is the pairs not outside
+nin=0
+while read -r pl; do
+  [[ "$pl" =~ ^#\ pair\ rows\ ([0-9]+)/([0-9]+):.*published\ ([0-9.]+),\ predicted\ ([0-9.]+),.*with\ no\ overlap\ ([0-9.]+) ]] ||
+    { bad "pair line without its no-overlap ratio: $pl"; continue; }
+  ra=${BASH_REMATCH[1]} rb=${BASH_REMATCH[2]} P=${BASH_REMATCH[3]} Q=${BASH_REMATCH[4]} R=${BASH_REMATCH[5]}
+  out_flag=0; [[ "$pl" == *"(published outside the range)" ]] && out_flag=1
+  awk -F, -v a="$ra" -v b="$rb" -v P="$P" -v Q="$Q" -v R="$R" -v o="$out_flag" '
+    NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+    { t[$1] = $col["predicted"] * $col["predicted_step_ms"] / $col["no_overlap_step_ms"] }
+    END { r = t[b] / t[a]; lo = (Q < R ? Q : R) - 0.05; hi = (Q > R ? Q : R) + 0.05
+      exit !((r - R) ^ 2 < 1e-5 && o == (P < lo || P > hi)) }' "$tmp/pairs/dataset.csv" ||
+    bad "pair $ra/$rb: no-overlap ratio or range flag does not follow the rows: $pl"
+  [ "$out_flag" = 0 ] && nin=$((nin + 1))
+done < <(grep -E '^# pair rows [0-9]+/[0-9]+: ' <<<"$out")
+[ "$nin" = "$inr" ] || bad "closing line counts $inr pairs in the range, the pair lines $nin"
 grep -qE '^# pair rows 1/3' <<<"$out" && bad "rows 1/3 differ in strategy and GPUs: no pair"
+
+# the range on pairs that communication decides (1 x 50 Gb/s): a first pass gives each row's
+# predicted and no-overlap tok/s; then the HSDP row is published halfway between the predicted
+# and the no-overlap ratio (more than 5 points from the prediction, yet in the range) and the
+# 8-GPU row 8 points beyond its no-overlap ratio (outside)
+sp="test,A100,80,16,8,1 x 50 Gb/s Ethernet,MPT-125m,1,12,768,12,12,3072,50368,2048,8,128,1,1,amp_bf16,none,False,FSDP FULL_SHARD,Composer/llm-foundry"
+sh="${sp/FSDP FULL_SHARD/FSDP HYBRID_SHARD}"
+s8="test,A100,80,8,8,1 x 50 Gb/s Ethernet,MPT-125m,1,12,768,12,12,3072,50368,2048,8,64,1,1,amp_bf16,none,False,FSDP FULL_SHARD,Composer/llm-foundry"
+printf '%s\n' "$hdr" "$sp,30000,,,,,,,,v,n" "$sh,30000,,,,,,,,v,n" "$s8,30000,,,,,,,,v,n" >"$tmp/sp.csv"
+"$FSDPBENCH" validate --dataset "$tmp/sp.csv" --out "$tmp/sp" >/dev/null 2>&1 || bad "sp.csv: first pass failed"
+read -r p2 p3 <<<"$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+  { q[$1] = $col["predicted"]; r[$1] = q[$1] * $col["predicted_step_ms"] / $col["no_overlap_step_ms"] }
+  END { Q2 = q[2] / q[1]; R2 = r[2] / r[1]; Q3 = q[3] / q[1]; R3 = r[3] / r[1]
+    if (R2 - Q2 < 0.11 || R3 - Q3 < 0.11) exit 1
+    printf "%.1f %.1f", 30000 * (Q2 + R2) / 2, 30000 * (R3 + 0.08) }' "$tmp/sp/dataset.csv")" ||
+  bad "sp.csv: the no-overlap ratios are not 11 points beyond the predicted ones: $(cat "$tmp/sp/dataset.csv")"
+printf '%s\n' "$hdr" "$sp,30000,,,,,,,,v,n" "$sh,$p2,,,,,,,,v,n" "$s8,$p3,,,,,,,,v,n" >"$tmp/sp2.csv"
+out=$("$FSDPBENCH" validate --dataset "$tmp/sp2.csv" 2>&1) || bad "sp2.csv: $(tail -2 <<<"$out")"
+grep -qE '^# pair rows 1/2: .* points \(more than 5\); with no overlap [0-9.]+$' <<<"$out" ||
+  bad "pair 1/2 (halfway to the no-overlap ratio) is not in the range: $(grep 'pair rows 1/2' <<<"$out")"
+grep -qE '^# pair rows 1/3: .*with no overlap [0-9.]+ \(published outside the range\)$' <<<"$out" ||
+  bad "pair 1/3 (8 points beyond it) is not outside: $(grep 'pair rows 1/3' <<<"$out")"
+grep -qE '^pairs: 2, within 5 points: 0, .*: 1$' <<<"$out" || bad "sp2.csv closing line: $(tail -1 <<<"$out")"
 
 # a row off by more than 25 % says what its published step asks of the prediction's parts: one
 # published too slow (the bound on the collectives), one within (no line), one too fast for the
