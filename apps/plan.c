@@ -1,7 +1,8 @@
 /* `fsdpbench plan`: the candidates (every strategy and the options that matter for it), one
  * simulated run of each through fb_run (backend sim, 2 steps, quiet), the memory filter and
  * the ranked table. The figures are the runner's own (the same as the report of a sim run):
- * step time is the last step of the slowest simulated rank, peak memory the largest peak.
+ * step time is the last step of the slowest simulated rank, peak memory the largest peak; "no
+ * overlap" is that step plus rank 0's comm time under compute (the top of the prediction's range).
  * This file does not model anything. */
 #include "plan.h"
 
@@ -133,6 +134,7 @@ static void run_one(const fb_run_config *base, const candidate *cand, int64_t ca
   row->step_s = step;
   row->exposed_comm_s = exposed;
   row->why = res.ranks[0].steps[last];
+  row->no_overlap_s = step + fmax(0, row->why.comm - row->why.exposed_comm);
   fb_dev_model m;
   if (res.ranks[0].rec && fb_recorder_model(res.ranks[0].rec, &m) && m.alloc_model)
     row->reserved_peak = m.reserved_peak;
@@ -250,15 +252,15 @@ void fb_plan_print(FILE *f, const fb_run_config *base, const fb_plan_row *rows_i
     else nbig++;
   }
   fprintf(f, "\nranked by predicted step time (fits in %.1f GiB per device):\n", gib(capacity));
-  fprintf(f, "%4s  %-7s %-56s %10s %13s %7s %12s %9s\n", "rank", "strategy", "options",
-          "step ms", "tok/s/GPU", "MFU %", "exposed ms", "peak GiB");
+  fprintf(f, "%4s  %-7s %-56s %10s %13s %7s %12s %15s %9s\n", "rank", "strategy", "options",
+          "step ms", "tok/s/GPU", "MFU %", "exposed ms", "no overlap ms", "peak GiB");
   int k = 0;
   for (int i = 0; i < nrows; i++) {
     const fb_plan_row *r = &rows[i];
     if (r->st != FB_OK || !r->fits) continue;
-    fprintf(f, "%4d  %-7s %-56s %10.2f %13.0f %7.1f %12.2f %9.2f\n", ++k, r->strategy,
+    fprintf(f, "%4d  %-7s %-56s %10.2f %13.0f %7.1f %12.2f %15.2f %9.2f\n", ++k, r->strategy,
             r->options, r->step_s * 1e3, r->tokens_per_s_per_rank, 100 * r->mfu,
-            r->exposed_comm_s * 1e3, gib(r->peak_bytes));
+            r->exposed_comm_s * 1e3, r->no_overlap_s * 1e3, gib(r->peak_bytes));
   }
   if (nfit) print_why(f, rows, nrows);
   if (!nfit) fprintf(f, "      (no candidate fits: activation recomputation (--recompute full), "

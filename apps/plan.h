@@ -28,6 +28,8 @@ typedef struct fb_plan_row {
   double tokens_per_s_per_rank;
   double mfu;            /* model FLOPs / (step time * world * peak) */
   double exposed_comm_s;
+  double no_overlap_s; /* the step if no collective overlapped compute: step_s plus rank 0's comm
+                          compute hid (the top of the prediction's range, README) */
   int64_t peak_bytes;    /* per rank, largest over simulated ranks */
   int64_t ooms;          /* out-of-memory errors the allocator model predicts (all ranks) */
   bool fits;             /* peak_bytes <= capacity and no predicted out-of-memory error */

@@ -20,6 +20,11 @@ for s in ddp zero3 fsdp yafsdp; do
   grep -q "^ *[0-9]\+ \+$s " <<<"$out" || bad "plan did not rank $s: $out"
 done
 grep -q "ranked by predicted step time" <<<"$out" || bad "plan printed no table: $out"
+# its 'no overlap ms' column (the step with no comm hidden) is never below the step
+grep -qE '^rank +strategy +options +step ms +tok/s/GPU +MFU % +exposed ms +no overlap ms +peak GiB$' <<<"$out" ||
+  bad "plan's ranked table has no 'no overlap ms' column: $(grep '^rank' <<<"$out")"
+sed -n '/^ranked/,/^$/p' <<<"$out" | awk '/^ +[0-9]+ / { if ($(NF - 1) < $(NF - 5) - 0.005 || $(NF - 1) <= 0) exit 1 }' ||
+  bad "plan: a 'no overlap' figure below its step: $out"
 # ... and where each candidate's step goes: one breakdown row per fitting candidate, whose
 # compute by kind and exposed comm do not exceed the step
 why=$(sed -n '/where the predicted step goes/,/^$/p' <<<"$out" | grep -E '^ +[0-9]+ ')
