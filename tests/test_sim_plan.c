@@ -175,15 +175,19 @@ static void check_plan(void) {
     int rank;
     char strat[32];
     if (sscanf(line, "%d %31s", &rank, strat) != 2) break;
-    /* the step ms column is the 5th number from the end of the line */
+    /* the step ms column is the 6th number from the end of the line (then tok/s/GPU, MFU,
+     * exposed, no overlap and peak), and no overlap is never below it */
     char row[512];
     size_t l = strcspn(line, "\n");
     snprintf(row, sizeof row, "%.*s", (int)l, line);
     char *tok[64];
     int nt = 0;
     for (char *t = strtok(row, " "); t && nt < 64; t = strtok(NULL, " ")) tok[nt++] = t;
-    double step_ms = nt >= 5 ? atof(tok[nt - 5]) : -1;
+    double step_ms = nt >= 6 ? atof(tok[nt - 6]) : -1;
+    double no_overlap_ms = nt >= 6 ? atof(tok[nt - 2]) : -1;
     CHECK(step_ms >= prev, "ranked row %d: step %g ms after %g ms", rank, step_ms, prev);
+    CHECK(no_overlap_ms >= step_ms - 0.005, "ranked row %d: no overlap %g ms below its step %g ms",
+          rank, no_overlap_ms, step_ms);
     prev = step_ms;
     ranked++;
     CHECK(strcmp(strat, "ddp") != 0, "ddp ranked although it does not fit");
