@@ -8,8 +8,8 @@
  * compute has no share (the compute model is too slow there). Where collectives weigh, a
  * prediction is read as a range, from the predicted step to the step if no collective
  * overlapped compute (the prediction plus the collectives' time compute hid in it); the lines
- * count the rows whose published step falls in it. It reads the
- * row's numbers only: nothing is fitted and it runs nothing. */
+ * count the rows whose published step falls in it. It reads the row's numbers only: nothing is
+ * fitted and it runs nothing. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
