@@ -134,7 +134,7 @@ static void run_one(const fb_run_config *base, const candidate *cand, int64_t ca
   row->step_s = step;
   row->exposed_comm_s = exposed;
   row->why = res.ranks[0].steps[last];
-  row->no_overlap_s = step + fmax(0, row->why.comm - row->why.exposed_comm);
+  row->no_overlap_s = step + fb_report_hidden(row->why.comm, row->why.exposed_comm);
   fb_dev_model m;
   if (res.ranks[0].rec && fb_recorder_model(res.ranks[0].rec, &m) && m.alloc_model)
     row->reserved_peak = m.reserved_peak;

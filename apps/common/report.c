@@ -112,8 +112,10 @@ void fb_report_summary(const fb_run_result *r, int i, fb_rank_summary *out) {
   derive_rates(r, out);
 }
 
+double fb_report_hidden(double comm_s, double exposed_s) { return fmax(0, comm_s - exposed_s); }
+
 double fb_report_no_overlap(const fb_rank_summary *s) {
-  return s->step_s + fmax(0, s->comm_s - s->exposed_s);
+  return s->step_s + fb_report_hidden(s->comm_s, s->exposed_s);
 }
 
 static double sum_colls(const double *v) {
@@ -159,7 +161,7 @@ static void print_range(FILE *f, const fb_rank_summary *m) {
              "(global), %.2fx the predicted step: the step if no collective overlapped compute%s\n",
           bound * 1e3,
           m->tokens_per_s * m->step_s / bound, bound / m->step_s,
-          m->comm_s >= 0.25 * m->compute_s
+          m->comm_s >= FB_COMM_HEAVY * m->compute_s
               ? "; comm is at least a quarter of compute: read the prediction as the low end "
                 "of a range up to this (README, 'How far to trust the simulator', says how often "
                 "published steps fell in it)"

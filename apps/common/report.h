@@ -118,8 +118,13 @@ typedef struct fb_rank_summary {
 
 /* Summary of rank index i of r->ranks (i < r->nranks); i == -1 gives the mean row. */
 void fb_report_summary(const fb_run_result *r, int i, fb_rank_summary *out);
-/* The step if no collective overlapped compute: step_s plus the comm compute hid (comm_s -
- * exposed_s). Where collectives weigh, the top of a prediction's range (README). */
+/* Collectives weigh in a step when their time is at least this share of compute: there a
+ * prediction reads as a range (the report's 'no overlap' line, validate's 'overlap:' line). */
+#define FB_COMM_HEAVY 0.25
+/* The comm time compute hid: comm - exposed, never below 0. */
+double fb_report_hidden(double comm_s, double exposed_s);
+/* The step if no collective overlapped compute: step_s plus the comm compute hid. Where
+ * collectives weigh, the top of a prediction's range (README). */
 double fb_report_no_overlap(const fb_rank_summary *s);
 /* "Where the predicted step goes", shared by plan and compare: a header, then one row per
  * run: the compute stream's time by op kind, the exposed (not overlapped) time of each

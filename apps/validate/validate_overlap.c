@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "median.h"
+#include "report.h"
 #include "validate_rows.h"
 
 /* The published step: the predicted one scaled by predicted / published throughput (the same
@@ -41,7 +42,7 @@ double ds_exposed_share(const ds_result *o, double step) {
  * share is the compute model's error magnified (a 2 % compute error where the collectives are
  * 2 % of the step reads as 100 % exposed); at a quarter, an error of e % in compute moves the
  * share by at most 4e points. */
-#define OVERLAP_MIN_COMM 0.25
+#define OVERLAP_MIN_COMM FB_COMM_HEAVY
 /* The range a prediction gives there: from the predicted step to that step with every
  * collective exposed (plus the part compute hid: ds_no_overlap_step), each end widened by this
  * share, the compute model's own median error on the fitted rows (train-runs.csv, 4.3 %),

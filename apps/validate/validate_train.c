@@ -536,7 +536,7 @@ static fb_status run_one(const fb_run_config *c, candidate *k) {
   k->step_s = last->wall;
   k->compute_s = last->compute;
   k->comm_s = last->comm;
-  k->hidden_s = fmax(0, last->comm - last->exposed_comm);
+  k->hidden_s = fb_report_hidden(last->comm, last->exposed_comm);
   k->tps = (double)res.tokens_per_step / last->wall / res.world;
   int64_t reserved = 0;
   k->ooms = (long long)fb_report_ooms(&res, &reserved);
